@@ -1,0 +1,3 @@
+from farmer.cli import main
+
+main()
