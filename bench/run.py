@@ -1,0 +1,774 @@
+#!/usr/bin/env python3
+"""Benchmark farmer against ninja and make on the same generated build graph.
+
+    python bench/run.py [--sizes 1000,10000] [--repeat 5] [--jobs 2]
+                        [--only full,noop,change] [--out FILE.md]
+
+For every size N a layered graph of N `cat` steps is generated (deterministically) and
+written three times — Farmfile (one explicit [task.sK] per step), build.ninja and
+Makefile — into one directory per tool under the work dir, so every tool has its own
+sources, outputs and state. Scenarios (same -j for all tools):
+
+  full    clean build from scratch (out/ and every tool's state removed first)
+  noop    build right after a complete build (one untimed settling run, then timed runs)
+  change  append a line to one source that feeds a chain, then build
+
+Times are wall-clock (perf_counter around the child), the median of the repeats. Peak
+RSS comes from os.wait4 on the tool's own process. Correctness is checked as we go:
+after every full build each tool's out/ must equal the expected tree (computed here in
+Python), a noop must change nothing (and farmer/ninja/make must each report that
+nothing was out of date), and a change must rewrite exactly the outputs downstream of
+the edited source.
+
+Stdlib only. `--foreach` adds a second farmer variant whose first layer is written as
+one `foreach` task instead of N/2 explicit tasks (same commands, same outputs).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+SEED = 20261130
+
+# --------------------------------------------------------------------------------------
+# Graph generation
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Graph:
+    n: int
+    sources: list[str]                 # src/s{i}.txt
+    source_text: list[bytes]
+    steps_in: list[list[str]]          # inputs of step k (paths)
+    layer: list[int]                   # layer of step k
+    roots: list[str]                   # outputs nobody consumes -> `all`
+    expected: dict[str, str] = field(default_factory=dict)   # out path -> digest
+    out_bytes: int = 0
+    max_out: int = 0
+
+    @staticmethod
+    def out(k: int) -> str:
+        return f"out/s{k}.txt"
+
+    def cmd(self, k: int) -> str:
+        return f"cat {' '.join(self.steps_in[k])} > {self.out(k)}"
+
+
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+         "omicron pi rho sigma tau upsilon phi chi psi omega").split()
+
+
+def make_graph(n: int, seed: int = SEED) -> Graph:
+    """A layered graph of n steps.
+
+    Layer 0 ("compile"): one step per source, `cat src/s{i}.txt > out/s{i}.txt`
+    (n/2 of them). The other n/2 steps sit in L-1 further layers (L ~ log2 n). Each
+    takes its primary input from the previous layer (so chains run through every
+    layer) plus 0-2 extras: mostly a not-yet-consumed compile output, else a source
+    (like a shared header) or any earlier output. 1-3 inputs per step in total.
+    """
+    rng = random.Random(seed + n)
+    n_src = (n + 1) // 2
+    sources = [f"src/s{i}.txt" for i in range(n_src)]
+    source_text = []
+    for i in range(n_src):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8)))
+        source_text.append(f"source {i}: {words}\n".encode())
+
+    steps_in: list[list[str]] = [[sources[i]] for i in range(n_src)]
+    layer = [0] * n_src
+    n_up = n - n_src
+    n_layers = max(3, round(math.log2(max(n, 2))))
+    n_up_layers = min(n_layers - 1, n_up)
+    layers: list[list[int]] = [list(range(n_src))]
+    pool = list(range(n_src))           # compile outputs, consumed in random order
+    rng.shuffle(pool)
+    used: set[int] = set()
+
+    def from_pool() -> int | None:
+        while pool:
+            c = pool.pop()
+            if c not in used:
+                return c
+        return None
+
+    k = n_src
+    for li in range(1, n_up_layers + 1):
+        width = n_up // n_up_layers + (1 if li <= n_up % n_up_layers else 0)
+        prev = layers[-1]
+        order = prev[:]
+        rng.shuffle(order)
+        cur = []
+        for w in range(width):
+            # primary: walk the previous layer in shuffled order (each one consumed once
+            # where the widths allow: chains through every layer); rest random
+            prim = order[w] if w < len(order) else rng.choice(prev)
+            if li == 1 and prim in used:
+                prim = from_pool() if pool else prim
+            used.add(prim)
+            ins = [Graph.out(prim)]
+            for _ in range(rng.choices((0, 1, 2), weights=(2, 5, 3))[0]):
+                r = rng.random()
+                c = from_pool() if r < 0.75 else None
+                if c is not None:
+                    cand = Graph.out(c)
+                elif r < 0.9:
+                    cand = rng.choice(sources)          # like a shared header
+                else:
+                    cand = Graph.out(rng.randrange(0, prev[-1] + 1))  # any earlier layer
+                if cand not in ins:
+                    ins.append(cand)
+                    if c is not None:
+                        used.add(c)
+            steps_in.append(ins)
+            layer.append(li)
+            cur.append(k)
+            k += 1
+        layers.append(cur)
+    assert k == n, (k, n)
+
+    consumed = set()
+    for ins in steps_in[n_src:]:
+        consumed.update(p for p in ins if p.startswith("out/"))
+    roots = [Graph.out(j) for j in range(n) if Graph.out(j) not in consumed]
+    g = Graph(n, sources, source_text, steps_in, layer, roots)
+
+    # Expected contents (cat = concatenation), as digests.
+    content: dict[str, bytes] = dict(zip(sources, source_text))
+    for j in range(n):
+        data = b"".join(content[p] for p in steps_in[j])
+        content[Graph.out(j)] = data
+        g.expected[Graph.out(j)] = digest(data)
+        g.out_bytes += len(data)
+        g.max_out = max(g.max_out, len(data))
+    return g
+
+
+def consumers_map(g: Graph) -> dict[str, list[int]]:
+    cons: dict[str, list[int]] = {}
+    for j, ins in enumerate(g.steps_in):
+        for p in ins:
+            cons.setdefault(p, []).append(j)
+    return cons
+
+
+def downstream(g: Graph, cons: dict[str, list[int]], path: str) -> set[str]:
+    """Every output that (transitively) depends on `path`."""
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        for j in cons.get(todo.pop(), ()):
+            o = Graph.out(j)
+            if o not in seen:
+                seen.add(o)
+                todo.append(o)
+    return seen
+
+
+def pick_change_source(g: Graph) -> tuple[str, set[str]]:
+    """A source feeding a chain through every layer, with a typical (median) fan-out."""
+    cons = consumers_map(g)
+    top = max(g.layer)
+    rng = random.Random(SEED)
+    cand = rng.sample(g.sources, min(300, len(g.sources)))
+    scored = []
+    for s in cand:
+        ds = downstream(g, cons, s)
+        depth = max((g.layer[int(o[5:-4])] for o in ds), default=-1)
+        scored.append((depth == top, len(ds), s, ds))
+    full = [t for t in scored if t[0]] or scored
+    full.sort(key=lambda t: (t[1], t[2]))
+    _, _, s, ds = full[len(full) // 2]
+    return s, ds
+
+
+def farmfile_text(g: Graph, foreach: bool = False) -> str:
+    q = json.dumps
+    parts = ["# generated by bench/run.py — do not edit\n"]
+    n_src = len(g.sources)
+    if foreach:
+        parts.append(
+            "[task.compile]\n"
+            'foreach = "src/s{i}.txt"\n'
+            'inputs = ["src/s{i}.txt"]\n'
+            'outputs = ["out/s{i}.txt"]\n'
+            'cmd = "cat {inputs} > {outputs}"\n\n')
+    for k, ins in enumerate(g.steps_in):
+        if foreach and k < n_src:
+            continue
+        parts.append(
+            f"[task.s{k}]\n"
+            f"inputs = [{', '.join(q(p) for p in ins)}]\n"
+            f"outputs = [{q(g.out(k))}]\n"
+            f"cmd = {q(g.cmd(k))}\n\n")
+    parts.append("[task.all]\ninputs = [\n")
+    parts.extend(f"  {q(r)},\n" for r in g.roots)
+    parts.append("]\n")
+    return "".join(parts)
+
+
+def ninja_text(g: Graph) -> str:
+    parts = ["# generated by bench/run.py — do not edit\n",
+             "rule cat\n  command = cat $in > $out\n\n"]
+    for k, ins in enumerate(g.steps_in):
+        parts.append(f"build {g.out(k)}: cat {' '.join(ins)}\n")
+    parts.append("\nbuild all: phony $\n")
+    parts.append(" $\n".join(f"    {r}" for r in g.roots))
+    parts.append("\ndefault all\n")
+    return "".join(parts)
+
+
+def makefile_text(g: Graph) -> str:
+    # -rR: no built-in implicit rules/variables (otherwise make tries dozens of implicit
+    # rules per file, which is not what a tuned generated Makefile does).
+    parts = ["# generated by bench/run.py — do not edit\n",
+             "MAKEFLAGS += -rR\n.SUFFIXES:\n.PHONY: all\n.DEFAULT_GOAL := all\n\nall: \\\n"]
+    parts.append(" \\\n".join(f"    {r}" for r in g.roots))
+    parts.append("\n\nout:\n\tmkdir -p out\n\n")
+    for k, ins in enumerate(g.steps_in):
+        parts.append(f"{g.out(k)}: {' '.join(ins)} | out\n\t{g.cmd(k)}\n")
+    return "".join(parts)
+
+
+def write_project(g: Graph, d: Path, texts: dict[str, str], farm_variant: str) -> None:
+    (d / "src").mkdir(parents=True)
+    for name, data in zip(g.sources, g.source_text):
+        with open(d / name, "wb") as f:
+            f.write(data)
+    (d / "Farmfile").write_text(texts[farm_variant])
+    (d / "build.ninja").write_text(texts["ninja"])
+    (d / "Makefile").write_text(texts["make"])
+
+
+# --------------------------------------------------------------------------------------
+# Running and measuring
+# --------------------------------------------------------------------------------------
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def tree_digests(d: Path) -> dict[str, str]:
+    """relative path -> content digest, for every file under d/out."""
+    res: dict[str, str] = {}
+    root = d / "out"
+    if not root.exists():
+        return res
+    base = len(str(d)) + 1
+    for dirpath, _dirs, files in os.walk(root):
+        for fn in files:
+            p = os.path.join(dirpath, fn)
+            with open(p, "rb") as f:
+                res[p[base:]] = digest(f.read())
+    return res
+
+
+@dataclass
+class RunResult:
+    wall: float
+    rc: int
+    maxrss_kb: int | None   # only from runs launched through GNU time, see run_timed
+    cpu: float              # user+sys of the tool and the children it waited for
+
+
+GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
+def run_timed(argv: list[str], env: dict | None, timeout: float,
+              rss_file: Path | None = None) -> RunResult:
+    """Run argv, wall time by perf_counter, rusage by os.wait4.
+
+    Peak RSS: on Linux a child's ru_maxrss starts from the RSS of the process that
+    forked it (the kernel keeps the pre-exec high-water mark), so wait4 on a child of
+    this harness would report at least the harness's own RSS. With rss_file, the tool
+    is launched through GNU time (a ~2 MB process) and its %M is read back: that is
+    the tool's own peak. The launcher adds ~1 ms, so only untimed runs or long full
+    builds use it.
+    """
+    if rss_file is not None:
+        argv = [GNU_TIME, "-f", "%M", "-o", str(rss_file)] + argv
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    def kill():
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        _, status, ru = os.wait4(p.pid, 0)
+    finally:
+        timer.cancel()
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    rss = None
+    if rss_file is not None:
+        try:
+            rss = int(rss_file.read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return RunResult(wall, p.returncode, rss, ru.ru_utime + ru.ru_stime)
+
+
+class BenchError(Exception):
+    pass
+
+
+@dataclass
+class Tool:
+    name: str           # farmer | farmer-foreach | ninja | make
+    dir: Path
+    argv: list[str]
+    env: dict | None
+    state: tuple[str, ...]
+
+    def clean(self) -> None:
+        for s in self.state + ("out",):
+            p = self.dir / s
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+
+    def diagnose(self, timeout: float) -> str:
+        """Re-run untimed with output captured, for an error message."""
+        try:
+            cp = subprocess.run(self.argv, env=self.env, capture_output=True, text=True,
+                                timeout=timeout)
+            out = (cp.stdout + cp.stderr).strip().splitlines()
+            return f"rc={cp.returncode}; last output:\n    " + "\n    ".join(out[-15:])
+        except Exception as e:  # noqa: BLE001
+            return f"diagnostic run failed: {e}"
+
+    def build(self, timeout: float, rss: bool = False) -> RunResult:
+        rss_file = self.dir.parent / f".rss-{self.name}" if rss and GNU_TIME else None
+        r = run_timed(self.argv, self.env, timeout, rss_file)
+        if r.rc != 0:
+            raise BenchError(f"{self.name} build failed in {self.dir} (rc={r.rc}); "
+                             f"{self.diagnose(timeout)}")
+        return r
+
+    def check_noop(self) -> str | None:
+        """Ask the tool itself whether anything is out of date; None if all good."""
+        if self.name.startswith("farmer"):
+            lb = self.dir / ".farmer" / "last-build.json"
+            try:
+                data = json.loads(lb.read_text())
+            except (OSError, ValueError) as e:
+                return f"cannot read {lb}: {e}"
+            ran = [t["id"] for t in data.get("tasks", []) if t.get("status") != "up-to-date"]
+            if ran:
+                return f"farmer noop was not a no-op: {len(ran)} not up-to-date, e.g. {ran[:5]}"
+            return None
+        if self.name == "ninja":
+            cp = subprocess.run(self.argv + ["-n"], capture_output=True, text=True)
+            if "no work to do" not in cp.stdout:
+                return "ninja -n: " + cp.stdout.strip().splitlines()[-1][:200]
+            return None
+        if self.name == "make":
+            cp = subprocess.run(self.argv + ["-q"], capture_output=True, text=True)
+            if cp.returncode != 0:
+                return f"make -q all exited {cp.returncode}"
+            return None
+        return None
+
+    def farmer_ran(self) -> int | None:
+        if not self.name.startswith("farmer"):
+            return None
+        try:
+            data = json.loads((self.dir / ".farmer" / "last-build.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return sum(1 for t in data.get("tasks", []) if t.get("status") == "ran")
+
+
+def farmer_command(override: str | None) -> tuple[list[str], dict, str]:
+    env = dict(os.environ)
+    if override:
+        return shlex.split(override), env, override
+    exe = shutil.which("farmer")
+    if exe:
+        return [exe], env, exe
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"]
+                                          if env.get("PYTHONPATH") else "")
+    return [sys.executable, "-m", "farmer"], env, f"{sys.executable} -m farmer"
+
+
+def tool_version(argv: list[str], env: dict | None = None) -> str:
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        out = (cp.stdout or cp.stderr).strip().splitlines()
+        return out[0] if cp.returncode == 0 and out else f"unavailable (rc={cp.returncode})"
+    except Exception as e:  # noqa: BLE001
+        return f"unavailable ({e})"
+
+
+def fmt_s(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.4f}" if v < 1 else f"{v:.3f}" if v < 100 else f"{v:.1f}"
+
+
+def fmt_ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or b <= 0:
+        return "—"
+    return f"{a / b:.1f}×"
+
+
+def fmt_mb(kb: int | None) -> str:
+    return "—" if kb is None else f"{kb / 1024:.0f}"
+
+
+# --------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> None:
+    t0 = time.perf_counter()
+    g = make_graph(n)
+    change_src, change_outs = pick_change_source(g)
+    texts = {"ninja": ninja_text(g), "make": makefile_text(g),
+             "farmer": farmfile_text(g), "farmer-foreach": farmfile_text(g, foreach=True)}
+    base = args.work / f"n{n}"
+    tools: list[Tool] = []
+    j = str(args.jobs)
+    for name in args.tools:
+        d = base / name
+        write_project(g, d, texts, "farmer-foreach" if name == "farmer-foreach" else "farmer")
+        if name.startswith("farmer"):
+            t = Tool(name, d, farmer_argv + ["build", "-C", str(d), "-j", j, "all"],
+                     farmer_env, (".farmer",))
+        elif name == "ninja":
+            t = Tool(name, d, ["ninja", "-C", str(d), "-j", j, "all"], None,
+                     (".ninja_log", ".ninja_deps"))
+        else:
+            t = Tool(name, d, ["make", "-C", str(d), "-j", j, "all"], None, ())
+        tools.append(t)
+    log(f"[n={n}] generated {n} steps, {len(g.sources)} sources, {max(g.layer) + 1} layers, "
+        f"{len(g.roots)} roots, outputs {g.out_bytes / 1e6:.1f} MB (max file {g.max_out} B), "
+        f"change source {change_src} -> {len(change_outs)} outputs; "
+        f"{time.perf_counter() - t0:.1f}s")
+
+    def record(scenario: str, per_tool: dict[str, list[RunResult]],
+               rss_runs: dict[str, RunResult | None]) -> None:
+        row = {"size": n, "scenario": scenario, "tools": {}}
+        for name, runs in per_tool.items():
+            rr = rss_runs.get(name) if runs else None
+            row["tools"][name] = {
+                "median_s": statistics.median(r.wall for r in runs) if runs else None,
+                "runs_s": [round(r.wall, 4) for r in runs],
+                "maxrss_kb": rr.maxrss_kb if rr else None,
+                "cpu_s": statistics.median(r.cpu for r in runs) if runs else None,
+            }
+        results.append(row)
+        cells = "  ".join(f"{k}={fmt_s(v['median_s'])}s" for k, v in row["tools"].items())
+        log(f"[n={n}] {scenario}: {cells}")
+
+    failed: set[str] = set()
+
+    def attempt(t: Tool, fn):
+        if t.name in failed:
+            return None
+        try:
+            return fn()
+        except BenchError as e:
+            log(f"[n={n}] ERROR: {e}")
+            failed.add(t.name)
+            return None
+
+    def verify_full(t: Tool) -> None:
+        tree = tree_digests(t.dir)
+        if tree != g.expected:
+            missing = sorted(set(g.expected) - set(tree))
+            wrong = sorted(p for p in tree if g.expected.get(p) != tree[p])
+            raise BenchError(f"{t.name}: out/ differs from expected after full build: "
+                             f"{len(missing)} missing (e.g. {missing[:3]}), "
+                             f"{len(wrong)} wrong/extra (e.g. {wrong[:3]})")
+
+    full_built = False
+    # ---- full ------------------------------------------------------------------------
+    if "full" in args.only:
+        reps = args.repeat if n < 10000 else min(args.repeat, 3)
+        runs: dict[str, list[RunResult]] = {t.name: [] for t in tools}
+        rss_runs: dict[str, RunResult | None] = {}
+        for i in range(reps):
+            for t in tools:
+                last = i == reps - 1   # measure RSS on the last one (launcher: +1 ms)
+                def one(t=t, last=last):
+                    t.clean()
+                    r = t.build(args.timeout, rss=last)
+                    verify_full(t)
+                    return r
+                r = attempt(t, one)
+                if r:
+                    runs[t.name].append(r)
+                    if last:
+                        rss_runs[t.name] = r
+        record("full", runs, rss_runs)
+        full_built = True
+
+    if not full_built and ({"noop", "change"} & set(args.only)):
+        for t in tools:      # make sure every tool starts from a complete build
+            def prep(t=t):
+                t.clean()
+                t.build(args.timeout)
+                verify_full(t)
+            attempt(t, prep)
+
+    # ---- noop ------------------------------------------------------------------------
+    if "noop" in args.only:
+        before: dict[str, dict[str, str]] = {}
+        for t in tools:
+            def settle(t=t):
+                t.build(args.timeout)
+                before[t.name] = tree_digests(t.dir)
+            attempt(t, settle)
+        runs = {t.name: [] for t in tools}
+        for _ in range(args.repeat):
+            for t in tools:
+                r = attempt(t, lambda t=t: t.build(args.timeout))
+                if r:
+                    runs[t.name].append(r)
+        rss_runs = {t.name: attempt(t, lambda t=t: t.build(args.timeout, rss=True))
+                    for t in tools}                       # extra untimed run for RSS
+        for t in tools:
+            def check(t=t):
+                if tree_digests(t.dir) != before[t.name]:
+                    raise BenchError(f"{t.name}: noop build changed out/")
+                problem = t.check_noop()
+                if problem:
+                    raise BenchError(f"{t.name}: {problem}")
+            attempt(t, check)
+        record("noop", {k: (v if k not in failed else []) for k, v in runs.items()}, rss_runs)
+
+    # ---- change ----------------------------------------------------------------------
+    if "change" in args.only:
+        runs = {t.name: [] for t in tools}
+        rss_runs = {}
+        trees = {t.name: tree_digests(t.dir) for t in tools if t.name not in failed}
+        for rep in range(args.repeat + 1):
+            for t in tools:
+                def one(t=t, rep=rep):
+                    with open(t.dir / change_src, "a") as f:
+                        f.write(f"benchmark change {rep}\n")
+                    # the extra last round is untimed, for RSS through the launcher
+                    r = t.build(args.timeout, rss=rep == args.repeat)
+                    after = tree_digests(t.dir)
+                    prev = trees[t.name]
+                    changed = {p for p in after if prev.get(p) != after[p]} | (set(prev) - set(after))
+                    trees[t.name] = after
+                    if changed != change_outs:
+                        raise BenchError(
+                            f"{t.name}: change rewrote {len(changed)} outputs, expected "
+                            f"{len(change_outs)}; unexpected {sorted(changed - change_outs)[:3]}, "
+                            f"not rebuilt {sorted(change_outs - changed)[:3]}")
+                    ran = t.farmer_ran()
+                    if ran is not None and ran != len(change_outs):
+                        raise BenchError(f"{t.name}: ran {ran} computations, expected "
+                                         f"{len(change_outs)}")
+                    return r
+                r = attempt(t, one)
+                if r and rep < args.repeat:
+                    runs[t.name].append(r)
+                elif r:
+                    rss_runs[t.name] = r
+        ok = [t.name for t in tools if t.name not in failed]
+        for a in ok[1:]:
+            if trees[a] != trees[ok[0]]:
+                log(f"[n={n}] ERROR: after the change runs out/ of {a} differs from {ok[0]}")
+                failed.add(a)
+        record(f"change ({len(change_outs)} steps)",
+               {k: (v if k not in failed else []) for k, v in runs.items()}, rss_runs)
+
+
+def render_table(results: list[dict], tool_names: list[str], markdown: bool) -> str:
+    headers = ["size", "scenario"]
+    for name in tool_names:
+        headers.append(f"{name} s")
+    if "farmer" in tool_names:
+        for other in ("ninja", "make"):
+            if other in tool_names:
+                headers.append(f"farmer/{other}")
+    if "farmer-foreach" in tool_names and "ninja" in tool_names:
+        headers.append("farmer-foreach/ninja")
+    for name in tool_names:
+        headers.append(f"{name} RSS MB")
+    rows = []
+    for row in results:
+        tl = row["tools"]
+        med = {k: tl.get(k, {}).get("median_s") for k in tool_names}
+        cells = [f"{row['size']:,}".replace(",", " ") if not markdown else f"{row['size']}",
+                 row["scenario"]]
+        cells += [fmt_s(med[k]) for k in tool_names]
+        if "farmer" in tool_names:
+            for other in ("ninja", "make"):
+                if other in tool_names:
+                    cells.append(fmt_ratio(med["farmer"], med[other]))
+        if "farmer-foreach" in tool_names and "ninja" in tool_names:
+            cells.append(fmt_ratio(med["farmer-foreach"], med["ninja"]))
+        cells += [fmt_mb(tl.get(k, {}).get("maxrss_kb")) for k in tool_names]
+        rows.append(cells)
+    if markdown:
+        out = ["| " + " | ".join(headers) + " |",
+               "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)  # noqa: E731
+                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def machine_info(farmer_argv, farmer_env, farmer_desc) -> list[tuple[str, str]]:
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "-1", "--format=%h %s"],
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
+                                "farmer"], capture_output=True, text=True).stdout.strip()
+        if dirty:
+            commit += " (farmer/ has uncommitted changes)"
+    except OSError:
+        commit = "?"
+    cpu = "?"
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return [
+        ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")),
+        ("nproc", f"{affinity} (os.cpu_count {os.cpu_count()})"),
+        ("cpu", cpu),
+        ("os", platform.platform()),
+        ("python", sys.version.split()[0]),
+        ("farmer", f"{tool_version(farmer_argv + ['--version'], farmer_env)} via `{farmer_desc}`"),
+        ("repo commit", commit),
+        ("ninja", tool_version(["ninja", "--version"])),
+        ("make", tool_version(["make", "--version"])),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000", help="comma-separated step counts")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per scenario")
+    ap.add_argument("--jobs", "-j", type=int, default=2)
+    ap.add_argument("--only", default="full,noop,change", help="scenarios: full,noop,change")
+    ap.add_argument("--tools", default="farmer,ninja,make",
+                    help="farmer,farmer-foreach,ninja,make (default: farmer,ninja,make)")
+    ap.add_argument("--foreach", action="store_true",
+                    help="also measure farmer with the first layer as one foreach task")
+    ap.add_argument("--out", type=Path, help="write the table as Markdown here")
+    ap.add_argument("--json", type=Path, help="write all raw timings as JSON here")
+    ap.add_argument("--work", type=Path, default=BENCH_DIR / "work",
+                    help="work dir (wiped and recreated; default bench/work)")
+    ap.add_argument("--farmer", help="farmer command (default: `farmer` on PATH, "
+                                     "else `python -m farmer` from this repo)")
+    ap.add_argument("--timeout", type=float, default=3600, help="per build, seconds")
+    args = ap.parse_args(argv)
+
+    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    bad = set(args.only) - {"full", "noop", "change"}
+    if bad:
+        ap.error(f"unknown scenario(s): {', '.join(sorted(bad))}")
+    args.tools = [s.strip() for s in args.tools.split(",") if s.strip()]
+    if args.foreach and "farmer-foreach" not in args.tools:
+        args.tools.insert(args.tools.index("farmer") + 1 if "farmer" in args.tools else 0,
+                          "farmer-foreach")
+    bad = set(args.tools) - {"farmer", "farmer-foreach", "ninja", "make"}
+    if bad:
+        ap.error(f"unknown tool(s): {', '.join(sorted(bad))}")
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    args.work = args.work.resolve()
+
+    farmer_argv, farmer_env, farmer_desc = farmer_command(args.farmer)
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] +
+                                   (argv if argv is not None else sys.argv[1:]))
+    info = machine_info(farmer_argv, farmer_env, farmer_desc)
+    for k, v in info:
+        log(f"{k}: {v}")
+    if any(t.startswith("farmer") for t in args.tools) and info[5][1].startswith("unavailable"):
+        log("WARNING: farmer --version failed; farmer columns will likely be empty")
+
+    if args.work.exists():
+        shutil.rmtree(args.work)
+    args.work.mkdir(parents=True)
+
+    results: list[dict] = []
+    t0 = time.perf_counter()
+    for n in args.sizes:
+        bench_size(n, args, farmer_argv, farmer_env, results)
+    total = time.perf_counter() - t0
+
+    table = render_table(results, args.tools, markdown=False)
+    print()
+    print(f"median wall seconds, -j {args.jobs}, repeat {args.repeat} "
+          f"(full builds at >=10000 steps: min(repeat, 3))")
+    print(table)
+
+    if args.out:
+        md = ["# farmer benchmark", "",
+              f"Command: `{command}`", "",
+              f"Median wall time in seconds over the timed runs (`-j {args.jobs}`, "
+              f"`--repeat {args.repeat}`; full builds of ≥10 000 steps use min(repeat, 3) runs). "
+              "RSS: peak resident set of the tool's own process (GNU time %M; for full the last run, "
+              "for noop and change one extra untimed run). "
+              "`change (K steps)`: one source edited, K outputs downstream of it rebuilt.", "",
+              render_table(results, args.tools, markdown=True), "",
+              "## Machine", ""]
+        md += [f"- {k}: {v}" for k, v in info]
+        md += ["", f"Total benchmark time: {total:.0f} s.", ""]
+        md += ["## All runs (seconds)", ""]
+        for row in results:
+            for name, v in row["tools"].items():
+                md.append(f"- {row['size']} {row['scenario']} {name}: "
+                          f"{', '.join(f'{x:.3f}' for x in v['runs_s']) or 'failed'}")
+        args.out.write_text("\n".join(md) + "\n")
+        log(f"wrote {args.out}")
+    if args.json:
+        args.json.write_text(json.dumps({"command": command, "machine": dict(info),
+                                         "results": results}, indent=1))
+    errors = any(v["median_s"] is None for row in results for v in row["tools"].values())
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
