@@ -1,0 +1,386 @@
+"""`farmer build`: a project's graph, its state and the scheduler brought together.
+
+The order of a build: take the lock, read state, decide what would run (the plan), estimate
+and simulate it (the prediction), then run the scheduler with the process executor. Traces
+are written in batches as computations finish; last-build.json is written at the end of
+every build that got the lock, whatever its outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from farmer import __version__, depfile, report
+from farmer.executors.process import ProcessExecutor, log_path
+from farmer.farmfile import Spec
+from farmer.grains import Digests, NotAFile
+from farmer.latency import critical, estimates, simulate
+from farmer.lock import ProjectLock
+from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
+from farmer.state import Sample, State, Trace
+from farmer.traversal import Graph, select
+from farmer.uptodate import action_fingerprint, out_of_date, plan
+from farmer.worlds.chain import fingerprints
+
+_FLUSH_EVERY_S = 1.0
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(slots=True)
+class BuildOptions:
+    targets: list[str]
+    jobs: int
+    load: float | None = None
+    keep_going: bool = False
+    dry_run: bool = False
+    explain: bool = False
+    no_worlds: bool = False
+    timeout: float | None = None
+    live: bool = False
+
+
+def default_jobs() -> int:
+    return -(-5 * (os.cpu_count() or 1) // 4)  # ceil(1.25 x CPUs)
+
+
+def targets_of(spec: Spec, graph: Graph, targets: list[str]) -> list[int]:
+    if targets:
+        return select(graph, targets)
+    if spec.default is not None:
+        return select(graph, spec.default)
+    return list(graph.order)
+
+
+@dataclass(slots=True)
+class Session:
+    """What a build knows before it runs anything: state read, the plan made."""
+
+    spec: Spec
+    graph: Graph
+    state: State
+    digests: Digests
+    traces: dict[str, Trace]
+    history: dict[str, list[Sample]]
+    selected: list[int]
+    worlds: dict[str, str]
+    actions: dict[int, str] = field(default_factory=dict)
+    verdicts: dict[int, str | None] = field(default_factory=dict)
+
+    def check(self, i: int) -> str | None:
+        """The computation's own verdict, taken once per build (see `recheck`)."""
+        verdict = self.verdicts.get(i, "")
+        if verdict == "":
+            verdict = self.verdicts[i] = self.recheck(i)
+        return verdict
+
+    def recheck(self, i: int) -> str | None:
+        """A fresh verdict: after a producer ran, its outputs may or may not have changed."""
+        comp = self.graph.computations[i]
+        if comp.kind is None:
+            return None
+        action = self.actions.get(i)
+        if action is None:
+            action = self.actions[i] = action_fingerprint(comp)
+        world = self.worlds.get(comp.world) if comp.world else None
+        return out_of_date(comp, self.traces.get(comp.id), action, world, self.digests)
+
+    def plan(self) -> dict[int, str]:
+        return plan(self.graph.computations, self.selected, self.check)
+
+    def estimates(self, to_run: dict[int, str]) -> dict[int, float]:
+        comps = self.graph.computations
+        est = estimates.estimate(comps, list(to_run), self.history, self.input_bytes(list(to_run)))
+        return {i: est.get(i, 0.0) for i in self.selected}
+
+    def input_bytes(self, indices: list[int]) -> dict[int, int]:
+        sizes = {}
+        cache = self.digests.cache
+        for i in indices:
+            total = 0
+            for p in self.graph.computations[i].inputs:
+                entry = cache.get(p)
+                if entry is not None and entry[0][1] >= 0:
+                    total += entry[0][1]
+            sizes[i] = total
+        return sizes
+
+    def save_stats(self) -> None:
+        self.state.save([], [], [], self.digests.changed)
+        self.digests.changed = {}
+
+
+def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str]) -> Session:
+    selected = targets_of(spec, graph, targets)
+    state = State(farmer_dir)
+    for warning in state.warnings:
+        print(f"farmer: warning: {warning}", file=sys.stderr)
+    digests = Digests(state.stat_cache())
+    worlds = fingerprints(spec, digests) if spec.worlds else {}
+    return Session(spec, graph, state, digests, state.traces(), state.history(), selected, worlds)
+
+
+class _BuildHooks:
+    """The scheduler's hooks for a real build: checks, records, reports."""
+
+    def __init__(self, session: Session, opts: BuildOptions, to_run: dict[int, str],
+                 reporter: report.PlainReporter, logs: Path, t0: float) -> None:
+        self.s = session
+        self.comps = session.graph.computations
+        self.opts = opts
+        self.to_run = to_run
+        self.reporter = reporter
+        self.logs = logs
+        self.t0 = t0
+        self.signal: int | None = None
+        self.outcomes: dict[int, Outcome] = {}
+        self.running: dict[int, None] = {}
+        self.scheduler: Scheduler | None = None
+        self.remaining_estimate = 0.0
+        self._pending_traces: list[Trace] = []
+        self._pending_samples: list[Sample] = []
+        self._last_flush = time.monotonic()
+
+    # -- Hooks protocol ------------------------------------------------------------------
+
+    def check(self, index: int, producers_ran: bool) -> str | None:
+        if not producers_ran:
+            return self.s.check(index)  # nothing it reads changed since the plan
+        return self.s.recheck(index)
+
+    def starting(self, index: int, reason: str) -> None:
+        comp = self.comps[index]
+        for path in comp.inputs:  # the content the run reads, recorded in its trace
+            try:
+                self.s.digests.digest(path)
+            except NotAFile:
+                pass
+        for out in comp.outputs:
+            parent = os.path.dirname(out)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+        if comp.depfile and os.path.dirname(comp.depfile):
+            os.makedirs(os.path.dirname(comp.depfile), exist_ok=True)
+        if self.opts.explain:
+            self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
+        self.running[index] = None
+        self.reporter.started(comp, self.scheduler.done if self.scheduler else 0, len(self.s.selected))
+        self._progress()
+
+    def finished(self, outcome: Outcome) -> Outcome:
+        i = outcome.index
+        comp = self.comps[i]
+        self.running.pop(i, None)
+        digests = self.s.digests
+        outputs: list[tuple[str, str]] = []
+        if outcome.ok:
+            for path in comp.outputs:
+                digests.forget(path)
+                try:
+                    d = digests.digest(path)
+                except NotAFile:
+                    d, outcome.reason = None, f"declared output {path} is not a file"
+                if d is None:
+                    outcome.ok = False
+                    outcome.reason = outcome.reason or f"declared output {path} missing"
+                    break
+                outputs.append((path, d))
+        log = log_path(self.logs, comp.id)
+        output = report.read_output(log)
+        if outcome.ok:
+            self._record(comp, outcome, outputs)
+            if output:
+                self.reporter.message(output)
+        else:
+            for path in comp.outputs:  # a failed computation leaves no output behind
+                digests.forget(path)
+                try:
+                    os.unlink(path)
+                except (FileNotFoundError, IsADirectoryError, PermissionError):
+                    pass
+            self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output))
+        self.outcomes[i] = outcome
+        if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
+            self.flush()
+        self._progress()
+        return outcome
+
+    def interrupted(self) -> int | None:
+        return self.signal
+
+    def may_start(self, running: int) -> bool:
+        if self.opts.load is None or running == 0:
+            return True
+        return os.getloadavg()[0] <= self.opts.load
+
+    # -- recording ---------------------------------------------------------------------
+
+    def _record(self, comp, outcome: Outcome, outputs: list[tuple[str, str]]) -> None:
+        digests = self.s.digests
+        inputs = [(p, _digest_text(digests, p)) for p in comp.inputs]
+        discovered: list[tuple[str, str]] = []
+        if comp.depfile:
+            try:
+                text = Path(comp.depfile).read_text(errors="surrogateescape")
+            except FileNotFoundError:
+                text = ""
+            try:
+                declared = set(comp.inputs)
+                for p in depfile.parse(text):
+                    p = os.path.normpath(p)
+                    if p not in declared:
+                        declared.add(p)
+                        discovered.append((p, _digest_text(digests, p)))
+            except depfile.DepfileError as e:
+                self.reporter.message(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
+        self._pending_traces.append(Trace(
+            comp.id, self.s.actions.get(comp.index) or action_fingerprint(comp),
+            self.s.worlds.get(comp.world) if comp.world else None, inputs, discovered, outputs))
+        size = sum(digests.cache[p][0][1] for p, _ in inputs
+                   if p in digests.cache and digests.cache[p][0][1] >= 0)
+        self._pending_samples.append(Sample(
+            comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
+            outcome.max_rss_kb, size))
+
+    def flush(self) -> None:
+        self.s.state.save(self._pending_traces, [], self._pending_samples, self.s.digests.changed)
+        self._pending_traces, self._pending_samples = [], []
+        self.s.digests.changed = {}
+        self._last_flush = time.monotonic()
+
+    def _progress(self) -> None:
+        if self.scheduler is None:
+            return
+        running = [self.comps[i] for i in self.running]
+        self.reporter.progress(self.scheduler.done, len(self.s.selected), running, None)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.signal = signum
+
+
+def _digest_text(digests: Digests, path: str) -> str:
+    try:
+        return digests.digest(path) or "missing"
+    except NotAFile:
+        return "not-a-file"
+
+
+def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
+    root = spec.root
+    farmer_dir = root / ".farmer"
+    started_at = datetime.now(timezone.utc)
+    lock = ProjectLock(farmer_dir)
+    if not opts.dry_run:
+        lock.acquire()
+    try:
+        session = open_session(spec, graph, farmer_dir, opts.targets)
+        try:
+            return _build(session, opts, farmer_dir, started_at)
+        finally:
+            session.state.close()
+    finally:
+        lock.release()
+
+
+def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime) -> int:
+    comps = session.graph.computations
+    to_run = session.plan()
+    durations = session.estimates(to_run)
+    latency = critical.expected_latency(comps, session.selected, durations)
+    prediction = simulate.simulate(comps, session.selected, to_run, durations, latency,
+                                   opts.jobs, session.spec.pools)
+    if opts.dry_run:
+        for i in prediction.start_order:
+            print(f"{comps[i].task} {comps[i].id}: {to_run[i]}")
+        print(f"farmer: would run {len(to_run)} of {len(session.selected)} computations; "
+              f"predicted {prediction.makespan_s:.2f} s")
+        session.save_stats()
+        return 0
+
+    logs = farmer_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    reporter = report.LiveReporter(len(session.selected)) if opts.live else report.PlainReporter()
+    hooks = _BuildHooks(session, opts, to_run, reporter, logs, t0)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
+    old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    if not hasattr(os, "pidfd_open"):
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+    executor = ProcessExecutor(logs, t0, opts.timeout, wake_r)
+    scheduler = Scheduler(comps, session.selected, latency, opts.jobs, session.spec.pools,
+                          opts.keep_going, executor, hooks)
+    hooks.scheduler = scheduler
+    try:
+        settled = scheduler.run()
+    finally:
+        executor.close()
+        signal.set_wakeup_fd(old_wakeup)
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        os.close(wake_r)
+        os.close(wake_w)
+        reporter.close()
+        hooks.flush()
+    wall = time.monotonic() - t0
+
+    measured = {i: o.end_s - o.start_s for i, o in hooks.outcomes.items()}
+    ran_latency = critical.expected_latency(comps, session.selected, measured)
+    critical_s = max(ran_latency.values(), default=0.0)
+    if hooks.signal is not None:
+        status, code = "interrupted", 128 + hooks.signal
+    elif any(s.status == FAILED for s in settled.values()):
+        status, code = "failed", 1
+    else:
+        status, code = "ok", 0
+    counts = report.Counts()
+    for s in settled.values():
+        if s.status == RAN:
+            counts.ran += 1
+        elif s.status == UP_TO_DATE:
+            counts.up_to_date += 1
+        elif s.status == FAILED:
+            counts.failed += 1
+        elif s.status == SKIPPED:
+            counts.skipped += 1
+    report.write_json_atomically(farmer_dir / "last-build.json", _last_build(
+        session, settled, hooks.outcomes, opts, started_at, status, wall, critical_s,
+        prediction.makespan_s))
+    print(report.summary_line(counts, wall, critical_s, status), flush=True)
+    return code
+
+
+def _last_build(session: Session, settled: dict[int, Settled], outcomes: dict[int, Outcome],
+                opts: BuildOptions, started_at: datetime, status: str, wall: float,
+                critical_s: float, predicted: float) -> dict:
+    comps = session.graph.computations
+    tasks = []
+    for i in session.selected:
+        comp = comps[i]
+        s = settled[i]
+        o = outcomes.get(i)
+        tasks.append({
+            "id": comp.id, "task": comp.task, "outputs": comp.outputs, "status": s.status,
+            "reason": s.reason, "world": comp.world,
+            "start_s": _round(o.start_s) if o else None, "end_s": _round(o.end_s) if o else None,
+            "duration_s": _round(o.end_s - o.start_s) if o else None,
+            "cpu_s": _round(o.cpu_s) if o and o.cpu_s is not None else None,
+            "max_rss_kb": o.max_rss_kb if o else None,
+            "exit_code": o.exit_code if o else None,
+        })
+    return {
+        "farmer_version": __version__,
+        "started_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "jobs": opts.jobs, "status": status, "wall_s": _round(wall),
+        "critical_path_s": _round(critical_s), "predicted_makespan_s": _round(predicted),
+        "tasks": tasks,
+    }
+
+
+def _round(x: float) -> float:
+    return round(x, 4)

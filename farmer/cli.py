@@ -1,0 +1,135 @@
+"""The command line (SPEC §3): parse, call, print. Nothing here decides what a build does."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from farmer import __version__
+from farmer.errors import LockHeld, UsageError
+
+
+def _project_options(f):
+    f = click.option("-f", "farmfile", default="Farmfile", metavar="FARMFILE",
+                     help="The Farmfile, relative to -C DIR (default: Farmfile).")(f)
+    f = click.option("-C", "directory", default=None, metavar="DIR",
+                     help="Change to DIR before anything else.")(f)
+    return f
+
+
+def _load(directory: str | None, farmfile: str):
+    """Read the Farmfile and traverse it; the project root becomes the working directory."""
+    from farmer import farmfile as ff
+    from farmer.traversal import traverse
+
+    if directory is not None:
+        try:
+            os.chdir(directory)
+        except OSError as e:
+            raise UsageError(f"-C {directory}: {e.strerror}") from None
+    spec = ff.load(Path(farmfile).absolute())
+    os.chdir(spec.root)
+    return spec, traverse(spec)
+
+
+def _jobs(value: int | None) -> int:
+    from farmer.build import default_jobs
+
+    if value is None:
+        return default_jobs()
+    if value < 1:
+        raise UsageError(f"-j {value}: the number of jobs must be at least 1")
+    return value
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="farmer", message="%(prog)s %(version)s")
+def cli() -> None:
+    """farmer: a make-like incremental build executor."""
+
+
+@cli.command()
+@click.argument("targets", nargs=-1)
+@_project_options
+@click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
+@click.option("-l", "load", type=float, default=None, help="Start nothing new while the load average is above LOAD.")
+@click.option("-k", "keep_going", is_flag=True, help="Keep going with what does not depend on a failure.")
+@click.option("-n", "dry_run", is_flag=True, help="Print what would run; run nothing.")
+@click.option("--explain", is_flag=True, help="Say why each computation runs.")
+@click.option("--no-worlds", is_flag=True, help="Run world tasks in fresh interpreters.")
+@click.option("--timeout", type=float, default=None, help="Kill any computation after S seconds.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+              help="Write a Chrome trace-event JSON of the build to FILE.")
+def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
+          timeout, trace_file) -> None:
+    """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
+    from farmer.build import BuildOptions, run_build
+
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds")
+    spec, graph = _load(directory, farmfile)
+    live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
+    opts = BuildOptions(targets=list(targets), jobs=_jobs(jobs), load=load, keep_going=keep_going,
+                        dry_run=dry_run, explain=explain, no_worlds=no_worlds, timeout=timeout,
+                        live=live)
+    sys.exit(run_build(spec, graph, opts))
+
+
+@cli.command()
+@click.argument("targets", nargs=-1)
+@_project_options
+@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
+def graph(targets, directory, farmfile, fmt) -> None:
+    """Print the graph of computations (Graphviz dot or JSON)."""
+    from farmer import inspect
+    from farmer.build import targets_of
+
+    spec, g = _load(directory, farmfile)
+    selected = targets_of(spec, g, list(targets))
+    click.echo(inspect.graph_dot(g, selected) if fmt == "dot" else inspect.graph_json(g, selected))
+
+
+@cli.command()
+@click.argument("target")
+@_project_options
+def query(target, directory, farmfile) -> None:
+    """Print a computation's task, command, inputs, outputs and consumers."""
+    from farmer import inspect
+
+    spec, g = _load(directory, farmfile)
+    click.echo(inspect.query(spec, g, target), nl=False)
+
+
+@cli.command()
+@click.argument("targets", nargs=-1)
+@_project_options
+def clean(targets, directory, farmfile) -> None:
+    """Remove the outputs of TARGETs (all if none) and forget their traces."""
+    from farmer import inspect
+
+    spec, g = _load(directory, farmfile)
+    click.echo(inspect.clean(spec, g, list(targets)))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        print(f"farmer: error: {e.format_message()}; see farmer --help", file=sys.stderr)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except (UsageError, LockHeld) as e:
+        print(f"farmer: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        print("farmer: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(1)

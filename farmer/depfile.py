@@ -1,0 +1,95 @@
+"""Makefile-style dependency files, as `gcc -MD` writes them.
+
+Handles `\\` line continuations, escaped spaces (`\\ `), `$$`, several targets before the
+colon, and several rules in one file (`-MP` adds empty rules for headers). The result is
+every prerequisite of every rule, in order of first appearance.
+"""
+
+from __future__ import annotations
+
+
+class DepfileError(Exception):
+    pass
+
+
+def _words(text: str) -> list[tuple[str, bool]]:
+    """Split into (word, ends_with_colon) pairs; newlines are kept as ("\\n", False)."""
+    words: list[tuple[str, bool]] = []
+    word: list[str] = []
+    i, n = 0, len(text)
+
+    def flush() -> None:
+        if word:
+            w = "".join(word)
+            word.clear()
+            if w.endswith(":") and not w.endswith("\\:"):
+                words.append((w[:-1], True))
+            else:
+                words.append((w, False))
+
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt == "\n":
+                flush()
+                i += 2
+                continue
+            if nxt == "\r" and text.startswith("\n", i + 2):
+                flush()
+                i += 3
+                continue
+            if nxt in " #:\\":
+                # `\\` before a space is a literal backslash followed by a separator, as in make.
+                if nxt == "\\" and i + 2 < n and text[i + 2] == " ":
+                    word.append("\\")
+                    i += 2
+                    continue
+                word.append(nxt)
+                i += 2
+                continue
+            word.append(c)
+            i += 1
+            continue
+        if c == "$" and i + 1 < n and text[i + 1] == "$":
+            word.append("$")
+            i += 2
+            continue
+        if c in " \t\r":
+            flush()
+        elif c == "\n":
+            flush()
+            words.append(("\n", False))
+        elif c == ":" and (i + 1 >= n or text[i + 1] in " \t\r\n"):
+            word.append(":")
+            flush()
+        else:
+            word.append(c)
+        i += 1
+    flush()
+    return words
+
+
+def parse(text: str) -> list[str]:
+    """The prerequisites listed in a depfile's text."""
+    deps: list[str] = []
+    seen: set[str] = set()
+    in_prereqs = False
+    have_target = False
+    for word, colon in _words(text):
+        if word == "\n":
+            in_prereqs = False
+            have_target = False
+            continue
+        if not in_prereqs:
+            if word:
+                have_target = True
+            if colon:
+                if not have_target:
+                    raise DepfileError("a rule without a target")
+                in_prereqs = True
+            continue
+        if word and word not in seen:
+            seen.add(word)
+            deps.append(word)
+    return deps

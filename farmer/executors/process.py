@@ -1,0 +1,172 @@
+"""Runs computations as fresh processes, each in its own process group.
+
+Children are started with posix_spawn (no fork of the large farmer process), stdout and
+stderr go to the computation's log file, and exits are noticed through pidfds in one
+selector (SIGCHLD on the wake-up fd where pidfds are missing), then reaped with wait4 for
+the child's CPU time and peak RSS.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from farmer.scheduler import Outcome
+from farmer.traversal import Computation
+
+_RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
+                  signal.SIGCHLD}
+
+
+def log_path(logs: Path, comp_id: str) -> Path:
+    """One log file per computation; ids become flat, readable file names."""
+    name = comp_id.replace("%", "%25").replace("/", "%2F")
+    if len(name.encode()) > 200:
+        import hashlib
+
+        name = name[:100] + "-" + hashlib.sha1(comp_id.encode()).hexdigest()[:16]
+    return logs / (name + ".log")
+
+
+@dataclass(slots=True)
+class _Running:
+    index: int
+    pid: int
+    pidfd: int | None
+    start: float  # monotonic
+    deadline: float | None
+    timeout: float | None
+    killed_for: str | None = None
+
+
+class ProcessExecutor:
+    def __init__(self, logs: Path, t0: float, timeout: float | None, wake_fd: int | None) -> None:
+        self.logs = logs
+        self.t0 = t0  # monotonic time of the build's start
+        self.default_timeout = timeout
+        self.selector = selectors.DefaultSelector()
+        self.wake_fd = wake_fd
+        if wake_fd is not None:
+            self.selector.register(wake_fd, selectors.EVENT_READ, None)
+        self.by_pid: dict[int, _Running] = {}
+        self._finished: list[Outcome] = []
+        self._use_pidfd = hasattr(os, "pidfd_open")
+        self._env = dict(os.environ)
+
+    def running(self) -> int:
+        return len(self.by_pid)
+
+    def start(self, comp: Computation) -> None:
+        now = time.monotonic()
+        log = log_path(self.logs, comp.id)
+        argv = comp.argv()
+        env = {**self._env, **comp.env} if comp.env else self._env
+        try:
+            pid = os.posix_spawnp(
+                argv[0], argv, env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                    (os.POSIX_SPAWN_DUP2, 1, 2),
+                ],
+                setpgroup=0,
+                setsigdef=_RESET_SIGNALS,
+                setsigmask=(),
+            )
+        except OSError as e:
+            log.write_text(f"farmer: cannot start {argv[0]}: {e.strerror}\n")
+            self._finished.append(Outcome(comp.index, False, "exit 127", 127, now - self.t0, now - self.t0))
+            return
+        timeout = comp.timeout if comp.timeout is not None else self.default_timeout
+        pidfd = None
+        if self._use_pidfd:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                self._use_pidfd = False  # old kernel: fall back to SIGCHLD on the wake-up fd
+        run = _Running(comp.index, pid, pidfd, now, now + timeout if timeout else None, timeout)
+        self.by_pid[pid] = run
+        if pidfd is not None:
+            self.selector.register(pidfd, selectors.EVENT_READ, run)
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        if self._finished:
+            done, self._finished = self._finished, []
+            return done
+        deadlines = [r.deadline for r in self.by_pid.values() if r.deadline is not None]
+        if deadlines:
+            until = max(0.0, min(deadlines) - time.monotonic())
+            timeout = until if timeout is None else min(timeout, until)
+        if not self._use_pidfd:
+            timeout = 0.05 if timeout is None else min(timeout, 0.05)
+        for key, _ in self.selector.select(timeout):
+            if key.data is None:
+                _drain(key.fd)
+            else:
+                self._reap(key.data, block=False)
+        if not self._use_pidfd:
+            for run in list(self.by_pid.values()):
+                self._reap(run, block=False)
+        now = time.monotonic()
+        for run in list(self.by_pid.values()):
+            if run.deadline is not None and now >= run.deadline:
+                run.killed_for = f"timeout after {run.timeout:g} s"
+                self._kill(run)
+        done, self._finished = self._finished, []
+        return done
+
+    def stop(self) -> None:
+        for run in list(self.by_pid.values()):
+            run.killed_for = "interrupted"
+            self._kill(run)
+
+    def close(self) -> None:
+        self.stop()
+        self.selector.close()
+
+    def _kill(self, run: _Running) -> None:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._reap(run, block=True)
+
+    def _reap(self, run: _Running, block: bool) -> None:
+        try:
+            pid, status, usage = os.wait4(run.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            pid, status, usage = run.pid, 0, None
+        if pid == 0:
+            return
+        end = time.monotonic()
+        del self.by_pid[run.pid]
+        if run.pidfd is not None:
+            self.selector.unregister(run.pidfd)
+            os.close(run.pidfd)
+        code = os.waitstatus_to_exitcode(status) if usage is not None else None
+        if run.killed_for is not None:
+            ok, reason = False, run.killed_for
+        elif code == 0:
+            ok, reason = True, None
+        elif code is not None and code < 0:
+            ok, reason = False, f"signal {-code}"
+        else:
+            ok, reason = False, f"exit {code}"
+        self._finished.append(Outcome(
+            index=run.index, ok=ok, reason=reason, exit_code=code,
+            start_s=run.start - self.t0, end_s=end - self.t0,
+            cpu_s=(usage.ru_utime + usage.ru_stime) if usage else None,
+            max_rss_kb=usage.ru_maxrss if usage else None,
+        ))
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass

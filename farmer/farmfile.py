@@ -1,0 +1,351 @@
+"""Read a Farmfile (TOML) into a validated `Spec` (SPEC §1).
+
+Every problem is a `UsageError` with one line: `FILE:LINE: what is wrong; what to do`.
+TOML itself gives no positions for values, so lines are found by scanning the text for the
+table header and the key (`_Lines`), which is exact for the ordinary one-key-per-line style.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from farmer import template
+from farmer.errors import UsageError
+
+TASK_KEYS = {
+    "inputs", "outputs", "cmd", "python", "world", "foreach", "depfile", "env", "cost",
+    "cpus", "pool", "timeout", "always", "cache",
+}
+WORLD_KEYS = {"setup", "parent", "inputs", "env"}
+TOP_KEYS = {"farmer", "vars", "pools", "world", "task"}
+FARMER_KEYS = {"default"}
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
+_KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
+
+
+@dataclass(slots=True)
+class TaskSpec:
+    name: str
+    line: int | None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    cmd: str | None = None
+    python: str | None = None
+    world: str | None = None
+    foreach: str | dict[str, list[str]] | None = None
+    depfile: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cost: float | None = None
+    cpus: int = 1
+    pool: str | None = None
+    timeout: float | None = None
+    always: bool = False
+    cache: bool = True
+
+
+@dataclass(slots=True)
+class WorldSpec:
+    name: str
+    line: int | None
+    setup: list[str] = field(default_factory=list)
+    parent: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Spec:
+    path: Path  # the Farmfile
+    root: Path  # the project root: the Farmfile's directory
+    default: list[str] | None
+    vars: dict[str, str]
+    pools: dict[str, int]
+    worlds: dict[str, WorldSpec]
+    tasks: dict[str, TaskSpec]
+
+
+class _Lines:
+    """Finds the line of a table header or of a key inside a table."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.headers: dict[tuple[str, ...], int] = {}
+        for number, line in enumerate(self.lines, 1):
+            m = _HEADER.match(line)
+            if m:
+                parts = tuple(p.strip().strip("\"'") for p in m.group(1).split("."))
+                self.headers.setdefault(parts, number)
+
+    def table(self, *path: str) -> int | None:
+        return self.headers.get(path)
+
+    def key(self, table: tuple[str, ...], key: str) -> int | None:
+        start = self.headers.get(table, 0) if table else 0
+        for number in range(start + 1, len(self.lines) + 1):
+            line = self.lines[number - 1]
+            if number > start + 1 and _HEADER.match(line) and table:
+                break
+            if table == () and _HEADER.match(line):
+                break
+            m = _KEY.match(line)
+            if m and key in m.groups():
+                return number
+        return self.headers.get(table) if table else None
+
+
+class _Reader:
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.where = _Lines(text)
+
+    def fail(self, line: int | None, message: str) -> UsageError:
+        at = f"{self.path.name}:{line}" if line else self.path.name
+        return UsageError(f"{at}: {message}")
+
+    # -- typed getters: each names the table and key in its error ------------------------
+
+    def strings(self, table: tuple[str, ...], key: str, value: object) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(
+                self.where.key(table, key),
+                f"{'.'.join(table)}.{key} must be a list of strings, like [\"a\", \"b\"]",
+            )
+        return list(value)
+
+    def string(self, table: tuple[str, ...], key: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise self.fail(self.where.key(table, key), f"{'.'.join(table)}.{key} must be a string")
+        return value
+
+    def table(self, table: tuple[str, ...], key: str, value: object) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise self.fail(
+                self.where.key(table, key), f"{'.'.join(table)}.{key} must be a table of strings"
+            )
+        out = {}
+        for k, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise self.fail(
+                    self.where.key(table, key),
+                    f"{'.'.join(table)}.{key}.{k} must be a string",
+                )
+            out[k] = str(v)
+        return out
+
+    def number(self, table: tuple[str, ...], key: str, value: object, minimum: float,
+               integer: bool = False) -> float:
+        kind = int if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kind) or value < minimum:
+            what = "an integer" if integer else "a number"
+            raise self.fail(
+                self.where.key(table, key),
+                f"{'.'.join(table)}.{key} must be {what} of at least {minimum}",
+            )
+        return value
+
+    def boolean(self, table: tuple[str, ...], key: str, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(self.where.key(table, key), f"{'.'.join(table)}.{key} must be true or false")
+        return value
+
+    def known_keys(self, table: tuple[str, ...], data: dict, allowed: set[str]) -> None:
+        for key in data:
+            if key not in allowed:
+                raise self.fail(
+                    self.where.key(table, key),
+                    f"unknown key {key!r} in [{'.'.join(table)}]; "
+                    f"allowed: {', '.join(sorted(allowed))}",
+                )
+
+    def name(self, kind: str, name: str) -> str:
+        if not _NAME.match(name):
+            raise self.fail(
+                self.where.table(kind, name),
+                f"{kind} name {name!r} may only use letters, digits, '_', '.' and '-'",
+            )
+        return name
+
+    def templates(self, table: tuple[str, ...], key: str, texts: list[str]) -> None:
+        for text in texts:
+            try:
+                template.parse(text)
+            except template.TemplateError as e:
+                raise self.fail(self.where.key(table, key), f"{'.'.join(table)}.{key}: {e}") from None
+
+
+def load(path: Path) -> Spec:
+    """Read and validate the Farmfile at `path`."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(
+            f"{path}: no such Farmfile; write one (see Farmfile.example) or pass -f FILE"
+        ) from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path.name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)).replace("\n", " ")
+        line = f":{m.group(1)}" if m else ""
+        raise UsageError(f"{path.name}{line}: invalid TOML: {message}") from None
+    return parse(path, text, data)
+
+
+def parse(path: Path, text: str, data: dict) -> Spec:
+    r = _Reader(path, text)
+    r.known_keys((), data, TOP_KEYS)
+    for key in TOP_KEYS:
+        if key in data and not isinstance(data[key], dict):
+            raise r.fail(r.where.key((), key), f"{key} must be a table: [{key}]")
+
+    farmer = data.get("farmer", {})
+    r.known_keys(("farmer",), farmer, FARMER_KEYS)
+    default = r.strings(("farmer",), "default", farmer["default"]) if "default" in farmer else None
+
+    variables = r.table((), "vars", data.get("vars", {}))
+    pools: dict[str, int] = {}
+    for name, size in data.get("pools", {}).items():
+        pools[name] = int(r.number(("pools",), name, size, 1, integer=True))
+
+    worlds: dict[str, WorldSpec] = {}
+    for name, body in data.get("world", {}).items():
+        worlds[name] = _world(r, r.name("world", name), body)
+    for world in worlds.values():
+        if world.parent is not None and world.parent not in worlds:
+            raise r.fail(
+                r.where.key(("world", world.name), "parent"),
+                f"world {world.name!r} has unknown parent {world.parent!r}; "
+                f"declare [world.{world.parent}]",
+            )
+    _check_world_tree(r, worlds)
+
+    tasks: dict[str, TaskSpec] = {}
+    for name, body in data.get("task", {}).items():
+        tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
+
+    if default is not None:
+        for target in default:
+            if target.startswith("@"):
+                target = target[1:]
+            if target not in tasks and "/" not in target and "." not in target:
+                raise r.fail(
+                    r.where.key(("farmer",), "default"),
+                    f"default target {target!r} is not a task; declare [task.{target}] or fix the name",
+                )
+    return Spec(path=path, root=path.parent, default=default, vars=variables, pools=pools,
+                worlds=worlds, tasks=tasks)
+
+
+def _world(r: _Reader, name: str, body: object) -> WorldSpec:
+    table = ("world", name)
+    if not isinstance(body, dict):
+        raise r.fail(r.where.key(("world",), name), f"world.{name} must be a table: [world.{name}]")
+    r.known_keys(table, body, WORLD_KEYS)
+    world = WorldSpec(name=name, line=r.where.table(*table))
+    if "setup" in body:
+        world.setup = r.strings(table, "setup", body["setup"])
+    if "parent" in body:
+        world.parent = r.string(table, "parent", body["parent"])
+    if "inputs" in body:
+        world.inputs = r.strings(table, "inputs", body["inputs"])
+        r.templates(table, "inputs", world.inputs)
+    if "env" in body:
+        world.env = r.table(table, "env", body["env"])
+    return world
+
+
+def _check_world_tree(r: _Reader, worlds: dict[str, WorldSpec]) -> None:
+    for world in worlds.values():
+        seen = [world.name]
+        parent = world.parent
+        while parent is not None:
+            if parent in seen:
+                chain = " -> ".join(seen + [parent])
+                raise r.fail(world.line, f"worlds form a cycle: {chain}; a world's parent must not descend from it")
+            seen.append(parent)
+            parent = worlds[parent].parent
+
+
+def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
+          worlds: dict[str, WorldSpec]) -> TaskSpec:
+    table = ("task", name)
+    if not isinstance(body, dict):
+        raise r.fail(r.where.key(("task",), name), f"task.{name} must be a table: [task.{name}]")
+    r.known_keys(table, body, TASK_KEYS)
+    t = TaskSpec(name=name, line=r.where.table(*table))
+    for key in ("inputs", "outputs"):
+        if key in body:
+            setattr(t, key, r.strings(table, key, body[key]))
+            r.templates(table, key, getattr(t, key))
+    for key in ("cmd", "python", "world", "depfile", "pool"):
+        if key in body:
+            setattr(t, key, r.string(table, key, body[key]))
+    for key in ("cmd", "python", "depfile"):
+        if getattr(t, key) is not None:
+            r.templates(table, key, [getattr(t, key)])
+    if "env" in body:
+        t.env = r.table(table, "env", body["env"])
+        r.templates(table, "env", list(t.env.values()))
+    if "cost" in body:
+        t.cost = float(r.number(table, "cost", body["cost"], 0))
+    if "cpus" in body:
+        t.cpus = int(r.number(table, "cpus", body["cpus"], 1, integer=True))
+    if "timeout" in body:
+        t.timeout = float(r.number(table, "timeout", body["timeout"], 0))
+        if t.timeout <= 0:
+            raise r.fail(r.where.key(table, "timeout"), f"task.{name}.timeout must be above 0 seconds")
+    for key in ("always", "cache"):
+        if key in body:
+            setattr(t, key, r.boolean(table, key, body[key]))
+    if "foreach" in body:
+        t.foreach = _foreach(r, table, body["foreach"])
+
+    if t.cmd is not None and t.python is not None:
+        raise r.fail(t.line, f"task {name!r} has both cmd and python; keep one of them")
+    if t.world is not None:
+        if t.python is None:
+            raise r.fail(r.where.key(table, "world"), f"task {name!r} has a world but no python line; worlds run python tasks")
+        if t.world not in worlds:
+            raise r.fail(r.where.key(table, "world"), f"task {name!r} uses unknown world {t.world!r}; declare [world.{t.world}]")
+    if t.pool is not None and t.pool not in pools:
+        raise r.fail(r.where.key(table, "pool"), f"task {name!r} uses unknown pool {t.pool!r}; declare it under [pools]")
+    if t.cmd is None and t.python is None:
+        if t.outputs:
+            raise r.fail(t.line, f"task {name!r} declares outputs but has no cmd or python to make them")
+        if t.depfile is not None:
+            raise r.fail(r.where.key(table, "depfile"), f"task {name!r} has a depfile but no cmd or python")
+    return t
+
+
+def _foreach(r: _Reader, table: tuple[str, ...], value: object) -> str | dict[str, list[str]]:
+    line = r.where.key(table, "foreach")
+    if isinstance(value, str):
+        try:
+            refs = template.parse(value)
+        except template.TemplateError as e:
+            raise r.fail(line, f"{'.'.join(table)}.foreach: {e}") from None
+        wildcards = [p for p in refs if isinstance(p, template.Ref)]
+        if not wildcards:
+            raise r.fail(line, f"{'.'.join(table)}.foreach has no {{wildcard}}; write e.g. \"src/{{stem}}.c\"")
+        for ref in wildcards:
+            if ref.index is not None or ref.name in template.FILE_KEYS:
+                raise r.fail(line, f"{'.'.join(table)}.foreach: {{{ref.name}}} cannot be a wildcard name")
+        return value
+    if isinstance(value, dict) and value:
+        out = {}
+        for k, v in value.items():
+            if not _NAME.match(k) or k in template.FILE_KEYS:
+                raise r.fail(line, f"{'.'.join(table)}.foreach: {k!r} cannot be a wildcard name")
+            out[k] = r.strings(table, "foreach", v)
+        return out
+    raise r.fail(line, f"{'.'.join(table)}.foreach must be a pattern string or a table of lists")

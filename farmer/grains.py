@@ -1,0 +1,95 @@
+"""File grains: content digests (xxh3_128) behind a stat cache.
+
+A file is re-read only when its stat data (mtime_ns, size, inode, ctime_ns) differs from
+what was seen when it was last hashed. Time stamps never decide a rebuild by themselves:
+they only let farmer skip re-reading a file whose content cannot have changed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as statmod
+import time
+
+import xxhash
+
+_CHUNK = 1 << 20
+# A file modified within this window before it was hashed may be modified again within
+# the same time-stamp tick without its stat changing ("racy" entries, as git calls them);
+# such entries are hashed again next time instead of being trusted.
+_RACY_NS = 100_000_000
+
+StatKey = tuple[int, int, int, int]  # mtime_ns, size, inode, ctime_ns
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def hash_file(path: str) -> str:
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hash_text(*parts: str) -> str:
+    h = xxhash.xxh3_128()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class NotAFile(Exception):
+    """A path that exists but is not a regular file (a directory, a socket...)."""
+
+
+class Digests:
+    """Digests of files under the project root, remembered across builds by their stat.
+
+    `cache` maps path -> (stat key, digest) as loaded from state.db; `changed` collects the
+    entries to write back.
+    """
+
+    def __init__(self, cache: dict[str, tuple[StatKey, str]]) -> None:
+        self.cache = cache
+        self.changed: dict[str, tuple[StatKey, str] | None] = {}
+        self.hashed = 0  # files actually read, for reporting and tests
+        self._now: dict[str, str | None] = {}  # digests already taken in this build
+
+    def digest(self, path: str) -> str | None:
+        """The content digest of `path`, or None when it does not exist (a dangling symlink
+        counts as missing). Raises NotAFile for a directory or other non-file."""
+        known = self._now.get(path, "")
+        if known != "":
+            return known
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._now[path] = None
+            if path in self.cache:
+                self.changed[path] = None
+            return None
+        if not statmod.S_ISREG(st.st_mode):
+            raise NotAFile(path)
+        key = stat_key(st)
+        cached = self.cache.get(path)
+        if cached is not None and cached[0] == key:
+            digest = cached[1]
+        else:
+            started = time.time_ns()
+            digest = hash_file(path)
+            self.hashed += 1
+            if started - st.st_mtime_ns < _RACY_NS or started - st.st_ctime_ns < _RACY_NS:
+                key = (-1, -1, -1, -1)  # never matches: hash again next time
+            entry = (key, digest)
+            self.cache[path] = entry
+            self.changed[path] = entry
+        self._now[path] = digest
+        return digest
+
+    def forget(self, path: str) -> None:
+        """`path` may have changed (a computation just wrote it): look again next time."""
+        self._now.pop(path, None)

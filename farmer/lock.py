@@ -1,0 +1,47 @@
+"""The project lock: one farmer per project at a time.
+
+`flock` on `.farmer/lock`: the kernel releases it when its holder dies, so a farmer killed
+with -9 never leaves a stale lock behind. The holder writes its pid into the file so a
+second farmer can name it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from farmer.errors import LockHeld
+
+
+class ProjectLock:
+    def __init__(self, farmer_dir: Path) -> None:
+        self.path = farmer_dir / "lock"
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise LockHeld(
+                f"another farmer (pid {holder}) holds {self.path}; wait for it to finish or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "ProjectLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

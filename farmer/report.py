@@ -1,0 +1,140 @@
+"""What the user sees: plain `[done/total] TASK ID` lines (CI, pipes), a live view on a
+terminal, the failures with their output, the summary line, and last-build.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from farmer.traversal import Computation
+
+_SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has it all
+
+
+@dataclass(slots=True)
+class Counts:
+    ran: int = 0
+    up_to_date: int = 0
+    cached: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+def summary_line(counts: Counts, wall_s: float, critical_s: float, status: str) -> str:
+    word = {"ok": "", "failed": " FAILED", "interrupted": " INTERRUPTED"}.get(status, "")
+    return (f"farmer:{word} ran {counts.ran}, up to date {counts.up_to_date}, cached {counts.cached}, "
+            f"failed {counts.failed}, skipped {counts.skipped} in {wall_s:.2f} s; "
+            f"critical path {critical_s:.2f} s")
+
+
+def read_output(log: Path) -> str:
+    """A log's text for the terminal: its tail when it is long."""
+    try:
+        with open(log, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return ""
+            if size > _SHOW_BYTES:
+                f.seek(size - _SHOW_BYTES)
+                data = f.read()
+                return f"[... {size - _SHOW_BYTES} bytes cut; see {log}]\n" + data.decode("utf-8", "replace")
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def failure_text(comp: Computation, reason: str, log: Path, output: str) -> str:
+    lines = [f"FAILED: {comp.task} {comp.id} ({reason})"]
+    if comp.action is not None:
+        lines.append(f"  {comp.kind}: {comp.action}")
+    lines.append(f"  log: {log}")
+    text = "\n".join(lines) + "\n"
+    if output:
+        text += output if output.endswith("\n") else output + "\n"
+    return text
+
+
+class PlainReporter:
+    """One line per started computation, as ninja prints when not on a terminal."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+
+    def started(self, comp: Computation, done: int, total: int) -> None:
+        self.out.write(f"[{done}/{total}] {comp.task} {comp.id}\n")
+        self.out.flush()
+
+    def message(self, text: str) -> None:
+        self.out.write(text if text.endswith("\n") else text + "\n")
+        self.out.flush()
+
+    def progress(self, done: int, total: int, running: list[Computation], eta_s: float | None) -> None:
+        pass
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+class LiveReporter:
+    """A live view for terminals: progress bar, done/total, ETA and what runs now."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console()
+        self.total = total
+        self.done = 0
+        self.running: list[Computation] = []
+        self.eta_s: float | None = None
+        self.live = Live(self._render(), console=self.console, refresh_per_second=8, transient=True)
+        self.live.start()
+
+    def _render(self):  # noqa: ANN202 - a rich renderable
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.text import Text
+
+        eta = f"  ETA {self.eta_s:.1f} s" if self.eta_s is not None else ""
+        head = Text(f"[{self.done}/{self.total}]{eta}")
+        rows = [ProgressBar(total=max(self.total, 1), completed=self.done), head]
+        for comp in self.running[:8]:
+            rows.append(Text(f"  {comp.task} {comp.id}", overflow="ellipsis", no_wrap=True))
+        if len(self.running) > 8:
+            rows.append(Text(f"  ... and {len(self.running) - 8} more"))
+        return Group(*rows)
+
+    def started(self, comp: Computation, done: int, total: int) -> None:
+        self.done = done
+
+    def message(self, text: str) -> None:
+        self.live.console.print(text.rstrip("\n"), markup=False, highlight=False)
+
+    def progress(self, done: int, total: int, running: list[Computation], eta_s: float | None) -> None:
+        self.done, self.total, self.running, self.eta_s = done, total, running, eta_s
+        self.live.update(self._render())
+
+    def close(self) -> None:
+        self.live.stop()
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,208 @@
+"""The event loop: one scheduling policy for every executor.
+
+A computation becomes *ready* when the last of its producers finishes (a fan-in counter per
+consumer); only then is its up-to-date check made, so an output that came out byte-identical
+stops the ripple (early cutoff). Whenever capacity frees, the ready computation with the
+highest expected latency that fits the CPU budget and its pool starts. Executors differ only
+in how a computation runs and how time passes: processes on the wall clock, or estimates on
+a simulated clock (`plan --simulate`), driven by this same code.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Protocol
+
+from farmer.traversal import Computation
+
+UP_TO_DATE = "up-to-date"
+RAN = "ran"
+FAILED = "failed"
+SKIPPED = "skipped"
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How one run of a computation ended, as the executor measured it."""
+
+    index: int
+    ok: bool
+    reason: str | None  # why it failed, in SPEC §4 words
+    exit_code: int | None
+    start_s: float
+    end_s: float
+    cpu_s: float | None = None
+    max_rss_kb: int | None = None
+
+
+class Executor(Protocol):
+    def start(self, comp: Computation) -> None: ...
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        """Block until something finishes (or `timeout`, or a wake-up); return what finished."""
+
+    def stop(self) -> None:
+        """Kill everything running; `wait` then reports each as failed, `interrupted`."""
+
+    def running(self) -> int: ...
+
+
+class Hooks(Protocol):
+    def check(self, index: int, producers_ran: bool) -> str | None:
+        """Why a ready computation must run, or None when it is up to date."""
+
+    def starting(self, index: int, reason: str) -> None: ...
+
+    def finished(self, outcome: Outcome) -> Outcome:
+        """Record a finished run; may turn success into failure (a declared output missing)."""
+
+    def interrupted(self) -> int | None:
+        """The signal that asks the build to stop, if one arrived."""
+
+    def may_start(self, running: int) -> bool:
+        """False while the load limit (`-l`) holds new starts back."""
+
+
+@dataclass(slots=True)
+class Settled:
+    status: str
+    reason: str
+
+
+class Scheduler:
+    def __init__(self, comps: list[Computation], selected: list[int], latency: dict[int, float],
+                 jobs: int, pools: dict[str, int], keep_going: bool, executor: Executor,
+                 hooks: Hooks) -> None:
+        self.comps = comps
+        self.selected = selected
+        self.latency = latency
+        self.jobs = max(1, jobs)
+        self.pools = pools
+        self.keep_going = keep_going
+        self.executor = executor
+        self.hooks = hooks
+        self.settled: dict[int, Settled] = {}
+        self.signal: int | None = None
+        self.stopping = False
+        self.start_order: list[int] = []
+        self._waiting = {i: len(comps[i].producers) for i in selected}
+        self._producers_ran: set[int] = set()
+        self._ready: list[tuple[float, int]] = []  # (-expected latency, index): a max-heap
+        self._reasons: dict[int, str] = {}  # why each ready or running computation runs
+        self._free = self.jobs
+        self._pool_used = dict.fromkeys(pools, 0)
+        self._cpus: dict[int, int] = {}
+
+    @property
+    def done(self) -> int:
+        return len(self.settled)
+
+    def run(self) -> dict[int, Settled]:
+        for i in self.selected:
+            if self._waiting[i] == 0:
+                self._make_ready(i)
+        while True:
+            signal = self.hooks.interrupted()
+            if signal is not None and self.signal is None:
+                self.signal = signal
+                self.stopping = True
+                self.executor.stop()
+            if not self.stopping:
+                self._start_what_fits()
+            if self.executor.running() == 0:
+                if self.stopping or not self._ready:
+                    break
+            held_back = bool(self._ready) and not self.stopping and self._free > 0
+            for outcome in self.executor.wait(0.5 if held_back else None):
+                self._complete(outcome)
+        self._settle_rest()
+        return self.settled
+
+    # -- readiness --------------------------------------------------------------------
+
+    def _make_ready(self, first: int) -> None:
+        """Check `first`; an up-to-date computation settles at once and may make its
+        consumers ready in turn (iteratively: chains can be long)."""
+        stack = [first]
+        while stack:
+            i = stack.pop()
+            reason = self.hooks.check(i, i in self._producers_ran)
+            if reason is None:
+                self.settled[i] = Settled(UP_TO_DATE, "up to date")
+                stack.extend(self._release(i, ran=False))
+            else:
+                heapq.heappush(self._ready, (-self.latency.get(i, 0.0), i))
+                self._reasons[i] = reason
+
+    def _release(self, i: int, ran: bool) -> list[int]:
+        """Count `i` as finished for each consumer; return the consumers now ready."""
+        now_ready = []
+        waiting = self._waiting
+        for c in self.comps[i].consumers:
+            if c in waiting:
+                if ran:
+                    self._producers_ran.add(c)
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    now_ready.append(c)
+        return now_ready
+
+    # -- starting ---------------------------------------------------------------------
+
+    def _start_what_fits(self) -> None:
+        passed_over = []
+        while self._ready and self._free > 0:
+            if not self.hooks.may_start(self.executor.running()):
+                break
+            item = heapq.heappop(self._ready)
+            i = item[1]
+            comp = self.comps[i]
+            cpus = min(comp.cpus, self.jobs)
+            pool = comp.pool
+            if cpus > self._free or (pool is not None and self._pool_used[pool] >= self.pools[pool]):
+                passed_over.append(item)
+                continue
+            self._free -= cpus
+            self._cpus[i] = cpus
+            if pool is not None:
+                self._pool_used[pool] += 1
+            self.start_order.append(i)
+            self.hooks.starting(i, self._reasons[i])
+            self.executor.start(comp)
+        for item in passed_over:
+            heapq.heappush(self._ready, item)
+
+    # -- finishing --------------------------------------------------------------------
+
+    def _complete(self, outcome: Outcome) -> None:
+        i = outcome.index
+        comp = self.comps[i]
+        self._free += self._cpus.pop(i)
+        if comp.pool is not None:
+            self._pool_used[comp.pool] -= 1
+        outcome = self.hooks.finished(outcome)
+        if outcome.ok:
+            self.settled[i] = Settled(RAN, self._reasons.pop(i))
+            for c in self._release(i, ran=True):
+                if not self.stopping:  # once stopping, what becomes ready is skipped
+                    self._make_ready(c)
+        else:
+            self.settled[i] = Settled(FAILED, outcome.reason or "failed")
+            if not self.keep_going:
+                self.stopping = True
+
+    def _settle_rest(self) -> None:
+        """Everything that never ran is skipped: because an input failed, or the build stopped."""
+        for i in self.selected:
+            if i in self.settled:
+                continue
+            reason = "build stopped"
+            comp = self.comps[i]
+            for p in comp.producers:
+                s = self.settled.get(p)
+                if s is not None and s.status in (FAILED, SKIPPED) and s.reason != "build stopped":
+                    path = next((x for x in comp.inputs if x in self.comps[p].outputs), self.comps[p].id)
+                    reason = f"input {path} failed"
+                    break
+            self.settled[i] = Settled(SKIPPED, reason)

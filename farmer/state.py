@@ -1,0 +1,179 @@
+"""`.farmer/state.db`: traces, the stat cache and measured history, in SQLite.
+
+Everything is read in one query per table when a build starts and written back in
+batches, one transaction each (WAL mode, so a crash loses at most the last batch and never
+corrupts the file). A database that cannot be read is moved aside and farmer starts afresh:
+removing state only ever costs rebuilding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from farmer.grains import StatKey
+
+SCHEMA_VERSION = 1
+HISTORY_KEEP = 8  # measured runs kept per computation
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stat (
+    path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, ino INTEGER, ctime_ns INTEGER,
+    digest TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trace (
+    id TEXT PRIMARY KEY, action TEXT NOT NULL, world TEXT, inputs TEXT NOT NULL,
+    discovered TEXT NOT NULL, outputs TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+    id TEXT NOT NULL, task TEXT NOT NULL, at REAL NOT NULL, wall_s REAL NOT NULL,
+    cpu_s REAL, max_rss_kb INTEGER, input_bytes INTEGER);
+CREATE INDEX IF NOT EXISTS history_id ON history (id, at);
+"""
+
+
+@dataclass(slots=True)
+class Trace:
+    """The record of a computation's last successful run."""
+
+    id: str
+    action: str  # action fingerprint (command, env, outputs)
+    world: str | None  # world fingerprint, when the computation runs in a world
+    inputs: list[tuple[str, str]]  # declared inputs (path, digest), in declared order
+    discovered: list[tuple[str, str]]  # depfile inputs (path, digest)
+    outputs: list[tuple[str, str]]  # declared outputs (path, digest)
+
+
+@dataclass(slots=True)
+class Sample:
+    """One measured run."""
+
+    id: str
+    task: str
+    at: float
+    wall_s: float
+    cpu_s: float | None
+    max_rss_kb: int | None
+    input_bytes: int | None
+
+
+class StateError(Exception):
+    pass
+
+
+class State:
+    def __init__(self, farmer_dir: Path) -> None:
+        self.dir = farmer_dir
+        self.path = farmer_dir / "state.db"
+        self.warnings: list[str] = []
+        self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as e:
+            aside = self.path.with_name(f"state.db.corrupt-{int(time.time())}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(self.path) + suffix)
+                if src.exists():
+                    os.replace(src, Path(str(aside) + suffix))
+            self.warnings.append(
+                f"{self.path} could not be read ({e}); moved it to {aside.name} and starting from scratch"
+            )
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] != str(SCHEMA_VERSION):
+                raise sqlite3.DatabaseError(f"schema version {row[0]}, this farmer uses {SCHEMA_VERSION}")
+            db.execute("SELECT count(*) FROM trace").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    # -- reading ----------------------------------------------------------------------
+
+    def stat_cache(self) -> dict[str, tuple[StatKey, str]]:
+        return {
+            path: ((m, s, i, c), d)
+            for path, m, s, i, c, d in self.db.execute(
+                "SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat")
+        }
+
+    def traces(self) -> dict[str, Trace]:
+        out = {}
+        for tid, action, world, inputs, discovered, outputs in self.db.execute(
+                "SELECT id, action, world, inputs, discovered, outputs FROM trace"):
+            out[tid] = Trace(tid, action, world, _pairs(inputs), _pairs(discovered), _pairs(outputs))
+        return out
+
+    def history(self) -> dict[str, list[Sample]]:
+        out: dict[str, list[Sample]] = {}
+        for row in self.db.execute(
+                "SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history ORDER BY at"):
+            out.setdefault(row[0], []).append(Sample(*row))
+        return out
+
+    # -- writing ----------------------------------------------------------------------
+
+    def save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
+             stats: dict[str, tuple[StatKey, str] | None]) -> None:
+        """Write one batch in one transaction."""
+        if not (traces or forget or samples or stats):
+            return
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if forget:
+                db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
+            if traces:
+                db.executemany(
+                    "INSERT OR REPLACE INTO trace VALUES (?,?,?,?,?,?)",
+                    [(t.id, t.action, t.world, _text(t.inputs), _text(t.discovered), _text(t.outputs))
+                     for t in traces])
+            if samples:
+                db.executemany(
+                    "INSERT INTO history VALUES (?,?,?,?,?,?,?)",
+                    [(s.id, s.task, s.at, s.wall_s, s.cpu_s, s.max_rss_kb, s.input_bytes) for s in samples])
+                db.executemany(
+                    "DELETE FROM history WHERE id=? AND at < (SELECT at FROM history WHERE id=? "
+                    "ORDER BY at DESC LIMIT 1 OFFSET ?)",
+                    [(i, i, HISTORY_KEEP - 1) for i in {s.id for s in samples}])
+            if stats:
+                gone = [(p,) for p, e in stats.items() if e is None]
+                keep = [(p, *e[0], e[1]) for p, e in stats.items() if e is not None]
+                if gone:
+                    db.executemany("DELETE FROM stat WHERE path=?", gone)
+                if keep:
+                    db.executemany("INSERT OR REPLACE INTO stat VALUES (?,?,?,?,?,?)", keep)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        try:
+            self.db.close()
+        except sqlite3.Error as e:  # closing never decides a build's outcome
+            print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
+
+
+def _text(pairs: list[tuple[str, str]]) -> str:
+    return json.dumps(pairs, separators=(",", ":"))
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    return [tuple(p) for p in json.loads(text)]  # type: ignore[misc]

@@ -1,0 +1,497 @@
+"""Static traversal: a `Spec` becomes a graph of computations joined by file grains.
+
+Every foreach instance of a task is one `Computation`. An edge runs from the computation
+that declares a path as output to every computation that lists it as input. The graph is
+checked here: one producer per output, outputs inside the root, every input either an
+existing file or somebody's output, and no cycles.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import itertools
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from farmer import template
+from farmer.errors import UsageError
+from farmer.farmfile import Spec, TaskSpec
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_SKIP_DIRS = {".farmer", ".git"}
+_DRIVER = str(Path(__file__).with_name("worlds") / "driver.py")
+
+
+@dataclass(slots=True)
+class Computation:
+    index: int
+    id: str
+    task: str
+    wildcards: dict[str, str]
+    inputs: list[str]  # declared inputs, expanded and resolved, in declared order
+    outputs: list[str]
+    depfile: str | None
+    kind: str | None  # "cmd", "python" or None for an alias
+    action: str | None  # the expanded cmd, or the expanded python line
+    env: dict[str, str]
+    world: str | None
+    cost: float | None
+    cpus: int
+    pool: str | None
+    timeout: float | None
+    always: bool
+    cache: bool
+    world_setup: str | None = None  # JSON of the world chain's setup, for a fresh interpreter
+    producers: list[int] = field(default_factory=list)
+    consumers: list[int] = field(default_factory=list)
+
+    def argv(self) -> list[str]:
+        """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
+        task a fresh `python3` that runs the world chain's setup first (`--no-worlds`)."""
+        if self.kind == "cmd":
+            return ["/bin/sh", "-c", self.action or ""]
+        args = shlex.split(self.action or "")
+        if self.world is not None:
+            return [sys.executable, _DRIVER, "--setup", self.world_setup or "[]", "--", *args]
+        return [sys.executable, *args]
+
+
+@dataclass(slots=True)
+class Graph:
+    root: Path
+    computations: list[Computation]
+    producer: dict[str, int]  # output path -> index of the computation that declares it
+    by_task: dict[str, list[int]]
+    order: list[int]  # a topological order: producers before consumers
+    by_id: dict[str, int]
+
+    def closure(self, seeds: list[int]) -> list[int]:
+        """`seeds` and everything they need, in topological order."""
+        wanted = set(seeds)
+        stack = list(seeds)
+        comps = self.computations
+        while stack:
+            for p in comps[stack.pop()].producers:
+                if p not in wanted:
+                    wanted.add(p)
+                    stack.append(p)
+        return [i for i in self.order if i in wanted]
+
+
+def normalize(path: str, task: str, what: str) -> str:
+    """A project-relative path, or an error when it leaves the root."""
+    if not path:
+        raise UsageError(f"task {task!r}: an empty path in {what}")
+    if os.path.isabs(path):
+        raise UsageError(f"task {task!r}: {what} path {path!r} is absolute; use a path relative to the project root")
+    norm = os.path.normpath(path)
+    if norm == ".." or norm.startswith("../"):
+        raise UsageError(f"task {task!r}: {what} path {path!r} is outside the project root")
+    return norm
+
+
+class _Files:
+    """Existing files under the root, listed once per directory prefix (for foreach and globs)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._under: dict[str, list[str]] = {}
+
+    def under(self, prefix: str) -> list[str]:
+        if prefix not in self._under:
+            found: list[str] = []
+            top = os.path.join(self.root, prefix) if prefix else str(self.root)
+            for dirpath, dirnames, filenames in os.walk(top):
+                dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+                rel = os.path.relpath(dirpath, self.root)
+                base = "" if rel == "." else rel + "/"
+                found.extend(base + f for f in filenames)
+            self._under[prefix] = found
+        return self._under[prefix]
+
+
+def _pattern_regex(pattern: str) -> tuple[re.Pattern[str], str]:
+    """A foreach pattern as a regex (a wildcard matches one or more characters, `/` too)
+    and the fixed directory prefix before its first wildcard."""
+    out = []
+    seen: set[str] = set()
+    prefix_done = False
+    prefix = ""
+    for part in template.parse(pattern):
+        if isinstance(part, str):
+            out.append(re.escape(part))
+            if not prefix_done:
+                prefix += part
+        else:
+            prefix_done = True
+            if part.name in seen:
+                out.append(f"(?P={part.name})")
+            else:
+                seen.add(part.name)
+                out.append(f"(?P<{part.name}>.+)")
+    directory = prefix.rpartition("/")[0]
+    return re.compile("".join(out) + r"\Z"), directory
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """`*`, `?`, `[...]` stay inside one path component; `**` spans components."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/.][^/]*/)*")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append("(?:[^/.][^/]*(?:/[^/.][^/]*)*)?")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def _foreach_instances(task: TaskSpec, files: _Files, outputs: dict[str, str]) -> list[dict[str, str]]:
+    foreach = task.foreach
+    if foreach is None:
+        return [{}]
+    if isinstance(foreach, dict):
+        keys = sorted(foreach)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]
+    regex, prefix = _pattern_regex(foreach)
+    candidates = set(files.under(prefix))
+    candidates.update(p for p, owner in outputs.items() if owner != task.name)
+    matches = []
+    for path in sorted(candidates):
+        if path.startswith(".farmer/"):
+            continue
+        m = regex.match(path)
+        if m:
+            matches.append(m.groupdict())
+    return matches
+
+
+def _render(text: str, task: TaskSpec, wildcards: dict[str, str], files: dict[str, list[str]],
+            variables: dict[str, str], quote: bool, what: str) -> str:
+    try:
+        return template.render(text, wildcards, files, variables, quote)
+    except template.TemplateError as e:
+        raise UsageError(f"task {task.name!r}: in {what} {text!r}: {e}") from None
+
+
+@dataclass(slots=True)
+class _Instance:
+    task: TaskSpec
+    wildcards: dict[str, str]
+    raw_inputs: list[str]  # after substitution, before resolving @refs and globs
+    outputs: list[str]
+
+
+def _instances_of(task: TaskSpec, spec: Spec, files: _Files, outputs: dict[str, str]) -> list[_Instance]:
+    result = []
+    for wildcards in _foreach_instances(task, files, outputs):
+        raw_inputs = [_render(t, task, wildcards, {}, spec.vars, False, "inputs") for t in task.inputs]
+        outs = [normalize(_render(t, task, wildcards, {}, spec.vars, False, "outputs"), task.name, "output")
+                for t in task.outputs]
+        result.append(_Instance(task, wildcards, raw_inputs, outs))
+    return result
+
+
+def _expand_tasks(spec: Spec, files: _Files) -> list[_Instance]:
+    """Instances of every task. Foreach patterns may match other tasks' declared outputs,
+    so pattern tasks are re-matched until no task's set of matches changes."""
+    instances: dict[str, list[_Instance]] = {}
+    owner: dict[str, str] = {}
+
+    def record(name: str, new: list[_Instance]) -> None:
+        for inst in instances.get(name, []):
+            for out in inst.outputs:
+                if owner.get(out) == name:
+                    del owner[out]
+        instances[name] = new
+        for inst in new:
+            for out in inst.outputs:
+                owner.setdefault(out, name)
+
+    pattern_tasks = []
+    for name, task in spec.tasks.items():
+        record(name, _instances_of(task, spec, files, owner))
+        if isinstance(task.foreach, str):
+            pattern_tasks.append(name)
+    for _round in range(len(pattern_tasks) + 2):
+        changed = False
+        for name in pattern_tasks:
+            new = _instances_of(spec.tasks[name], spec, files, owner)
+            if [i.wildcards for i in new] != [i.wildcards for i in instances[name]]:
+                record(name, new)
+                changed = True
+        if not changed:
+            break
+    else:
+        raise UsageError(
+            f"foreach patterns of tasks {', '.join(repr(n) for n in pattern_tasks)} keep matching "
+            "each other's outputs without end; make the patterns more specific"
+        )
+    return [inst for name in spec.tasks for inst in instances[name]]
+
+
+def _computation_id(inst: _Instance) -> str:
+    if inst.outputs:
+        return inst.outputs[0]
+    if inst.wildcards:
+        inner = ",".join(f"{k}={inst.wildcards[k]}" for k in sorted(inst.wildcards))
+        return f":{inst.task.name}[{inner}]"
+    return f":{inst.task.name}"
+
+
+class _Resolver:
+    """Turns raw input strings into paths: `@task` references, globs, plain files."""
+
+    def __init__(self, spec: Spec, files: _Files, by_task: dict[str, list[_Instance]],
+                 producer: dict[str, int]) -> None:
+        self.spec = spec
+        self.files = files
+        self.by_task = by_task
+        self.producer = producer
+        self._refs: dict[str, list[str]] = {}
+        self._resolving: list[str] = []
+
+    def task_ref(self, name: str, needed_by: str) -> list[str]:
+        if name not in self.spec.tasks:
+            raise UsageError(f"task {needed_by!r}: input @{name} names no task; declare [task.{name}] or fix the name")
+        if name in self._refs:
+            return self._refs[name]
+        if name in self._resolving:
+            chain = " -> ".join(self._resolving[self._resolving.index(name):] + [name])
+            raise UsageError(f"@ references form a cycle: {chain}")
+        self._resolving.append(name)
+        try:
+            task = self.spec.tasks[name]
+            paths: set[str] = set()
+            if task.cmd is None and task.python is None:
+                # An alias stands for what it gathers.
+                for inst in self.by_task.get(name, []):
+                    for raw in inst.raw_inputs:
+                        paths.update(self.resolve(raw, inst.task.name, set()))
+            else:
+                for inst in self.by_task.get(name, []):
+                    paths.update(inst.outputs)
+            result = sorted(paths)
+        finally:
+            self._resolving.pop()
+        self._refs[name] = result
+        return result
+
+    def resolve(self, raw: str, task: str, own_outputs: set[str]) -> list[str]:
+        if raw.startswith("@"):
+            return self.task_ref(raw[1:], task)
+        if _GLOB_CHARS.search(raw):
+            norm = normalize(raw, task, "input")
+            matched = set(globlib.glob(norm, root_dir=self.files.root, recursive=True))
+            # Declared outputs match too, so a clean build sees the same inputs as a rebuild.
+            pattern = _glob_regex(norm)
+            matched.update(p for p in self.producer if pattern.match(p))
+            return sorted(p for p in matched - own_outputs
+                          if not p.startswith(".farmer/") and not os.path.isdir(os.path.join(self.files.root, p)))
+        path = normalize(raw, task, "input")
+        if path not in self.producer and not os.path.exists(os.path.join(self.files.root, path)):
+            raise UsageError(
+                f"missing input {path!r} needed by task {task!r}: no such file and no task declares it as output"
+            )
+        return [path]
+
+
+def traverse(spec: Spec) -> Graph:
+    files = _Files(spec.root)
+    instances = _expand_tasks(spec, files)
+
+    producer: dict[str, int] = {}
+    by_task_inst: dict[str, list[_Instance]] = {}
+    for index, inst in enumerate(instances):
+        by_task_inst.setdefault(inst.task.name, []).append(inst)
+        for out in inst.outputs:
+            if out.startswith(".farmer/") or out == ".farmer":
+                raise UsageError(f"task {inst.task.name!r}: output {out!r} is inside .farmer/, which farmer owns")
+            other = producer.get(out)
+            if other is not None and other != index:
+                first = instances[other].task.name
+                raise UsageError(
+                    f"output {out!r} is declared by two computations (tasks {first!r} and "
+                    f"{inst.task.name!r}); each output needs exactly one producer"
+                )
+            producer[out] = index
+
+    resolver = _Resolver(spec, files, by_task_inst, producer)
+    comps: list[Computation] = []
+    by_id: dict[str, int] = {}
+    by_task: dict[str, list[int]] = {}
+    for index, inst in enumerate(instances):
+        task = inst.task
+        own = set(inst.outputs)
+        inputs: list[str] = []
+        seen: set[str] = set()
+        for raw in inst.raw_inputs:
+            for path in resolver.resolve(raw, task.name, own):
+                if path not in seen:
+                    seen.add(path)
+                    inputs.append(path)
+        depfile = None
+        file_scope = {"inputs": inputs, "outputs": inst.outputs}
+        if task.depfile is not None:
+            depfile = normalize(
+                _render(task.depfile, task, inst.wildcards, file_scope, spec.vars, False, "depfile"),
+                task.name, "depfile")
+        file_scope["depfile"] = [depfile] if depfile else []
+        kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
+        text = task.cmd if task.cmd is not None else task.python
+        action = _render(text, task, inst.wildcards, file_scope, spec.vars, True, kind) if text is not None else None
+        env = _world_env(spec, task.world)
+        env.update((k, _render(v, task, inst.wildcards, file_scope, spec.vars, False, f"env.{k}"))
+                   for k, v in task.env.items())
+        cid = _computation_id(inst)
+        if cid in by_id:
+            raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
+        by_id[cid] = index
+        by_task.setdefault(task.name, []).append(index)
+        comps.append(Computation(
+            index=index, id=cid, task=task.name, wildcards=inst.wildcards, inputs=inputs,
+            outputs=inst.outputs, depfile=depfile, kind=kind, action=action, env=env,
+            world=task.world, cost=task.cost, cpus=task.cpus, pool=task.pool,
+            timeout=task.timeout, always=task.always, cache=task.cache,
+            world_setup=_world_setup(spec, task.world),
+        ))
+
+    world_inputs = _world_inputs(spec, files, producer)
+    for comp in comps:
+        producers = {producer[p] for p in comp.inputs if p in producer}
+        if comp.world is not None:
+            # A world's setup reads its inputs: tasks of the world wait for their producers.
+            producers.update(producer[p] for p in world_inputs[comp.world] if p in producer)
+        producers.discard(comp.index)
+        comp.producers = sorted(producers)
+        for p in comp.producers:
+            comps[p].consumers.append(comp.index)
+    for name in spec.tasks:
+        by_task.setdefault(name, [])
+    order = _topological_order(comps)
+    return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
+                 order=order, by_id=by_id)
+
+
+def _world_chain(spec: Spec, name: str) -> list:
+    out = []
+    world: str | None = name
+    while world is not None:
+        out.append(spec.worlds[world])
+        world = spec.worlds[world].parent
+    out.reverse()
+    return out
+
+
+def _world_env(spec: Spec, name: str | None) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if name is not None:
+        for w in _world_chain(spec, name):
+            env.update(w.env)
+    return env
+
+
+def _world_inputs(spec: Spec, files: _Files, producer: dict[str, int]) -> dict[str, list[str]]:
+    """Each world's input paths, its ancestors' included."""
+    own = {}
+    for name, w in spec.worlds.items():
+        paths = []
+        for text in w.inputs:
+            try:
+                raw = template.render(text, {}, {}, spec.vars, False)
+            except template.TemplateError as e:
+                raise UsageError(f"world {name!r}: in inputs {text!r}: {e}") from None
+            path = normalize(raw, f"world {name}", "input")
+            if path not in producer and not os.path.exists(os.path.join(files.root, path)):
+                raise UsageError(f"missing input {path!r} needed by world {name!r}: no such file and no task declares it as output")
+            paths.append(path)
+        own[name] = paths
+    return {name: [p for w in _world_chain(spec, name) for p in own[w.name]] for name in spec.worlds}
+
+
+def _world_setup(spec: Spec, name: str | None) -> str | None:
+    if name is None:
+        return None
+    return json.dumps([(w.name, w.setup) for w in _world_chain(spec, name)])
+
+
+def _topological_order(comps: list[Computation]) -> list[int]:
+    waiting = [len(c.producers) for c in comps]
+    order = [c.index for c in comps if not c.producers]
+    head = 0
+    while head < len(order):
+        for c in comps[order[head]].consumers:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                order.append(c)
+        head += 1
+    if len(order) != len(comps):
+        cycle = _find_cycle(comps, {i for i, w in enumerate(waiting) if w > 0})
+        tasks = []
+        for i in cycle:
+            if comps[i].task not in tasks:
+                tasks.append(comps[i].task)
+        path = " -> ".join(comps[i].id for i in cycle + cycle[:1])
+        raise UsageError(f"dependency cycle between tasks {', '.join(tasks)}: {path}; break one of these edges")
+    return order
+
+
+def _find_cycle(comps: list[Computation], stuck: set[int]) -> list[int]:
+    """One cycle among the computations Kahn's algorithm could not order."""
+    start = min(stuck)
+    position: dict[int, int] = {}
+    path: list[int] = []
+    node = start
+    # Every stuck node has a stuck producer, so walking producers must revisit a node.
+    while node not in position:
+        position[node] = len(path)
+        path.append(node)
+        node = next(p for p in comps[node].producers if p in stuck)
+    cycle = path[position[node]:]
+    cycle.reverse()  # producers first
+    return cycle
+
+
+def select(graph: Graph, targets: list[str]) -> list[int]:
+    """The computations to build for `targets` (task names or output paths), with everything
+    they need, in topological order."""
+    seeds: list[int] = []
+    for target in targets:
+        name = target[1:] if target.startswith("@") else target
+        if name in graph.by_task:
+            seeds.extend(graph.by_task[name])
+            continue
+        norm = os.path.normpath(target)
+        if norm in graph.producer:
+            seeds.append(graph.producer[norm])
+        elif target in graph.by_id:
+            seeds.append(graph.by_id[target])
+        else:
+            raise UsageError(f"unknown target {target!r}: not a task name or a declared output")
+    return graph.closure(seeds)

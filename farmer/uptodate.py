@@ -1,0 +1,76 @@
+"""The up-to-date rule (SPEC §2): a computation is up to date when its last successful
+run's trace matches the action, every recorded input's content and every declared output's
+content now. The first difference found is the reason it runs, in SPEC §4's words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from farmer.grains import Digests, NotAFile, hash_text
+from farmer.state import Trace
+from farmer.traversal import Computation
+
+
+def action_fingerprint(comp: Computation) -> str:
+    """What the computation does, apart from its inputs' contents and its world."""
+    env = [f"{k}={v}" for k, v in sorted(comp.env.items())]
+    return hash_text(comp.kind or "", comp.action or "", *env, "\0outputs", *comp.outputs,
+                     "\0depfile", comp.depfile or "")
+
+
+def digest_or_changed(digests: Digests, path: str) -> str | None:
+    try:
+        return digests.digest(path)
+    except NotAFile:
+        return "not-a-file"
+
+
+def out_of_date(comp: Computation, trace: Trace | None, action: str, world: str | None,
+                digests: Digests) -> str | None:
+    """Why `comp` must run, or None when it is up to date."""
+    if comp.always:
+        return "always"
+    if trace is None:
+        return "never built"
+    if trace.action != action:
+        return "command changed"
+    if trace.world != world:
+        return f"world {comp.world} changed"
+    if len(trace.inputs) != len(comp.inputs) or any(
+            p != q for (p, _), q in zip(trace.inputs, comp.inputs)):
+        return "inputs changed"
+    for path, digest in trace.inputs:
+        if digest_or_changed(digests, path) != digest:
+            return f"input {path} changed"
+    for path, digest in trace.discovered:
+        if digest_or_changed(digests, path) != digest:
+            return f"input {path} changed"
+    for path, digest in trace.outputs:
+        now = digest_or_changed(digests, path)
+        if now is None:
+            return f"output {path} missing"
+        if now != digest:
+            return f"output {path} edited"
+    return None
+
+
+def plan(comps: list[Computation], selected: list[int], check: Callable[[int], str | None]) -> dict[int, str]:
+    """What a build of `selected` would run and why, without running anything. A build
+    cannot know early cutoff in advance, so a consumer of anything that would run is listed
+    too. `check(i)` is the computation's own up-to-date test."""
+    to_run: dict[int, str] = {}
+    for i in selected:  # topological order: producers are decided first
+        comp = comps[i]
+        if comp.kind is None:
+            continue
+        reason = check(i)
+        if reason is None:
+            for p in comp.producers:
+                if p in to_run:
+                    path = next((x for x in comp.inputs if x in comps[p].outputs), comps[p].id)
+                    reason = f"input {path} will be rebuilt"
+                    break
+        if reason is not None:
+            to_run[i] = reason
+    return to_run
