@@ -8,6 +8,7 @@ every build that got the lock, whatever its outcome.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -20,15 +21,19 @@ from farmer import __version__, depfile, report
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.farmfile import Spec
 from farmer.grains import Digests, NotAFile
-from farmer.latency import critical, estimates, simulate
+from farmer.latency import critical, estimates
+from farmer.latency.predict import Prediction, predict
+from farmer.latency.simulate import simulate
 from farmer.lock import ProjectLock
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
 from farmer.state import Sample, State, Trace
+from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
 from farmer.traversal import Graph, select
 from farmer.uptodate import action_fingerprint, out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
 _FLUSH_EVERY_S = 1.0
+_ETA_EVERY_S = 0.5
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -43,6 +48,7 @@ class BuildOptions:
     no_worlds: bool = False
     timeout: float | None = None
     live: bool = False
+    trace_file: str | None = None
 
 
 def default_jobs() -> int:
@@ -93,10 +99,10 @@ class Session:
     def plan(self) -> dict[int, str]:
         return plan(self.graph.computations, self.selected, self.check)
 
-    def estimates(self, to_run: dict[int, str]) -> dict[int, float]:
+    def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
         comps = self.graph.computations
         est = estimates.estimate(comps, list(to_run), self.history, self.input_bytes(list(to_run)))
-        return {i: est.get(i, 0.0) for i in self.selected}
+        return predict(comps, self.selected, to_run, est, jobs, self.spec.pools, compare)
 
     def input_bytes(self, indices: list[int]) -> dict[int, int]:
         sizes = {}
@@ -115,9 +121,10 @@ class Session:
         self.digests.changed = {}
 
 
-def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str]) -> Session:
+def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
+                 readonly: bool = False) -> Session:
     selected = targets_of(spec, graph, targets)
-    state = State(farmer_dir)
+    state = State(farmer_dir, readonly=readonly)
     for warning in state.warnings:
         print(f"farmer: warning: {warning}", file=sys.stderr)
     digests = Digests(state.stat_cache())
@@ -128,20 +135,21 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str])
 class _BuildHooks:
     """The scheduler's hooks for a real build: checks, records, reports."""
 
-    def __init__(self, session: Session, opts: BuildOptions, to_run: dict[int, str],
+    def __init__(self, session: Session, opts: BuildOptions, prediction: Prediction,
                  reporter: report.PlainReporter, logs: Path, t0: float) -> None:
         self.s = session
         self.comps = session.graph.computations
         self.opts = opts
-        self.to_run = to_run
+        self.prediction = prediction
         self.reporter = reporter
         self.logs = logs
         self.t0 = t0
         self.signal: int | None = None
         self.outcomes: dict[int, Outcome] = {}
-        self.running: dict[int, None] = {}
+        self.running: dict[int, float] = {}  # index -> monotonic start
         self.scheduler: Scheduler | None = None
-        self.remaining_estimate = 0.0
+        self._eta: float | None = None
+        self._last_eta = 0.0
         self._pending_traces: list[Trace] = []
         self._pending_samples: list[Sample] = []
         self._last_flush = time.monotonic()
@@ -168,7 +176,7 @@ class _BuildHooks:
             os.makedirs(os.path.dirname(comp.depfile), exist_ok=True)
         if self.opts.explain:
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
-        self.running[index] = None
+        self.running[index] = time.monotonic()
         self.reporter.started(comp, self.scheduler.done if self.scheduler else 0, len(self.s.selected))
         self._progress()
 
@@ -254,10 +262,28 @@ class _BuildHooks:
         self._last_flush = time.monotonic()
 
     def _progress(self) -> None:
-        if self.scheduler is None:
+        if self.scheduler is None or not self.opts.live:
             return
+        now = time.monotonic()
+        if now - self._last_eta > _ETA_EVERY_S:
+            self._eta, self._last_eta = self._remaining(now), now
         running = [self.comps[i] for i in self.running]
-        self.reporter.progress(self.scheduler.done, len(self.s.selected), running, None)
+        self.reporter.progress(self.scheduler.done, len(self.s.selected), running, self._eta)
+
+    def _remaining(self, now: float) -> float:
+        """Re-simulate what is left: running computations first, for what remains of their
+        estimates, then everything not settled yet."""
+        settled = self.scheduler.settled
+        left = [i for i in self.s.selected if i not in settled]
+        est = self.prediction.estimates
+        durations = {i: est.get(i, 0.0) for i in left}
+        latency = critical.expected_latency(self.comps, left, durations)
+        for i, started in self.running.items():
+            durations[i] = max(0.0, durations[i] - (now - started))
+            latency[i] = float("inf")
+        to_run = {i: "" for i in left if i in self.prediction.to_run or i in self.running}
+        return simulate(self.comps, left, to_run, durations, latency, self.opts.jobs,
+                        self.s.spec.pools).makespan_s
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.signal = signum
@@ -289,31 +315,27 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
 
 def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime) -> int:
     comps = session.graph.computations
-    to_run = session.plan()
-    durations = session.estimates(to_run)
-    latency = critical.expected_latency(comps, session.selected, durations)
-    prediction = simulate.simulate(comps, session.selected, to_run, durations, latency,
-                                   opts.jobs, session.spec.pools)
+    prediction = session.predict(session.plan(), opts.jobs)
+    to_run = prediction.to_run
     if opts.dry_run:
-        for i in prediction.start_order:
+        for i in prediction.simulation.start_order:
             print(f"{comps[i].task} {comps[i].id}: {to_run[i]}")
         print(f"farmer: would run {len(to_run)} of {len(session.selected)} computations; "
               f"predicted {prediction.makespan_s:.2f} s")
-        session.save_stats()
         return 0
 
     logs = farmer_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     reporter = report.LiveReporter(len(session.selected)) if opts.live else report.PlainReporter()
-    hooks = _BuildHooks(session, opts, to_run, reporter, logs, t0)
+    hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
     old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     if not hasattr(os, "pidfd_open"):
         signal.signal(signal.SIGCHLD, lambda *_: None)
     executor = ProcessExecutor(logs, t0, opts.timeout, wake_r)
-    scheduler = Scheduler(comps, session.selected, latency, opts.jobs, session.spec.pools,
+    scheduler = Scheduler(comps, session.selected, prediction.latency, opts.jobs, session.spec.pools,
                           opts.keep_going, executor, hooks)
     hooks.scheduler = scheduler
     try:
@@ -351,6 +373,11 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     report.write_json_atomically(farmer_dir / "last-build.json", _last_build(
         session, settled, hooks.outcomes, opts, started_at, status, wall, critical_s,
         prediction.makespan_s))
+    if opts.trace_file:
+        spans = [Span(i, scheduler.slot_of[i], o.start_s, o.end_s) for i, o in hooks.outcomes.items()
+                 if i in scheduler.slot_of]
+        path = set(critical.critical_path(comps, {i: ran_latency[i] for i in hooks.outcomes}))
+        write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
     print(report.summary_line(counts, wall, critical_s, status), flush=True)
     return code
 
@@ -384,3 +411,28 @@ def _last_build(session: Session, settled: dict[int, Settled], outcomes: dict[in
 
 def _round(x: float) -> float:
     return round(x, 4)
+
+
+def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
+             from_scratch: bool, as_json: bool, trace_file: str | None) -> int:
+    """`farmer plan`: what would run and why; with `--simulate`, how long it would take.
+    Reads state, writes nothing (but the trace file asked for)."""
+    session = open_session(spec, graph, spec.root / ".farmer", targets, readonly=True)
+    try:
+        comps = graph.computations
+        if from_scratch:
+            to_run = {i: "never built" for i in session.selected if comps[i].kind is not None}
+        else:
+            to_run = session.plan()
+        prediction = session.predict(to_run, jobs, compare=simulated)
+    finally:
+        session.state.close()
+    if trace_file:
+        spans = [Span(s.index, s.slot, s.start_s, s.end_s) for s in prediction.simulation.timeline]
+        write_chrome_trace(Path(trace_file), spans, comps, set(prediction.critical_path),
+                           "farmer plan --simulate")
+    if as_json:
+        print(json.dumps(plan_json(prediction, comps, simulated), indent=1))
+    else:
+        print(plan_text(prediction, comps, len(session.selected), simulated))
+    return 0

@@ -70,12 +70,31 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
 
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds")
+    trace_file = os.path.abspath(trace_file) if trace_file else None
     spec, graph = _load(directory, farmfile)
     live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
     opts = BuildOptions(targets=list(targets), jobs=_jobs(jobs), load=load, keep_going=keep_going,
                         dry_run=dry_run, explain=explain, no_worlds=no_worlds, timeout=timeout,
-                        live=live)
+                        live=live, trace_file=trace_file)
     sys.exit(run_build(spec, graph, opts))
+
+
+@cli.command()
+@click.argument("targets", nargs=-1)
+@_project_options
+@click.option("--simulate", is_flag=True, help="Predict the build on a simulated clock.")
+@click.option("--from-scratch", is_flag=True, help="Plan a clean build, as if nothing was built.")
+@click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (SPEC section 4).")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+              help="With --simulate: write the simulated schedule as Chrome trace-event JSON.")
+def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
+    """What a build would run and why, in the order the scheduler would consider it."""
+    from farmer.build import run_plan
+
+    trace_file = os.path.abspath(trace_file) if trace_file else None
+    spec, g = _load(directory, farmfile)
+    sys.exit(run_plan(spec, g, list(targets), _jobs(jobs), simulate, from_scratch, as_json, trace_file))
 
 
 @cli.command()

@@ -86,22 +86,26 @@ class Scheduler:
         self.signal: int | None = None
         self.stopping = False
         self.start_order: list[int] = []
-        self._waiting = {i: len(comps[i].producers) for i in selected}
+        inside = set(selected)
+        # Fan-in counters: producers outside `selected` count as finished already.
+        self._waiting = {i: sum(1 for p in comps[i].producers if p in inside) for i in selected}
         self._producers_ran: set[int] = set()
         self._ready: list[tuple[float, int]] = []  # (-expected latency, index): a max-heap
         self._reasons: dict[int, str] = {}  # why each ready or running computation runs
         self._free = self.jobs
         self._pool_used = dict.fromkeys(pools, 0)
-        self._cpus: dict[int, int] = {}
+        self._slots: dict[int, list[int]] = {}  # CPU slots each running computation holds
+        self._free_slots = list(range(self.jobs))
+        self.slot_of: dict[int, int] = {}  # first slot each computation ran in (for timelines)
 
     @property
     def done(self) -> int:
         return len(self.settled)
 
     def run(self) -> dict[int, Settled]:
-        for i in self.selected:
-            if self._waiting[i] == 0:
-                self._make_ready(i)
+        # Taken before any check: an up-to-date computation releases its consumers at once.
+        for i in [i for i in self.selected if self._waiting[i] == 0]:
+            self._make_ready(i)
         while True:
             signal = self.hooks.interrupted()
             if signal is not None and self.signal is None:
@@ -164,7 +168,9 @@ class Scheduler:
                 passed_over.append(item)
                 continue
             self._free -= cpus
-            self._cpus[i] = cpus
+            self._free_slots.sort()
+            self._slots[i], self._free_slots = self._free_slots[:cpus], self._free_slots[cpus:]
+            self.slot_of[i] = self._slots[i][0]
             if pool is not None:
                 self._pool_used[pool] += 1
             self.start_order.append(i)
@@ -178,12 +184,15 @@ class Scheduler:
     def _complete(self, outcome: Outcome) -> None:
         i = outcome.index
         comp = self.comps[i]
-        self._free += self._cpus.pop(i)
+        slots = self._slots.pop(i)
+        self._free += len(slots)
+        self._free_slots.extend(slots)
         if comp.pool is not None:
             self._pool_used[comp.pool] -= 1
         outcome = self.hooks.finished(outcome)
+        reason = self._reasons.pop(i)
         if outcome.ok:
-            self.settled[i] = Settled(RAN, self._reasons.pop(i))
+            self.settled[i] = Settled(RAN, reason)
             for c in self._release(i, ran=True):
                 if not self.stopping:  # once stopping, what becomes ready is skipped
                     self._make_ready(c)

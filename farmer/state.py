@@ -66,11 +66,26 @@ class StateError(Exception):
 
 
 class State:
-    def __init__(self, farmer_dir: Path) -> None:
+    def __init__(self, farmer_dir: Path, readonly: bool = False) -> None:
         self.dir = farmer_dir
         self.path = farmer_dir / "state.db"
         self.warnings: list[str] = []
-        self.db = self._open()
+        self.db = self._open_readonly() if readonly else self._open()
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """For commands that must write nothing (`plan`): the state as it is, or none."""
+        if self.path.exists():
+            try:
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is not None and row[0] == str(SCHEMA_VERSION):
+                    return db
+                db.close()
+            except sqlite3.Error as e:
+                self.warnings.append(f"{self.path} could not be read ({e}); planning as if nothing was built")
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        db.executescript(_SCHEMA)
+        return db
 
     def _open(self) -> sqlite3.Connection:
         self.dir.mkdir(parents=True, exist_ok=True)

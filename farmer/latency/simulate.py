@@ -4,7 +4,7 @@ of a build run the real scheduling policy with each computation lasting its esti
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from farmer.scheduler import Outcome, Scheduler
 from farmer.traversal import Computation
@@ -21,43 +21,30 @@ class Slot:
 class SimulatedExecutor:
     """Every computation takes exactly its estimated duration; nothing runs."""
 
-    def __init__(self, duration: dict[int, float], jobs: int) -> None:
+    def __init__(self, duration: dict[int, float]) -> None:
         self.duration = duration
         self.clock = 0.0
         self._events: list[tuple[float, int, int]] = []  # (end, sequence, index)
         self._seq = 0
-        self._free_slots = list(range(jobs))
-        self._slot_of: dict[int, list[int]] = {}
-        self._started: dict[int, float] = {}
-        self.timeline: list[Slot] = []
+        self.started: dict[int, float] = {}
 
     def running(self) -> int:
         return len(self._events)
 
     def start(self, comp: Computation) -> None:
-        i = comp.index
-        cpus = min(max(1, comp.cpus), max(1, len(self._free_slots)))
-        self._free_slots.sort()
-        taken, self._free_slots = self._free_slots[:cpus], self._free_slots[cpus:]
-        self._slot_of[i] = taken
-        self._started[i] = self.clock
-        heapq.heappush(self._events, (self.clock + self.duration.get(i, 0.0), self._seq, i))
+        self.started[comp.index] = self.clock
+        heapq.heappush(self._events, (self.clock + self.duration.get(comp.index, 0.0), self._seq, comp.index))
         self._seq += 1
 
     def wait(self, timeout: float | None) -> list[Outcome]:
         if not self._events:
             return []
-        end, _, i = heapq.heappop(self._events)
+        end = self._events[0][0]
         self.clock = end
-        finished = [i]
-        while self._events and self._events[0][0] == end:
-            finished.append(heapq.heappop(self._events)[2])
         out = []
-        for j in finished:
-            slots = self._slot_of.pop(j)
-            self._free_slots.extend(slots)
-            self.timeline.append(Slot(j, slots[0], self._started[j], end))
-            out.append(Outcome(j, True, None, 0, self._started[j], end))
+        while self._events and self._events[0][0] == end:
+            i = heapq.heappop(self._events)[2]
+            out.append(Outcome(i, True, None, 0, self.started[i], end))
         return out
 
     def stop(self) -> None:
@@ -67,13 +54,12 @@ class SimulatedExecutor:
 @dataclass(slots=True)
 class _SimHooks:
     to_run: dict[int, str]
-    started: list[int] = field(default_factory=list)
 
     def check(self, index: int, producers_ran: bool) -> str | None:
         return self.to_run.get(index)
 
     def starting(self, index: int, reason: str) -> None:
-        self.started.append(index)
+        pass
 
     def finished(self, outcome: Outcome) -> Outcome:
         return outcome
@@ -95,9 +81,12 @@ class Simulation:
 def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, str],
              duration: dict[int, float], latency: dict[int, float], jobs: int,
              pools: dict[str, int]) -> Simulation:
-    executor = SimulatedExecutor(duration, jobs)
-    hooks = _SimHooks(to_run)
+    """Run the scheduler over `selected` with each computation in `to_run` lasting its
+    estimate and every other one up to date."""
+    executor = SimulatedExecutor(duration)
     scheduler = Scheduler(comps, selected, latency, jobs, pools, keep_going=True,
-                          executor=executor, hooks=hooks)
+                          executor=executor, hooks=_SimHooks(to_run))
     scheduler.run()
-    return Simulation(executor.clock, scheduler.start_order, executor.timeline)
+    timeline = [Slot(i, scheduler.slot_of[i], start, start + duration.get(i, 0.0))
+                for i, start in executor.started.items()]
+    return Simulation(executor.clock, scheduler.start_order, timeline)

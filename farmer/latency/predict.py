@@ -1,0 +1,59 @@
+"""Predicting a build: estimates, expected latencies and a simulated run of the real policy,
+with the bounds that tell how good the schedule is, and the same graph scheduled the way
+make (FIFO in manifest order) and ninja >= 1.12 (critical path counting every step as 1)
+would, for comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from farmer.latency import critical, simulate
+from farmer.traversal import Computation
+
+
+@dataclass(slots=True)
+class Prediction:
+    jobs: int
+    to_run: dict[int, str]
+    estimates: dict[int, float]  # seconds, for every selected computation (0 if up to date)
+    latency: dict[int, float]  # expected latency: the critical path from each one to the end
+    simulation: simulate.Simulation
+    critical_path: list[int]
+    critical_path_s: float
+    total_work_s: float
+    fifo_makespan_s: float | None = None
+    unit_makespan_s: float | None = None
+
+    @property
+    def makespan_s(self) -> float:
+        return self.simulation.makespan_s
+
+    @property
+    def lower_bound_s(self) -> float:
+        return max(self.critical_path_s, self.total_work_s / self.jobs)
+
+
+def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str],
+            estimates: dict[int, float], jobs: int, pools: dict[str, int],
+            compare: bool = False) -> Prediction:
+    """Simulate building `selected` where the computations in `to_run` take their estimates."""
+    durations = {i: (estimates.get(i, 0.0) if i in to_run else 0.0) for i in selected}
+    latency = critical.expected_latency(comps, selected, durations)
+    sim = simulate.simulate(comps, selected, to_run, durations, latency, jobs, pools)
+    path = [i for i in critical.critical_path(comps, latency) if i in to_run]
+    prediction = Prediction(
+        jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
+        critical_path=path, critical_path_s=max(latency.values(), default=0.0),
+        total_work_s=sum(durations[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run),
+    )
+    if compare:
+        # make: the order the Makefile lists things in. ninja >= 1.12: the longest chain
+        # counted in steps, every step weighing the same.
+        fifo = {i: -float(rank) for rank, i in enumerate(sorted(selected))}
+        ones = {i: (1.0 if i in to_run else 0.0) for i in selected}
+        unit = critical.expected_latency(comps, selected, ones)
+        prediction.fifo_makespan_s = simulate.simulate(
+            comps, selected, to_run, durations, fifo, jobs, pools).makespan_s
+        prediction.unit_makespan_s = simulate.simulate(
+            comps, selected, to_run, durations, unit, jobs, pools).makespan_s
+    return prediction
