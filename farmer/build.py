@@ -33,7 +33,7 @@ from farmer.uptodate import action_fingerprint, out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
 _FLUSH_EVERY_S = 1.0
-_ETA_EVERY_S = 0.5
+_ETA_EVERY_S = 0.25
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -211,7 +211,10 @@ class _BuildHooks:
                     os.unlink(path)
                 except (FileNotFoundError, IsADirectoryError, PermissionError):
                     pass
-            self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output))
+            if outcome.reason == "interrupted":
+                self.reporter.message(f"interrupted: {comp.task} {comp.id}")
+            else:
+                self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output))
         self.outcomes[i] = outcome
         if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
             self.flush()
@@ -274,7 +277,7 @@ class _BuildHooks:
         """Re-simulate what is left: running computations first, for what remains of their
         estimates, then everything not settled yet."""
         settled = self.scheduler.settled
-        left = [i for i in self.s.selected if i not in settled]
+        left = [i for i in self.s.selected if i not in settled and i not in self.outcomes]
         est = self.prediction.estimates
         durations = {i: est.get(i, 0.0) for i in left}
         latency = critical.expected_latency(self.comps, left, durations)

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -92,17 +93,24 @@ class LiveReporter:
         self.done = 0
         self.running: list[Computation] = []
         self.eta_s: float | None = None
-        self.live = Live(self._render(), console=self.console, refresh_per_second=8, transient=True)
+        self.eta_at = time.monotonic()
+        # Live renders `self` anew at each refresh, so the ETA counts down between events.
+        self.live = Live(self, console=self.console, refresh_per_second=8, transient=True)
         self.live.start()
 
-    def _render(self):  # noqa: ANN202 - a rich renderable
+    def __rich__(self):  # noqa: ANN204 - a rich renderable
         from rich.console import Group
         from rich.progress_bar import ProgressBar
+        from rich.table import Table
         from rich.text import Text
 
-        eta = f"  ETA {self.eta_s:.1f} s" if self.eta_s is not None else ""
-        head = Text(f"[{self.done}/{self.total}]{eta}")
-        rows = [ProgressBar(total=max(self.total, 1), completed=self.done), head]
+        eta = ""
+        if self.eta_s is not None:
+            eta = f"  ETA {max(0.0, self.eta_s - (time.monotonic() - self.eta_at)):.1f} s"
+        head = Table.grid(padding=(0, 1))
+        head.add_row(ProgressBar(total=max(self.total, 1), completed=self.done, width=40),
+                     Text(f"{self.done}/{self.total}{eta}"))
+        rows = [head]
         for comp in self.running[:8]:
             rows.append(Text(f"  {comp.task} {comp.id}", overflow="ellipsis", no_wrap=True))
         if len(self.running) > 8:
@@ -116,8 +124,10 @@ class LiveReporter:
         self.live.console.print(text.rstrip("\n"), markup=False, highlight=False)
 
     def progress(self, done: int, total: int, running: list[Computation], eta_s: float | None) -> None:
-        self.done, self.total, self.running, self.eta_s = done, total, running, eta_s
-        self.live.update(self._render())
+        if eta_s != self.eta_s:
+            self.eta_s, self.eta_at = eta_s, time.monotonic()
+        self.done, self.total, self.running = done, total, running
+        self.live.refresh()
 
     def close(self) -> None:
         self.live.stop()

@@ -58,7 +58,8 @@ class ProcessExecutor:
         self._env = dict(os.environ)
 
     def running(self) -> int:
-        return len(self.by_pid)
+        """Computations started and not yet reported back (reaped ones included)."""
+        return len(self.by_pid) + len(self._finished)
 
     def start(self, comp: Computation) -> None:
         now = time.monotonic()
