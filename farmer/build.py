@@ -101,24 +101,9 @@ class Session:
 
     def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
         comps = self.graph.computations
-        est = estimates.estimate(comps, list(to_run), self.history, self.input_bytes(list(to_run)))
+        sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
+        est = estimates.estimate(comps, list(to_run), self.history, sizes)
         return predict(comps, self.selected, to_run, est, jobs, self.spec.pools, compare)
-
-    def input_bytes(self, indices: list[int]) -> dict[int, int]:
-        sizes = {}
-        cache = self.digests.cache
-        for i in indices:
-            total = 0
-            for p in self.graph.computations[i].inputs:
-                entry = cache.get(p)
-                if entry is not None and entry[0][1] >= 0:
-                    total += entry[0][1]
-            sizes[i] = total
-        return sizes
-
-    def save_stats(self) -> None:
-        self.state.save([], [], [], self.digests.changed)
-        self.digests.changed = {}
 
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
@@ -252,11 +237,9 @@ class _BuildHooks:
         self._pending_traces.append(Trace(
             comp.id, self.s.actions.get(comp.index) or action_fingerprint(comp),
             self.s.worlds.get(comp.world) if comp.world else None, inputs, discovered, outputs))
-        size = sum(digests.cache[p][0][1] for p, _ in inputs
-                   if p in digests.cache and digests.cache[p][0][1] >= 0)
         self._pending_samples.append(Sample(
             comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
-            outcome.max_rss_kb, size))
+            outcome.max_rss_kb, digests.total_size(comp.inputs)))
 
     def flush(self) -> None:
         self.s.state.save(self._pending_traces, [], self._pending_samples, self.s.digests.changed)
@@ -307,7 +290,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
     if not opts.dry_run:
         lock.acquire()
     try:
-        session = open_session(spec, graph, farmer_dir, opts.targets)
+        session = open_session(spec, graph, farmer_dir, opts.targets, readonly=opts.dry_run)
         try:
             return _build(session, opts, farmer_dir, started_at)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -146,6 +147,14 @@ def main() -> None:
     except (UsageError, LockHeld) as e:
         print(f"farmer: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
+    except OSError as e:
+        # The file system said no (read-only, full, permissions): say what and where.
+        where = f" {e.filename}" if e.filename else ""
+        print(f"farmer: error:{where}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(2)
+    except sqlite3.Error as e:
+        print(f"farmer: error: .farmer/state.db: {e}; remove .farmer/ to start afresh", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         print("farmer: interrupted", file=sys.stderr)
         sys.exit(130)

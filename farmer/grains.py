@@ -83,12 +83,21 @@ class Digests:
             digest = hash_file(path)
             self.hashed += 1
             if started - st.st_mtime_ns < _RACY_NS or started - st.st_ctime_ns < _RACY_NS:
-                key = (-1, -1, -1, -1)  # never matches: hash again next time
+                key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # never matches: hash again
             entry = (key, digest)
             self.cache[path] = entry
             self.changed[path] = entry
         self._now[path] = digest
         return digest
+
+    def total_size(self, paths: list[str]) -> int:
+        """Bytes in the files of `paths` as last seen (for fitting durations to input size)."""
+        total = 0
+        for p in paths:
+            entry = self.cache.get(p)
+            if entry is not None:
+                total += entry[0][1]
+        return total
 
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""

@@ -60,7 +60,7 @@ def query(spec: Spec, graph: Graph, target: str) -> str:
     farmer_dir = spec.root / ".farmer"
     discovered: list[str] = []
     if (farmer_dir / "state.db").exists():
-        state = State(farmer_dir)
+        state = State(farmer_dir, readonly=True)
         try:
             trace = state.traces().get(comp.id)
         finally:
