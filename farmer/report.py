@@ -139,7 +139,7 @@ def write_json_atomically(path: Path, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
+            json.dump(data, f, separators=(",", ":"))  # no indent: keeps the C encoder
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:

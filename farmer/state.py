@@ -70,6 +70,7 @@ class State:
         self.dir = farmer_dir
         self.path = farmer_dir / "state.db"
         self.warnings: list[str] = []
+        self.readonly = readonly
         self.db = self._open_readonly() if readonly else self._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
@@ -181,6 +182,10 @@ class State:
 
     def close(self) -> None:
         try:
+            if not self.readonly:
+                # Leave a self-contained file behind (no -wal/-shm), so that read-only
+                # commands (`plan`, `query`) can open it without creating anything.
+                self.db.execute("PRAGMA journal_mode=DELETE")
             self.db.close()
         except sqlite3.Error as e:  # closing never decides a build's outcome
             print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)

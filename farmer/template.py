@@ -30,7 +30,7 @@ class Ref:
 Part = str | Ref
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=None)  # a Farmfile has few distinct templates; 100k expansions reuse them
 def parse(text: str) -> tuple[Part, ...]:
     """Split `text` into literal strings and references; `{{`/`}}` are literal braces."""
     parts: list[Part] = []
