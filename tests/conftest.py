@@ -1,0 +1,294 @@
+"""Fixtures for the end-to-end CLI tests (tests/test_cli_*.py).
+
+Every test gets a fresh project directory under ``tmp_path`` and drives the real
+command line, ``python -m farmer ...``, with stdout/stderr captured (so stdout is
+not a terminal and farmer prints its plain output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "skipped")
+STARTED_RE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.+)$")
+
+
+def farmer_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    pp = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + pp if pp else "")
+    env.pop("FARMER_JOBS", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Result:
+    """A finished farmer invocation."""
+
+    def __init__(self, cp: subprocess.CompletedProcess, args, elapsed: float):
+        self.cp = cp
+        self.args = list(args)
+        self.returncode = cp.returncode
+        self.stdout = cp.stdout
+        self.stderr = cp.stderr
+        self.elapsed = elapsed
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def __repr__(self) -> str:  # shows up in assertion messages
+        return (
+            f"<farmer {' '.join(self.args)} -> rc={self.returncode} "
+            f"({self.elapsed:.2f}s)\n--- stdout ---\n{self.stdout}"
+            f"--- stderr ---\n{self.stderr}>"
+        )
+
+    # -- plain output -------------------------------------------------------
+    def started(self) -> list[tuple[int, int, str, str]]:
+        """[(done, total, task, id)] for every `[done/total] TASK ID` line."""
+        out = []
+        for line in self.stdout.splitlines():
+            m = STARTED_RE.match(line.rstrip())
+            if m:
+                out.append((int(m[1]), int(m[2]), m[3], m[4]))
+        return out
+
+    def started_ids(self) -> list[str]:
+        return [s[3] for s in self.started()]
+
+    def summary_line(self) -> str:
+        lines = [l for l in self.stdout.splitlines() if l.strip()]
+        assert lines, f"no stdout at all: {self!r}"
+        last = lines[-1]
+        assert last.startswith("farmer: "), f"last stdout line is not the summary: {self!r}"
+        return last
+
+    def summary(self) -> dict[str, int]:
+        line = self.summary_line()
+        counts = {}
+        for word in SUMMARY_WORDS:
+            m = re.search(r"\b" + re.escape(word) + r"\D{0,3}(\d+)", line)
+            assert m, f"summary line lacks {word!r} N: {line!r}"
+            counts[word] = int(m.group(1))
+        return counts
+
+
+class Project:
+    """A temporary farmer project."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.procs: list[subprocess.Popen] = []
+        self.markers: list[str] = []
+
+    # -- files ----------------------------------------------------------------
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def write(self, rel: str, text: str, dedent: bool = True) -> Path:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if dedent:
+            text = textwrap.dedent(text)
+        p.write_text(text)
+        return p
+
+    def farmfile(self, text: str, name: str = "Farmfile") -> Path:
+        return self.write(name, text)
+
+    def read(self, rel: str) -> str:
+        return (self.root / rel).read_text()
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel).exists()
+
+    def remove(self, rel: str) -> None:
+        (self.root / rel).unlink()
+
+    def touch_later(self, rel: str, seconds: float = 100.0) -> None:
+        """Change only the timestamps of a file (content unchanged)."""
+        p = self.root / rel
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns + int(seconds * 1e9), st.st_mtime_ns + int(seconds * 1e9)))
+
+    # -- farmer -------------------------------------------------------------
+    def farmer(self, *args, cwd: Path | None = None, timeout: float = 60, env: dict | None = None) -> Result:
+        cmd = [sys.executable, "-m", "farmer", *map(str, args)]
+        t0 = time.monotonic()
+        cp = subprocess.run(
+            cmd,
+            cwd=cwd or self.root,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=farmer_env(env),
+        )
+        return Result(cp, args, time.monotonic() - t0)
+
+    def build(self, *args, **kw) -> Result:
+        return self.farmer("build", *args, **kw)
+
+    def popen(self, *args, env: dict | None = None) -> subprocess.Popen:
+        """Start farmer in the background, in its own session (so the test can signal it alone)."""
+        p = subprocess.Popen(
+            [sys.executable, "-m", "farmer", *map(str, args)],
+            cwd=self.root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=farmer_env(env),
+            start_new_session=True,
+        )
+        self.procs.append(p)
+        return p
+
+    def unique_sleep(self, seconds: int = 30) -> str:
+        """A `sleep` command line unique to this test, findable in /proc."""
+        frac = str(uuid.uuid4().int % 10**9).rjust(9, "1")
+        marker = f"sleep {seconds}.{frac}"
+        self.markers.append(marker)
+        return marker
+
+    def wait_for(self, rel: str, timeout: float = 15.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.exists(rel):
+                return True
+            time.sleep(0.02)
+        return False
+
+    # -- last-build.json ----------------------------------------------------
+    def last_build(self) -> dict:
+        return json.loads(self.read(".farmer/last-build.json"))
+
+    def tasks(self) -> dict[str, dict]:
+        return {t["id"]: t for t in self.last_build()["tasks"]}
+
+    def statuses(self) -> dict[str, str]:
+        return {t["id"]: t["status"] for t in self.last_build()["tasks"]}
+
+    def reasons(self) -> dict[str, str]:
+        return {t["id"]: t["reason"] for t in self.last_build()["tasks"]}
+
+    # -- cleanup ------------------------------------------------------------
+    def cleanup(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            for stream in (p.stdout, p.stderr):
+                if stream:
+                    stream.close()
+        for marker in self.markers:
+            for pid in pids_matching(marker):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        # anything farmer started for this project (commands, worlds) runs in its root
+        for pid in processes_in(self.root):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def pids_matching(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains `marker`."""
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def processes_in(root: Path) -> list[int]:
+    """Live (non-zombie) processes whose working directory is `root` or below it."""
+    root_s = str(Path(root).resolve())
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (cwd == root_s or cwd.startswith(root_s + "/")):
+            found.append(int(entry))
+    return found
+
+
+def wait_no_process_in(project: "Project", timeout: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = processes_in(project.root)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def wait_no_process(marker: str, timeout: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = pids_matching(marker)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def assert_error(r: Result, *words: str, code: int = 2) -> str:
+    """farmer failed with a one-line `farmer: error: ...` message naming `words`."""
+    assert r.returncode == code, r
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, r
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, f"expected exactly one stderr line: {r!r}"
+    msg = lines[0]
+    assert msg.startswith("farmer: error: "), r
+    for w in words:
+        assert w in msg, f"error message does not name {w!r}: {msg!r}"
+    return msg
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    proj = Project(root)
+    try:
+        yield proj
+    finally:
+        proj.cleanup()
