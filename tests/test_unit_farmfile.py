@@ -1,0 +1,441 @@
+"""Unit tests for farmer/farmfile.py: a Farmfile parses to the right Spec, and every
+problem is a one-line UsageError naming the file and the line (SPEC §1)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from farmer import farmfile
+from farmer.errors import UsageError
+
+
+def write(tmp_path, *lines: str):
+    """A Farmfile whose N-th argument is line N (so line numbers are plain to see)."""
+    path = tmp_path / "Farmfile"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def load(tmp_path, *lines: str) -> farmfile.Spec:
+    return farmfile.load(write(tmp_path, *lines))
+
+
+def error(tmp_path, *lines: str) -> str:
+    with pytest.raises(UsageError) as info:
+        load(tmp_path, *lines)
+    msg = str(info.value)
+    assert "\n" not in msg, f"error is not one line: {msg!r}"
+    assert msg.startswith("Farmfile"), msg
+    assert info.value.exit_code == 2
+    return msg
+
+
+def at_line(msg: str, n: int) -> bool:
+    return re.match(rf"^Farmfile:{n}:", msg) is not None
+
+
+# -- valid Farmfiles ---------------------------------------------------------------------
+
+
+def test_full_example_parses_to_spec(tmp_path):
+    spec = load(
+        tmp_path,
+        '[farmer]',
+        'default = ["app", "reports"]',
+        '',
+        '[vars]',
+        'cc = "gcc"',
+        'cflags = "-O2 -Wall"',
+        'level = 3',
+        '',
+        '[pools]',
+        'link = 1',
+        '',
+        '[world.sci]',
+        'setup = ["import json"]',
+        '',
+        '[world.data]',
+        'parent = "sci"',
+        'inputs = ["data/table.json"]',
+        'setup = ["TABLE = 1"]',
+        'env = {MODE = "fast"}',
+        '',
+        '[task.objects]',
+        'foreach = "src/{stem}.c"',
+        'inputs = ["src/{stem}.c"]',
+        'outputs = ["build/{stem}.o"]',
+        'depfile = "build/{stem}.d"',
+        'cmd = "{cc} {cflags} -MD -MF {depfile} -c {inputs} -o {outputs}"',
+        '',
+        '[task.app]',
+        'inputs = ["@objects"]',
+        'outputs = ["build/app"]',
+        'pool = "link"',
+        'cpus = 2',
+        'cost = 1.5',
+        'timeout = 30',
+        'env = {LANG = "C"}',
+        'cache = false',
+        'always = true',
+        'cmd = "{cc} {inputs} -o {outputs}"',
+        '',
+        '[task.reports]',
+        'foreach = "queries/{q}.py"',
+        'world = "data"',
+        'inputs = ["queries/{q}.py"]',
+        'outputs = ["out/{q}.txt"]',
+        'python = "queries/{q}.py {outputs}"',
+        '',
+        '[task.all]',
+        'inputs = ["@app", "@reports"]',
+    )
+    assert spec.root == tmp_path
+    assert spec.path == tmp_path / "Farmfile"
+    assert spec.default == ["app", "reports"]
+    assert spec.vars == {"cc": "gcc", "cflags": "-O2 -Wall", "level": "3"}
+    assert spec.pools == {"link": 1}
+    assert set(spec.worlds) == {"sci", "data"}
+    data = spec.worlds["data"]
+    assert (data.parent, data.inputs, data.setup, data.env) == (
+        "sci", ["data/table.json"], ["TABLE = 1"], {"MODE": "fast"})
+    assert spec.worlds["sci"].parent is None
+    assert spec.worlds["sci"].line == 12
+    assert list(spec.tasks) == ["objects", "app", "reports", "all"]
+
+    objects = spec.tasks["objects"]
+    assert objects.foreach == "src/{stem}.c"
+    assert objects.depfile == "build/{stem}.d"
+    assert objects.outputs == ["build/{stem}.o"]
+    assert objects.line == 21
+    # defaults
+    assert (objects.cpus, objects.pool, objects.timeout, objects.always, objects.cache,
+            objects.cost, objects.env) == (1, None, None, False, True, None, {})
+
+    app = spec.tasks["app"]
+    assert (app.inputs, app.outputs, app.pool, app.cpus, app.cost, app.timeout) == (
+        ["@objects"], ["build/app"], "link", 2, 1.5, 30.0)
+    assert (app.env, app.cache, app.always) == ({"LANG": "C"}, False, True)
+    assert app.cmd == "{cc} {inputs} -o {outputs}" and app.python is None
+
+    reports = spec.tasks["reports"]
+    assert (reports.world, reports.python, reports.cmd) == ("data", "queries/{q}.py {outputs}", None)
+
+    alias = spec.tasks["all"]
+    assert alias.cmd is None and alias.python is None and alias.outputs == []
+
+
+def test_empty_farmfile_is_valid(tmp_path):
+    spec = load(tmp_path, "")
+    assert spec.tasks == {} and spec.worlds == {} and spec.vars == {} and spec.default is None
+
+
+def test_foreach_table_of_lists(tmp_path):
+    spec = load(
+        tmp_path,
+        '[task.grid]',
+        'foreach = {n = ["1", "2"], mode = ["a", "b"]}',
+        'cmd = "run {n} {mode}"',
+    )
+    assert spec.tasks["grid"].foreach == {"n": ["1", "2"], "mode": ["a", "b"]}
+
+
+def test_literal_braces_are_fine(tmp_path):
+    spec = load(tmp_path, '[task.a]', 'cmd = "awk \'{{print $1}}\'"')
+    assert spec.tasks["a"].cmd == "awk '{{print $1}}'"
+
+
+def test_missing_farmfile(tmp_path):
+    with pytest.raises(UsageError) as info:
+        farmfile.load(tmp_path / "Farmfile")
+    assert "Farmfile" in str(info.value) and "\n" not in str(info.value)
+
+
+# -- TOML syntax -----------------------------------------------------------------------------
+
+
+def test_toml_syntax_error_has_line(tmp_path):
+    msg = error(
+        tmp_path,
+        '[task.a]',
+        'outputs = ["a"]',
+        'cmd = "echo unterminated',
+        '',
+    )
+    assert at_line(msg, 3), msg
+    assert "TOML" in msg
+
+
+def test_toml_duplicate_key_has_line(tmp_path):
+    msg = error(tmp_path, '[vars]', 'x = "1"', 'y = "2"', 'x = "3"')
+    assert at_line(msg, 4), msg
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "Farmfile"
+    path.write_bytes(b'[vars]\nx = "\xff"\n')
+    with pytest.raises(UsageError) as info:
+        farmfile.load(path)
+    assert "Farmfile" in str(info.value) and "UTF-8" in str(info.value)
+
+
+# -- unknown keys --------------------------------------------------------------------------
+
+
+def test_unknown_key_in_task_names_line_and_key(tmp_path):
+    msg = error(
+        tmp_path,
+        '[task.a]',
+        'outputs = ["a"]',
+        'cmd = "touch a"',
+        '',
+        '[task.b]',
+        'outputs = ["b"]',
+        'inptus = ["a"]',
+        'cmd = "touch b"',
+    )
+    assert at_line(msg, 7), msg
+    assert "inptus" in msg
+
+
+def test_unknown_key_same_name_in_two_tasks_gets_the_right_line(tmp_path):
+    # The key line must be searched inside the right table, not the first occurrence.
+    msg = error(
+        tmp_path,
+        '[task.a]',
+        'cmd = "true"',
+        '',
+        '[task.b]',
+        'cmd = "true"',
+        'pool = 3',
+    )
+    assert at_line(msg, 6), msg
+    assert "pool" in msg
+
+
+def test_unknown_key_in_world(tmp_path):
+    msg = error(tmp_path, '[world.w]', 'setup = []', 'parnet = "x"')
+    assert at_line(msg, 3), msg
+    assert "parnet" in msg
+
+
+def test_unknown_key_in_farmer_table(tmp_path):
+    msg = error(tmp_path, '[farmer]', 'defaults = ["a"]')
+    assert at_line(msg, 2), msg
+    assert "defaults" in msg
+
+
+def test_unknown_top_level_key(tmp_path):
+    msg = error(tmp_path, 'verbose = true', '[task.a]', 'cmd = "true"')
+    assert at_line(msg, 1), msg
+    assert "verbose" in msg
+
+
+def test_unknown_top_level_table_has_line(tmp_path):
+    msg = error(tmp_path, '[task.ok]', 'cmd = "true"', '', '[tasks.oops]', 'cmd = "true"')
+    assert "tasks" in msg
+    assert at_line(msg, 4), msg
+
+
+# -- wrong types and values ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ('inputs = "src/a.c"', "inputs"),
+        ('outputs = ["a", 3]', "outputs"),
+        ('cmd = ["echo"]', "cmd"),
+        ('cpus = 0', "cpus"),
+        ('cpus = 1.5', "cpus"),
+        ('cpus = true', "cpus"),
+        ('timeout = -1', "timeout"),
+        ('timeout = 0', "timeout"),
+        ('cost = -2', "cost"),
+        ('cost = "fast"', "cost"),
+        ('always = "yes"', "always"),
+        ('cache = 0', "cache"),
+        ('env = "A=1"', "env"),
+        ('env = {A = [1]}', "env"),
+        ('depfile = 1', "depfile"),
+        ('foreach = 3', "foreach"),
+        ('foreach = {}', "foreach"),
+    ],
+)
+def test_wrong_type_names_line_and_key(tmp_path, line, key):
+    # Types are checked before the cross-checks, so a task of only this key will do.
+    msg = error(tmp_path, '[vars]', 'cc = "gcc"', '', '[task.t]', '# the key:', line)
+    assert at_line(msg, 6), msg
+    assert key in msg
+
+
+def test_pool_size_must_be_positive_integer(tmp_path):
+    msg = error(tmp_path, '[pools]', 'link = 1', 'big = 0')
+    assert at_line(msg, 3), msg
+    assert "big" in msg
+
+
+def test_default_must_be_list_of_strings(tmp_path):
+    msg = error(tmp_path, '[farmer]', 'default = "app"', '[task.app]', 'cmd = "true"')
+    assert at_line(msg, 2), msg
+    assert "default" in msg
+
+
+def test_default_naming_no_task(tmp_path):
+    msg = error(tmp_path, '[farmer]', 'default = ["ap"]', '[task.app]', 'cmd = "true"')
+    assert at_line(msg, 2), msg
+    assert "'ap'" in msg
+
+
+def test_world_setup_must_be_list(tmp_path):
+    msg = error(tmp_path, '[world.w]', 'setup = "import os"')
+    assert at_line(msg, 2), msg
+    assert "setup" in msg
+
+
+def test_vars_value_of_wrong_type_names_file_and_key(tmp_path):
+    msg = error(tmp_path, '[vars]', 'cc = "gcc"', 'flags = ["-O2"]')
+    assert "flags" in msg
+
+
+def test_vars_value_of_wrong_type_has_line(tmp_path):
+    msg = error(tmp_path, '[vars]', 'cc = "gcc"', 'flags = ["-O2"]')
+    assert at_line(msg, 3), msg
+
+
+def test_bad_task_name(tmp_path):
+    msg = error(tmp_path, '[task.ok]', 'cmd = "true"', '[task."a b"]', 'cmd = "true"')
+    assert at_line(msg, 3), msg
+    assert "a b" in msg
+
+
+# -- cross-checks ----------------------------------------------------------------------------
+
+
+def test_cmd_and_python_together(tmp_path):
+    msg = error(
+        tmp_path,
+        '[task.first]',
+        'cmd = "true"',
+        '',
+        '[task.both]',
+        'outputs = ["x"]',
+        'cmd = "touch x"',
+        'python = "-c pass"',
+    )
+    assert at_line(msg, 4), msg
+    assert "both" in msg and "cmd" in msg and "python" in msg
+
+
+def test_outputs_without_action(tmp_path):
+    msg = error(tmp_path, '[task.alias]', 'inputs = ["a"]', 'outputs = ["b"]')
+    assert at_line(msg, 1), msg
+    assert "alias" in msg
+
+
+def test_unknown_pool(tmp_path):
+    msg = error(
+        tmp_path,
+        '[pools]',
+        'link = 1',
+        '',
+        '[task.app]',
+        'cmd = "true"',
+        'pool = "lnk"',
+    )
+    assert at_line(msg, 6), msg
+    assert "lnk" in msg
+
+
+def test_unknown_world(tmp_path):
+    msg = error(
+        tmp_path,
+        '[world.sci]',
+        'setup = []',
+        '',
+        '[task.r]',
+        'python = "-c pass"',
+        'world = "scy"',
+    )
+    assert at_line(msg, 6), msg
+    assert "scy" in msg
+
+
+def test_world_without_python(tmp_path):
+    msg = error(tmp_path, '[world.sci]', '[task.r]', 'cmd = "true"', 'world = "sci"')
+    assert at_line(msg, 4), msg
+    assert "python" in msg
+
+
+def test_unknown_world_parent(tmp_path):
+    msg = error(tmp_path, '[world.a]', 'setup = []', 'parent = "nope"')
+    assert at_line(msg, 3), msg
+    assert "nope" in msg
+
+
+def test_world_parent_cycle(tmp_path):
+    msg = error(
+        tmp_path,
+        '[world.a]',
+        'parent = "b"',
+        '',
+        '[world.b]',
+        'parent = "c"',
+        '',
+        '[world.c]',
+        'parent = "a"',
+    )
+    assert re.match(r"^Farmfile:(1|4|7):", msg), msg
+    assert "cycle" in msg
+    for name in ("a", "b", "c"):
+        assert re.search(rf"\b{name}\b", msg.split(":", 2)[2]), msg
+
+
+def test_world_parent_self(tmp_path):
+    msg = error(tmp_path, '[world.me]', 'parent = "me"')
+    assert at_line(msg, 1), msg
+    assert "cycle" in msg and "me" in msg
+
+
+def test_foreach_without_wildcard(tmp_path):
+    msg = error(
+        tmp_path,
+        '[task.t]',
+        'foreach = "src/main.c"',
+        'cmd = "true"',
+    )
+    assert at_line(msg, 2), msg
+    assert "foreach" in msg and "wildcard" in msg
+
+
+def test_foreach_table_value_not_a_list(tmp_path):
+    msg = error(tmp_path, '[task.t]', 'cmd = "true"', 'foreach = {n = "1"}')
+    assert at_line(msg, 3), msg
+    assert "foreach" in msg
+
+
+def test_foreach_reserved_wildcard_name(tmp_path):
+    msg = error(tmp_path, '[task.t]', 'cmd = "true"', 'foreach = "src/{inputs}.c"')
+    assert at_line(msg, 3), msg
+    assert "inputs" in msg
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("cmd", '"echo {oops"'),
+        ("cmd", '"echo oops}"'),
+        ("outputs", '["out/{x"]'),
+        ("inputs", '["a}"]'),
+        ("depfile", '"{d"'),
+        ("foreach", '"src/{stem.c"'),
+    ],
+)
+def test_unbalanced_braces(tmp_path, key, value):
+    lines = ['[task.t]', 'cmd = "true"', f'{key} = {value}']
+    if key == "cmd":
+        lines = ['[task.t]', '# comment', f'{key} = {value}']
+    msg = error(tmp_path, *lines)
+    assert at_line(msg, 3), msg
+    assert key in msg and ("{" in msg or "}" in msg)

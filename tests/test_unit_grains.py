@@ -1,0 +1,195 @@
+"""Unit tests for farmer/grains.py: content digests behind a stat cache (SPEC §2: time
+stamps never decide a rebuild; stat data only saves re-hashing)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from farmer.grains import Digests, NotAFile, hash_file, hash_text, stat_key
+
+OLD_NS = 1_000_000_000 * 1_000_000_000  # 2001-09-09: far from "racy"
+
+
+def write(path, data: bytes, mtime_ns: int | None = None) -> str:
+    path.write_bytes(data)
+    if mtime_ns is not None:
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+    return str(path)
+
+
+def settled_cache_entry(path: str, digest: str) -> dict:
+    """A stat cache as a previous build would have left it for `path`."""
+    return {path: (stat_key(os.stat(path)), digest)}
+
+
+def test_digest_of_file(tmp_path):
+    p = write(tmp_path / "a", b"hello")
+    d = Digests({})
+    digest = d.digest(p)
+    assert isinstance(digest, str) and len(digest) == 32
+    assert digest == hash_file(p)
+    assert d.hashed == 1
+
+
+def test_same_content_same_digest_different_content_different(tmp_path):
+    a = write(tmp_path / "a", b"same bytes")
+    b = write(tmp_path / "sub_b", b"same bytes", OLD_NS)
+    c = write(tmp_path / "c", b"other bytes")
+    d = Digests({})
+    assert d.digest(a) == d.digest(b)
+    assert d.digest(a) != d.digest(c)
+
+
+def test_empty_and_large_files(tmp_path):
+    empty = write(tmp_path / "e", b"")
+    big = write(tmp_path / "big", os.urandom(3 << 20))
+    d = Digests({})
+    assert d.digest(empty) is not None
+    assert d.digest(big) == hash_file(big)
+    assert d.digest(empty) != d.digest(big)
+
+
+def test_stat_cache_hit_does_not_reread(tmp_path):
+    p = write(tmp_path / "a", b"content", OLD_NS)
+    cache = settled_cache_entry(p, "digest-from-last-build")
+    d = Digests(cache)
+    assert d.digest(p) == "digest-from-last-build"  # trusted: the file was not read
+    assert d.hashed == 0
+    assert d.changed == {}
+
+
+def test_stat_cache_round_trip_between_builds(tmp_path):
+    p = write(tmp_path / "a", b"content", OLD_NS)
+    time.sleep(0.12)  # let the ctime set by utime fall out of the racy window
+    first = Digests({})
+    digest = first.digest(p)
+    assert first.hashed == 1
+    assert p in first.changed
+    second = Digests(first.cache)
+    assert second.digest(p) == digest
+    assert second.hashed == 0
+
+
+def test_changed_size_is_rehashed(tmp_path):
+    p = write(tmp_path / "a", b"content", OLD_NS)
+    cache = settled_cache_entry(p, hash_file(p))
+    write(tmp_path / "a", b"content, longer", OLD_NS)  # same mtime, other size
+    d = Digests(cache)
+    assert d.digest(p) == hash_file(p)
+    assert d.digest(p) != cache_digest_of(b"content", tmp_path)
+    assert d.hashed == 1
+    assert p in d.changed
+
+
+def cache_digest_of(data: bytes, tmp_path) -> str:
+    q = tmp_path / "reference"
+    q.write_bytes(data)
+    return hash_file(str(q))
+
+
+def test_changed_mtime_is_rehashed_same_digest(tmp_path):
+    p = write(tmp_path / "a", b"content", OLD_NS)
+    cache = settled_cache_entry(p, "stale-digest")
+    os.utime(p, ns=(OLD_NS + 10**9, OLD_NS + 10**9))  # `touch`: same content
+    d = Digests(cache)
+    assert d.digest(p) == hash_file(p)  # the stale entry is not trusted
+    assert d.hashed == 1
+
+
+def test_changed_same_size_same_mtime_but_new_inode_is_rehashed(tmp_path):
+    p = write(tmp_path / "a", b"AAAA", OLD_NS)
+    cache = settled_cache_entry(p, hash_file(p))
+    tmp = write(tmp_path / "a.new", b"BBBB", OLD_NS)
+    os.replace(tmp, p)  # atomic replace: other inode, same size and mtime
+    d = Digests(cache)
+    assert d.digest(p) == hash_file(p) == cache_digest_of(b"BBBB", tmp_path)
+    assert d.hashed == 1
+
+
+def test_racy_fresh_file_is_rehashed_next_time(tmp_path):
+    p = write(tmp_path / "a", b"v1")  # written just now: racy
+    first = Digests({})
+    digest = first.digest(p)
+    assert first.hashed == 1
+    assert first.cache[p][0] != stat_key(os.stat(p))  # not trusted as it stands
+    second = Digests(first.cache)
+    assert second.digest(p) == digest
+    assert second.hashed == 1
+
+
+def test_racy_file_edited_within_same_tick_is_noticed(tmp_path):
+    p = write(tmp_path / "a", b"v1")
+    st = os.stat(p)
+    first = Digests({})
+    d1 = first.digest(p)
+    # Same size, and the mtime forced back to what it was: only re-hashing can notice.
+    write(tmp_path / "a", b"v2")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    second = Digests(first.cache)
+    assert second.digest(p) != d1
+
+
+def test_digest_taken_once_per_build_until_forgotten(tmp_path):
+    p = write(tmp_path / "a", b"v1")
+    d = Digests({})
+    first = d.digest(p)
+    write(tmp_path / "a", b"v2 longer")
+    assert d.digest(p) == first  # one digest per build...
+    assert d.hashed == 1
+    d.forget(p)  # ...until a computation wrote the file
+    assert d.digest(p) != first
+    assert d.hashed == 2
+
+
+def test_missing_file_is_none(tmp_path):
+    d = Digests({})
+    assert d.digest(str(tmp_path / "nope")) is None
+    assert d.digest(str(tmp_path / "nope" / "deeper")) is None
+    assert d.hashed == 0
+
+
+def test_missing_file_drops_cache_entry(tmp_path):
+    p = str(tmp_path / "gone")
+    d = Digests({p: ((1, 2, 3, 4), "x")})
+    assert d.digest(p) is None
+    assert d.changed == {p: None}
+
+
+def test_file_under_a_file_is_none(tmp_path):
+    f = write(tmp_path / "f", b"x")
+    assert Digests({}).digest(os.path.join(f, "child")) is None
+
+
+def test_directory_is_not_a_file(tmp_path):
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(NotAFile):
+        Digests({}).digest(str(tmp_path / "dir"))
+
+
+def test_dangling_symlink_is_missing(tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "target-does-not-exist")
+    assert Digests({}).digest(str(link)) is None
+
+
+def test_symlink_to_file_digests_target_content(tmp_path):
+    target = write(tmp_path / "t", b"payload")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    d = Digests({})
+    assert d.digest(str(link)) == d.digest(target)
+
+
+def test_relative_paths_follow_cwd(tmp_path, monkeypatch):
+    write(tmp_path / "rel.txt", b"x")
+    monkeypatch.chdir(tmp_path)
+    assert Digests({}).digest("rel.txt") == hash_file(str(tmp_path / "rel.txt"))
+
+
+def test_hash_text_separates_parts():
+    assert hash_text("ab", "c") != hash_text("a", "bc")
+    assert hash_text("x") == hash_text("x")
+    assert hash_text("a\udcff") != hash_text("a")  # surrogate-escaped bytes hash fine

@@ -1,0 +1,291 @@
+"""Unit tests for farmer/latency/: duration estimates, expected latency / critical path,
+and the simulated schedule (SPEC §2 "Scheduling", §3 `plan --simulate`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from farmer.latency import critical, estimates, simulate
+from farmer.state import Sample
+from farmer.traversal import Computation
+
+
+def make_comps(n: int, edges=(), task=None, cost=None, cpus=None, pools=None, kinds=None):
+    task, cost, cpus, pools, kinds = task or {}, cost or {}, cpus or {}, pools or {}, kinds or {}
+    comps = [
+        Computation(
+            index=i, id=f"c{i}.out", task=task.get(i, f"t{i}"), wildcards={}, inputs=[],
+            outputs=[f"c{i}.out"], depfile=None, kind=kinds.get(i, "cmd"), action=f"make c{i}",
+            env={}, world=None, cost=cost.get(i), cpus=cpus.get(i, 1), pool=pools.get(i),
+            timeout=None, always=False, cache=True)
+        for i in range(n)
+    ]
+    for p, c in edges:
+        comps[c].inputs.append(comps[p].outputs[0])
+        comps[c].producers.append(p)
+        comps[p].consumers.append(c)
+    return comps
+
+
+def samples(cid: str, walls, task: str = "t", input_bytes=None) -> list[Sample]:
+    """Oldest first, as State.history() returns them."""
+    return [Sample(cid, task, float(k), w, None, None, input_bytes) for k, w in enumerate(walls)]
+
+
+# -- from_history ------------------------------------------------------------------------------
+
+
+def test_from_history_single_sample():
+    assert estimates.from_history(samples("a", [2.5])) == 2.5
+
+
+def test_from_history_all_equal():
+    assert estimates.from_history(samples("a", [3.0] * 6)) == 3.0
+
+
+def test_from_history_two_samples_newest_decides():
+    assert estimates.from_history(samples("a", [1.0, 10.0])) == 10.0
+    assert estimates.from_history(samples("a", [10.0, 1.0])) == 1.0
+
+
+def test_from_history_follows_a_lasting_change():
+    # The task got slower and stayed slower: the estimate follows the recent runs.
+    assert estimates.from_history(samples("a", [1.0, 1.0, 1.0, 1.0, 4.0, 4.0, 4.0])) == 4.0
+
+
+@pytest.mark.parametrize(
+    "walls",
+    [
+        [10.0, 1.0, 1.0],  # oldest is the outlier
+        [1.0, 10.0, 1.0],
+        [1.0, 1.0, 1.0, 10.0],  # newest outlier among 4
+        [1.0, 10.0, 1.0, 1.0],
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 10.0],
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.01],
+        pytest.param(
+            [1.0, 1.0, 10.0],
+            marks=pytest.mark.xfail(
+                reason="BUG: with exactly 3 samples the newest weighs 1/(1+0.6+0.36) > 1/2 of the "
+                "total, so a single newest outlier decides the weighted median, contrary to "
+                "from_history's docstring ('not dragged by one outlier once there are three or "
+                "more samples')",
+                strict=True,
+            ),
+        ),
+        pytest.param(
+            [1.0, 1.0, 0.01],
+            marks=pytest.mark.xfail(reason="BUG: same as above, a fast outlier", strict=True),
+        ),
+    ],
+)
+def test_from_history_one_outlier_among_three_or_more_does_not_swing(walls):
+    assert estimates.from_history(samples("a", walls)) == 1.0
+
+
+# -- estimate(): fallback order ----------------------------------------------------------------
+
+
+def test_estimate_history_beats_cost():
+    comps = make_comps(1, cost={0: 9.0})
+    assert estimates.estimate(comps, [0], {"c0.out": samples("c0.out", [2.0], task="t0")}) == {0: 2.0}
+
+
+def test_estimate_cost_without_history():
+    comps = make_comps(1, cost={0: 9.0})
+    assert estimates.estimate(comps, [0], {}) == {0: 9.0}
+
+
+def test_estimate_cost_beats_task_model():
+    comps = make_comps(2, task={0: "cc", 1: "cc"}, cost={1: 0.25})
+    history = {"c0.out": samples("c0.out", [5.0], task="cc")}
+    assert estimates.estimate(comps, [1], history) == {1: 0.25}
+
+
+def test_estimate_task_fit_by_input_size():
+    # Four measured computations of task `cc` whose time is 0.1 s + 1 s per 1000 bytes.
+    comps = make_comps(6, task={i: "cc" for i in range(6)})
+    history = {
+        f"c{i}.out": samples(f"c{i}.out", [0.1 + size / 1000], task="cc", input_bytes=size)
+        for i, size in enumerate([1000, 2000, 3000, 4000])
+    }
+    got = estimates.estimate(comps, [4, 5], history, input_bytes={4: 6000, 5: 500})
+    assert got[4] == pytest.approx(6.1)
+    assert got[5] == pytest.approx(0.6)
+
+
+def test_estimate_task_mean_when_size_does_not_explain():
+    comps = make_comps(5, task={i: "cc" for i in range(5)})
+    walls = [4.0, 1.0, 3.0, 2.0]
+    sizes = [1000, 2000, 3000, 4000]  # no relation to durations
+    history = {
+        f"c{i}.out": samples(f"c{i}.out", [w], task="cc", input_bytes=s)
+        for i, (w, s) in enumerate(zip(walls, sizes))
+    }
+    got = estimates.estimate(comps, [4], history, input_bytes={4: 10_000})
+    assert got[4] == pytest.approx(2.5)
+
+
+def test_estimate_task_mean_with_few_points():
+    comps = make_comps(3, task={0: "cc", 1: "cc", 2: "cc"})
+    history = {
+        "c0.out": samples("c0.out", [1.0], task="cc", input_bytes=100),
+        "c1.out": samples("c1.out", [3.0], task="cc", input_bytes=300),
+    }
+    assert estimates.estimate(comps, [2], history, input_bytes={2: 1000}) == {2: pytest.approx(2.0)}
+
+
+def test_estimate_task_mean_without_input_sizes():
+    comps = make_comps(4, task={i: "cc" for i in range(4)})
+    history = {f"c{i}.out": samples(f"c{i}.out", [float(i + 1)], task="cc", input_bytes=(i + 1) * 10)
+               for i in range(3)}
+    assert estimates.estimate(comps, [3], history) == {3: pytest.approx(2.0)}
+
+
+def test_estimate_other_tasks_history_not_used():
+    comps = make_comps(2, task={0: "link", 1: "cc"})
+    history = {"c0.out": samples("c0.out", [7.0], task="link")}
+    assert estimates.estimate(comps, [1], history) == {1: 1.0}
+
+
+def test_estimate_default_one_second():
+    comps = make_comps(2)
+    assert estimates.estimate(comps, [0, 1], {}) == {0: 1.0, 1: 1.0}
+
+
+def test_estimate_alias_is_free():
+    comps = make_comps(1, kinds={0: None})
+    assert estimates.estimate(comps, [0], {}) == {0: 0.0}
+
+
+# -- expected latency and critical path ----------------------------------------------------------
+
+
+def diamond():
+    # c0 -> c1 -> c3, c0 -> c2 -> c3
+    return make_comps(4, edges=[(0, 1), (0, 2), (1, 3), (2, 3)])
+
+
+def test_expected_latency_diamond():
+    comps = diamond()
+    lat = critical.expected_latency(comps, [0, 1, 2, 3], {0: 1.0, 1: 5.0, 2: 2.0, 3: 1.0})
+    assert lat == {0: 7.0, 1: 6.0, 2: 3.0, 3: 1.0}
+    assert critical.critical_path(comps, lat) == [0, 1, 3]
+
+
+def test_expected_latency_ignores_consumers_outside_order():
+    comps = diamond()
+    lat = critical.expected_latency(comps, [0, 2], {0: 1.0, 1: 5.0, 2: 2.0, 3: 1.0})
+    assert lat == {0: 3.0, 2: 2.0}
+    assert critical.critical_path(comps, lat) == [0, 2]
+
+
+def test_expected_latency_missing_duration_is_zero():
+    comps = make_comps(2, edges=[(0, 1)])
+    assert critical.expected_latency(comps, [0, 1], {1: 2.0}) == {0: 2.0, 1: 2.0}
+
+
+def test_critical_path_of_independent_and_chain():
+    # a chain c0->c1->c2 of 1 s each and a lone c3 of 2.5 s
+    comps = make_comps(4, edges=[(0, 1), (1, 2)])
+    lat = critical.expected_latency(comps, [0, 1, 2, 3], {0: 1.0, 1: 1.0, 2: 1.0, 3: 2.5})
+    assert lat == {0: 3.0, 1: 2.0, 2: 1.0, 3: 2.5}
+    assert critical.critical_path(comps, lat) == [0, 1, 2]
+
+
+def test_critical_path_empty():
+    assert critical.critical_path([], {}) == []
+
+
+# -- simulate ----------------------------------------------------------------------------------
+
+
+def sim(comps, duration, jobs, to_run=None, pools=None, selected=None):
+    selected = list(range(len(comps))) if selected is None else selected
+    to_run = {i: "never built" for i in selected} if to_run is None else to_run
+    latency = critical.expected_latency(comps, selected, {i: duration.get(i, 0.0) for i in to_run})
+    return simulate.simulate(comps, selected, to_run, duration, latency, jobs, pools or {})
+
+
+def check_timeline(s, comps, jobs, duration):
+    by_slot = {}
+    for slot in s.timeline:
+        assert 0 <= slot.slot < jobs
+        assert slot.end_s - slot.start_s == pytest.approx(duration.get(slot.index, 0.0))
+        by_slot.setdefault(slot.slot, []).append((slot.start_s, slot.end_s))
+    for spans in by_slot.values():
+        spans.sort()
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert start >= end - 1e-9, f"overlap on one slot: {spans}"
+
+
+def test_simulate_independent_tasks():
+    comps = make_comps(4)
+    duration = {i: 1.0 for i in range(4)}
+    s = sim(comps, duration, jobs=2)
+    assert s.makespan_s == pytest.approx(2.0)
+    assert sorted(s.start_order) == [0, 1, 2, 3]
+    assert len(s.timeline) == 4
+    check_timeline(s, comps, 2, duration)
+
+
+def test_simulate_chain_is_sum():
+    comps = make_comps(3, edges=[(0, 1), (1, 2)])
+    duration = {0: 1.0, 1: 2.0, 2: 3.0}
+    s = sim(comps, duration, jobs=8)
+    assert s.makespan_s == pytest.approx(6.0)
+    assert s.start_order == [0, 1, 2]
+
+
+def test_simulate_starts_by_latency():
+    comps = make_comps(4)
+    duration = {0: 1.0, 1: 4.0, 2: 2.0, 3: 3.0}
+    s = sim(comps, duration, jobs=1)
+    assert s.start_order == [1, 3, 2, 0]
+    assert s.makespan_s == pytest.approx(10.0)
+
+
+def test_simulate_critical_path_first_reaches_lower_bound():
+    # c0 (1 s) -> c1 (3 s); c2, c3 2 s each; -j 2. Latency-first starts c0 and then c1
+    # before c3, finishing at max(critical path 4, work 8 / 2) = 4 s.
+    comps = make_comps(4, edges=[(0, 1)])
+    duration = {0: 1.0, 1: 3.0, 2: 2.0, 3: 2.0}
+    s = sim(comps, duration, jobs=2)
+    assert s.start_order[:2] == [0, 2]
+    assert s.start_order.index(1) < s.start_order.index(3)
+    assert s.makespan_s == pytest.approx(4.0)
+    check_timeline(s, comps, 2, duration)
+
+
+def test_simulate_only_what_runs_takes_time():
+    comps = make_comps(3, edges=[(0, 1), (1, 2)])
+    duration = {0: 5.0, 1: 2.0, 2: 1.0}
+    s = sim(comps, duration, jobs=2, to_run={1: "command changed", 2: "input c1.out will be rebuilt"})
+    assert s.makespan_s == pytest.approx(3.0)
+    assert s.start_order == [1, 2]
+
+
+def test_simulate_nothing_to_run():
+    comps = make_comps(2, edges=[(0, 1)])
+    s = sim(comps, {0: 1.0, 1: 1.0}, jobs=2, to_run={})
+    assert s.makespan_s == 0.0 and s.start_order == [] and s.timeline == []
+
+
+def test_simulate_respects_cpus_and_pools():
+    comps = make_comps(4, cpus={0: 2}, pools={2: "one", 3: "one"})
+    duration = {0: 2.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    s = sim(comps, duration, jobs=2, pools={"one": 1})
+    # c0 takes both slots for 2 s; then c1 with c2; then c3.
+    assert s.makespan_s == pytest.approx(4.0)
+    check_timeline(s, comps, 2, duration)
+
+
+def test_simulate_makespan_at_least_lower_bound():
+    comps = make_comps(8, edges=[(0, 1), (1, 2), (3, 4)])
+    duration = {i: float(1 + i % 3) for i in range(8)}
+    for jobs in (1, 2, 3, 8):
+        s = sim(comps, duration, jobs=jobs)
+        latency = critical.expected_latency(comps, list(range(8)), duration)
+        bound = max(max(latency.values()), sum(duration.values()) / jobs)
+        assert s.makespan_s >= bound - 1e-9
+        assert s.makespan_s <= sum(duration.values()) + 1e-9
+        check_timeline(s, comps, jobs, duration)

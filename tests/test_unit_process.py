@@ -1,0 +1,136 @@
+"""Unit tests for farmer/executors/process.py: computations as real processes, each in
+its own process group, with a log, exit/signal/timeout reasons in SPEC §4 words."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from farmer.executors.process import ProcessExecutor, log_path
+from farmer.traversal import Computation
+
+
+def comp(index: int, cmd: str, cid: str | None = None, timeout=None, env=None) -> Computation:
+    return Computation(
+        index=index, id=cid or f"out/c{index}.txt", task="t", wildcards={}, inputs=[], outputs=[],
+        depfile=None, kind="cmd", action=cmd, env=env or {}, world=None, cost=None, cpus=1,
+        pool=None, timeout=timeout, always=False, cache=True)
+
+
+@pytest.fixture
+def executor(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ex = ProcessExecutor(logs, time.monotonic(), None, None)
+    yield ex
+    ex.close()
+
+
+def wait_all(ex: ProcessExecutor, deadline_s: float = 10.0):
+    out = []
+    deadline = time.monotonic() + deadline_s
+    while ex.running():
+        assert time.monotonic() < deadline, "processes did not finish"
+        out.extend(ex.wait(1.0))
+    return {o.index: o for o in out}
+
+
+def test_success_and_log(executor, tmp_path):
+    c = comp(0, "echo to-stdout; echo to-stderr >&2")
+    executor.start(c)
+    assert executor.running() == 1
+    o = wait_all(executor)[0]
+    assert (o.ok, o.reason, o.exit_code) == (True, None, 0)
+    assert 0 <= o.start_s <= o.end_s
+    assert o.cpu_s is not None and o.max_rss_kb and o.max_rss_kb > 0
+    log = log_path(tmp_path / "logs", c.id).read_text()
+    assert "to-stdout" in log and "to-stderr" in log
+
+
+def test_exit_code(executor):
+    executor.start(comp(0, "exit 3"))
+    o = wait_all(executor)[0]
+    assert (o.ok, o.reason, o.exit_code) == (False, "exit 3", 3)
+
+
+def test_signal(executor):
+    executor.start(comp(0, "kill -9 $$"))
+    o = wait_all(executor)[0]
+    assert not o.ok and o.reason == "signal 9"
+
+
+def test_timeout_kills(executor):
+    t = time.monotonic()
+    executor.start(comp(0, "sleep 20", timeout=0.2))
+    o = wait_all(executor)[0]
+    assert time.monotonic() - t < 5
+    assert not o.ok and o.reason == "timeout after 0.2 s"
+
+
+def test_default_timeout(tmp_path):
+    ex = ProcessExecutor(tmp_path, time.monotonic(), 0.3, None)
+    try:
+        ex.start(comp(0, "sleep 20"))
+        ex.start(comp(1, "true"))
+        got = wait_all(ex)
+        assert got[0].reason == "timeout after 0.3 s"
+        assert got[1].ok
+    finally:
+        ex.close()
+
+
+def test_env_added(executor, tmp_path):
+    c = comp(0, 'echo "[$FARMER_UNIT_X]"', env={"FARMER_UNIT_X": "a b"})
+    executor.start(c)
+    assert wait_all(executor)[0].ok
+    assert "[a b]" in log_path(tmp_path / "logs", c.id).read_text()
+
+
+def test_stdin_is_empty(executor, tmp_path):
+    c = comp(0, "cat; echo done")
+    executor.start(c)
+    assert wait_all(executor, 5)[0].ok
+
+
+def test_several_at_once(executor):
+    for i in range(4):
+        executor.start(comp(i, f"sleep 0.{i}; exit {i}"))
+    got = wait_all(executor)
+    assert {i: o.exit_code for i, o in got.items()} == {0: 0, 1: 1, 2: 2, 3: 3}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_stop_kills_process_group(executor, tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    executor.start(comp(0, f"sleep 30 & echo $! > {pidfile}; wait"))
+    deadline = time.monotonic() + 5
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    grandchild = int(pidfile.read_text())
+    executor.stop()
+    got = wait_all(executor)
+    assert got[0].reason == "interrupted" and not got[0].ok
+    deadline = time.monotonic() + 3
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(grandchild)
+
+
+def test_log_path_is_flat_and_distinct(tmp_path):
+    a = log_path(tmp_path, "build/a.o")
+    b = log_path(tmp_path, "build%2Fa.o")
+    assert a.parent == tmp_path and b.parent == tmp_path
+    assert a != b
+    long = log_path(tmp_path, "x/" * 300)
+    assert len(long.name.encode()) < 255
+    assert long != log_path(tmp_path, "x/" * 301)

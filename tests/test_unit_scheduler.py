@@ -1,0 +1,375 @@
+"""Unit tests for farmer/scheduler.py with a fake executor on a fake clock and fake hooks
+(SPEC §2 "Scheduling" and "Failure")."""
+
+from __future__ import annotations
+
+import heapq
+
+import pytest
+
+from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler
+from farmer.traversal import Computation
+
+
+def make_comps(n: int, edges=(), cpus=None, pools=None) -> list[Computation]:
+    """`n` computations `c0..c{n-1}`, each with one output `cI.out`; an edge (p, c) makes
+    `c` read `p`'s output."""
+    cpus = cpus or {}
+    pools = pools or {}
+    comps = [
+        Computation(
+            index=i, id=f"c{i}.out", task=f"t{i}", wildcards={}, inputs=[], outputs=[f"c{i}.out"],
+            depfile=None, kind="cmd", action=f"make c{i}", env={}, world=None, cost=None,
+            cpus=cpus.get(i, 1), pool=pools.get(i), timeout=None, always=False, cache=True)
+        for i in range(n)
+    ]
+    for p, c in edges:
+        comps[c].inputs.append(comps[p].outputs[0])
+        comps[c].producers.append(p)
+        comps[p].consumers.append(c)
+    return comps
+
+
+class FakeExecutor:
+    """Each computation lasts `durations[i]` on a fake clock; those in `fail` exit 1."""
+
+    def __init__(self, comps, durations, fail=()):
+        self.comps = comps
+        self.durations = durations
+        self.fail = set(fail)
+        self.clock = 0.0
+        self._events: list[tuple[float, int, int]] = []
+        self._seq = 0
+        self._stopped: list[Outcome] = []
+        self.starts: dict[int, float] = {}
+        self.ends: dict[int, float] = {}
+        self.now_running: set[int] = set()
+        self.samples: list[set[int]] = []  # what ran together, after every start
+        self.stop_calls = 0
+
+    def start(self, comp):
+        i = comp.index
+        assert i not in self.starts, f"c{i} started twice"
+        self.starts[i] = self.clock
+        self.now_running.add(i)
+        self.samples.append(set(self.now_running))
+        heapq.heappush(self._events, (self.clock + self.durations.get(i, 1.0), self._seq, i))
+        self._seq += 1
+
+    def wait(self, timeout):
+        if self._stopped:
+            out, self._stopped = self._stopped, []
+            return out
+        if not self._events:
+            self.clock += timeout or 0.0
+            return []
+        end = self._events[0][0]
+        self.clock = end
+        out = []
+        while self._events and self._events[0][0] == end:
+            _, _, i = heapq.heappop(self._events)
+            self.now_running.discard(i)
+            self.ends[i] = end
+            ok = i not in self.fail
+            out.append(Outcome(i, ok, None if ok else "exit 1", 0 if ok else 1, self.starts[i], end))
+        return out
+
+    def stop(self):
+        self.stop_calls += 1
+        for _, _, i in self._events:
+            self.now_running.discard(i)
+            self._stopped.append(Outcome(i, False, "interrupted", None, self.starts[i], self.clock))
+        self._events.clear()
+
+    def running(self):
+        return len(self._events) + len(self._stopped)
+
+
+class FakeHooks:
+    def __init__(self, executor, up_to_date=(), interrupt_at=None, may_start=None):
+        self.ex = executor
+        self.up_to_date = set(up_to_date)
+        self.interrupt_at = interrupt_at
+        self._may_start = may_start
+        self.checks: list[tuple[int, bool, float]] = []
+        self.started: list[tuple[int, str]] = []
+        self.finished_: list[int] = []
+
+    def check(self, index, producers_ran):
+        self.checks.append((index, producers_ran, self.ex.clock))
+        return None if index in self.up_to_date else "never built"
+
+    def starting(self, index, reason):
+        self.started.append((index, reason))
+
+    def finished(self, outcome):
+        self.finished_.append(outcome.index)
+        return outcome
+
+    def interrupted(self):
+        if self.interrupt_at is not None and self.ex.clock >= self.interrupt_at:
+            return 2
+        return None
+
+    def may_start(self, running):
+        return True if self._may_start is None else self._may_start(running)
+
+
+def run(comps, latency=None, jobs=1, pools=None, keep_going=False, durations=None, fail=(),
+        up_to_date=(), selected=None, interrupt_at=None, may_start=None):
+    durations = durations or {}
+    ex = FakeExecutor(comps, durations, fail)
+    hooks = FakeHooks(ex, up_to_date, interrupt_at, may_start)
+    if latency is None:
+        latency = {c.index: durations.get(c.index, 1.0) for c in comps}
+    sched = Scheduler(comps, list(range(len(comps))) if selected is None else selected, latency,
+                      jobs, pools or {}, keep_going, ex, hooks)
+    settled = sched.run()
+    return sched, settled, ex, hooks
+
+
+def statuses(settled):
+    return {i: (s.status, s.reason) for i, s in settled.items()}
+
+
+# -- priority ----------------------------------------------------------------------------------
+
+
+def test_highest_expected_latency_first_ties_by_index():
+    comps = make_comps(5)
+    sched, settled, ex, _ = run(comps, latency={0: 1.0, 1: 5.0, 2: 3.0, 3: 5.0, 4: 0.5}, jobs=1)
+    assert sched.start_order == [1, 3, 2, 0, 4]
+    assert all(s.status == RAN for s in settled.values())
+
+
+def test_priority_uses_latency_not_duration():
+    # c0 is short but heads a long chain: it goes first.
+    comps = make_comps(4, edges=[(0, 1)])
+    durations = {0: 0.1, 1: 10.0, 2: 2.0, 3: 3.0}
+    latency = {0: 10.1, 1: 10.0, 2: 2.0, 3: 3.0}
+    sched, _, ex, _ = run(comps, latency, jobs=1, durations=durations)
+    assert sched.start_order == [0, 1, 3, 2]
+
+
+def test_jobs_limit_concurrency():
+    comps = make_comps(6)
+    _, settled, ex, _ = run(comps, jobs=2)
+    assert max(len(s) for s in ex.samples) == 2
+    assert ex.clock == pytest.approx(3.0)
+    assert len(settled) == 6
+
+
+def test_newly_ready_consumer_competes_by_latency():
+    # When c0 finishes its consumer c1 (latency 4) beats the waiting c2 (latency 2).
+    comps = make_comps(3, edges=[(0, 1)])
+    latency = {0: 5.0, 1: 4.0, 2: 2.0}
+    sched, _, _, _ = run(comps, latency, jobs=1)
+    assert sched.start_order == [0, 1, 2]
+
+
+# -- CPU budget and pools ----------------------------------------------------------------------
+
+
+def test_cpus_highest_latency_that_fits():
+    # jobs 4: c0 (2 cpus) starts; c1 (3 cpus) does not fit in the 2 left, c2 (1 cpu) does.
+    comps = make_comps(3, cpus={0: 2, 1: 3, 2: 1})
+    durations = {0: 5.0, 1: 1.0, 2: 1.0}
+    latency = {0: 10.0, 1: 8.0, 2: 1.0}
+    sched, settled, ex, _ = run(comps, latency, jobs=4, durations=durations)
+    assert ex.starts == {0: 0.0, 2: 0.0, 1: 5.0}
+    assert sched.start_order == [0, 2, 1]
+    for together in ex.samples:
+        assert sum(comps[i].cpus for i in together) <= 4
+    assert all(s.status == RAN for s in settled.values())
+
+
+def test_cpus_above_jobs_is_clamped_and_takes_everything():
+    comps = make_comps(2, cpus={0: 8})
+    durations = {0: 2.0, 1: 1.0}
+    latency = {0: 3.0, 1: 1.0}
+    _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations)
+    assert settled[0].status == RAN and settled[1].status == RAN
+    assert ex.starts == {0: 0.0, 1: 2.0}  # c0 held both slots
+
+
+def test_pool_limits_concurrency():
+    comps = make_comps(4, pools={0: "link", 1: "link", 2: "link"})
+    durations = {0: 1.0, 1: 1.0, 2: 1.0, 3: 3.0}
+    latency = {0: 5.0, 1: 4.0, 2: 3.0, 3: 1.0}
+    _, settled, ex, _ = run(comps, latency, jobs=4, pools={"link": 1}, durations=durations)
+    for together in ex.samples:
+        assert len([i for i in together if comps[i].pool == "link"]) <= 1
+    assert ex.starts == {0: 0.0, 3: 0.0, 1: 1.0, 2: 2.0}
+    assert all(s.status == RAN for s in settled.values())
+
+
+def test_pool_of_two():
+    comps = make_comps(5, pools={i: "p" for i in range(5)})
+    _, _, ex, _ = run(comps, jobs=8, pools={"p": 2})
+    assert max(len(s) for s in ex.samples) == 2
+    assert ex.clock == pytest.approx(3.0)
+
+
+def test_load_limit_holds_back_new_starts():
+    comps = make_comps(3)
+    _, settled, ex, _ = run(comps, jobs=3, may_start=lambda running: running == 0)
+    assert max(len(s) for s in ex.samples) == 1
+    assert all(s.status == RAN for s in settled.values())
+
+
+# -- readiness -------------------------------------------------------------------------------
+
+
+def test_fan_in_waits_for_all_producers():
+    comps = make_comps(3, edges=[(0, 2), (1, 2)])
+    durations = {0: 1.0, 1: 3.0, 2: 1.0}
+    _, settled, ex, hooks = run(comps, jobs=4, durations=durations)
+    assert ex.starts[2] == pytest.approx(3.0)
+    checks_of_2 = [c for c in hooks.checks if c[0] == 2]
+    assert checks_of_2 == [(2, True, 3.0)]  # checked once, when the last producer finished
+    assert settled[2].status == RAN
+
+
+def test_up_to_date_settles_without_starting_and_releases_consumers():
+    comps = make_comps(4, edges=[(0, 1), (1, 2), (0, 3)])
+    _, settled, ex, hooks = run(comps, jobs=2, up_to_date={0, 1})
+    assert statuses(settled)[0] == (UP_TO_DATE, "up to date")
+    assert statuses(settled)[1] == (UP_TO_DATE, "up to date")
+    assert settled[2].status == RAN and settled[3].status == RAN
+    assert set(ex.starts) == {2, 3}
+    assert {(i, ran) for i, ran, _ in hooks.checks} == {(0, False), (1, False), (2, False), (3, False)}
+    assert sorted(hooks.started) == [(2, "never built"), (3, "never built")]
+
+
+def test_producers_ran_flag():
+    # c2 reads c0 (ran) and c1 (up to date): its check learns a producer ran.
+    comps = make_comps(3, edges=[(0, 2), (1, 2)])
+    _, _, _, hooks = run(comps, jobs=2, up_to_date={1})
+    assert [(i, ran) for i, ran, _ in hooks.checks if i == 2] == [(2, True)]
+
+
+def test_everything_up_to_date_runs_nothing():
+    comps = make_comps(3, edges=[(0, 1), (1, 2)])
+    sched, settled, ex, _ = run(comps, jobs=2, up_to_date={0, 1, 2})
+    assert ex.starts == {}
+    assert sched.done == 3
+    assert all(s.status == UP_TO_DATE for s in settled.values())
+
+
+def test_producer_outside_selection_counts_as_finished():
+    comps = make_comps(2, edges=[(0, 1)])
+    _, settled, ex, _ = run(comps, jobs=1, selected=[1])
+    assert set(settled) == {1}
+    assert settled[1].status == RAN and set(ex.starts) == {1}
+
+
+def test_consumer_released_exactly_once_with_many_producers():
+    comps = make_comps(6, edges=[(i, 5) for i in range(5)])
+    _, settled, ex, hooks = run(comps, jobs=3, up_to_date={0, 2})
+    assert [i for i, _, _ in hooks.checks].count(5) == 1
+    assert ex.starts[5] == max(ex.ends[i] for i in (1, 3, 4))
+
+
+# -- failure ---------------------------------------------------------------------------------
+
+
+def failure_graph():
+    # c0 fails at t=1; c1 runs alongside until t=3; c2 waits for a slot; c3 reads c0;
+    # c4 reads c3.
+    comps = make_comps(5, edges=[(0, 3), (3, 4)])
+    durations = {0: 1.0, 1: 3.0, 2: 1.0, 3: 1.0, 4: 1.0}
+    latency = {0: 10.0, 1: 9.0, 2: 1.0, 3: 2.0, 4: 1.0}
+    return comps, durations, latency
+
+
+def test_failure_stops_new_work_without_keep_going():
+    comps, durations, latency = failure_graph()
+    _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, fail={0})
+    st = statuses(settled)
+    assert st[0] == (FAILED, "exit 1")
+    assert st[1] == (RAN, "never built")  # what runs is waited for
+    assert st[2] == (SKIPPED, "build stopped")
+    assert st[3] == (SKIPPED, "input c0.out failed")
+    assert st[4][0] == SKIPPED
+    assert set(ex.starts) == {0, 1}
+
+
+def test_keep_going_completes_independent_work():
+    comps, durations, latency = failure_graph()
+    _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, fail={0}, keep_going=True)
+    st = statuses(settled)
+    assert st[0] == (FAILED, "exit 1")
+    assert st[1] == (RAN, "never built")
+    assert st[2] == (RAN, "never built")
+    assert st[3] == (SKIPPED, "input c0.out failed")
+    assert st[4] == (SKIPPED, "input c3.out failed")
+    assert set(ex.starts) == {0, 1, 2}
+
+
+def test_keep_going_consumer_with_one_failed_producer_of_several():
+    comps = make_comps(3, edges=[(0, 2), (1, 2)])
+    _, settled, ex, _ = run(comps, jobs=2, fail={1}, keep_going=True)
+    assert statuses(settled)[2] == (SKIPPED, "input c1.out failed")
+    assert 2 not in ex.starts
+
+
+def test_ok_outcome_after_failure_does_not_release_consumers():
+    # c1 finishes fine after c0 failed: its consumer c2 must not start (build stopping).
+    comps = make_comps(3, edges=[(1, 2)])
+    durations = {0: 1.0, 1: 2.0, 2: 1.0}
+    latency = {0: 5.0, 1: 4.0, 2: 1.0}
+    _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, fail={0})
+    assert statuses(settled)[1] == (RAN, "never built")
+    assert statuses(settled)[2] == (SKIPPED, "build stopped")
+    assert 2 not in ex.starts
+
+
+def test_hooks_finished_can_turn_success_into_failure():
+    comps = make_comps(2, edges=[(0, 1)])
+    ex = FakeExecutor(comps, {})
+    hooks = FakeHooks(ex)
+
+    def finished(outcome):
+        outcome.ok, outcome.reason = False, "declared output c0.out missing"
+        return outcome
+
+    hooks.finished = finished
+    settled = Scheduler(comps, [0, 1], {0: 2.0, 1: 1.0}, 2, {}, True, ex, hooks).run()
+    assert statuses(settled) == {0: (FAILED, "declared output c0.out missing"),
+                                 1: (SKIPPED, "input c0.out failed")}
+
+
+# -- interrupt -------------------------------------------------------------------------------
+
+
+def test_interrupt_stops_everything():
+    comps = make_comps(4, edges=[(1, 3)])
+    durations = {0: 10.0, 1: 2.0, 2: 5.0, 3: 1.0}
+    latency = {0: 10.0, 1: 9.0, 2: 5.0, 3: 1.0}
+    sched, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, interrupt_at=1.0)
+    assert sched.signal == 2
+    assert ex.stop_calls == 1
+    st = statuses(settled)
+    assert st[0] == (FAILED, "interrupted")  # killed while running
+    assert st[1] == (RAN, "never built")  # finished before the signal was seen
+    assert st[2] == (SKIPPED, "build stopped")
+    assert st[3] == (SKIPPED, "build stopped")
+    assert set(ex.starts) == {0, 1}
+
+
+def test_interrupt_with_keep_going_still_stops():
+    comps = make_comps(3)
+    durations = {0: 3.0, 1: 1.0, 2: 1.0}
+    sched, settled, ex, _ = run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, jobs=2, durations=durations,
+                                keep_going=True, interrupt_at=0.5)
+    assert sched.signal == 2
+    assert statuses(settled)[0] == (FAILED, "interrupted")
+    assert statuses(settled)[2] == (SKIPPED, "build stopped")
+    assert 2 not in ex.starts
+
+
+def test_interrupt_before_anything_starts():
+    comps = make_comps(2)
+    sched, settled, ex, _ = run(comps, jobs=2, interrupt_at=0.0)
+    assert ex.starts == {}
+    assert all(s == (SKIPPED, "build stopped") for s in statuses(settled).values())

@@ -1,0 +1,209 @@
+"""Unit tests for farmer/state.py: `.farmer/state.db` (SPEC §4: traces, stat cache,
+measured durations; removing or breaking it only ever costs rebuilding)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from farmer.state import HISTORY_KEEP, SCHEMA_VERSION, Sample, State, Trace
+
+
+@pytest.fixture
+def farmer_dir(tmp_path):
+    return tmp_path / ".farmer"
+
+
+def reopen(state: State) -> State:
+    state.close()
+    return State(state.dir)
+
+
+def trace(tid: str, action: str = "act", **kw) -> Trace:
+    return Trace(
+        id=tid,
+        action=action,
+        world=kw.get("world"),
+        inputs=kw.get("inputs", [("src/a.c", "d1"), ("src/b c.h", "d2")]),
+        discovered=kw.get("discovered", [("inc/x.h", "d3")]),
+        outputs=kw.get("outputs", [(tid, "d4")]),
+    )
+
+
+def sample(tid: str, at: float, wall: float = 1.0, task: str = "t") -> Sample:
+    return Sample(tid, task, at, wall, 0.5, 1024, 100)
+
+
+def test_fresh_state_is_empty_and_created(farmer_dir):
+    s = State(farmer_dir)
+    assert (farmer_dir / "state.db").is_file()
+    assert s.traces() == {} and s.history() == {} and s.stat_cache() == {}
+    assert s.warnings == []
+    s.close()
+
+
+def test_traces_round_trip(farmer_dir):
+    s = State(farmer_dir)
+    t1 = trace("build/a.o", world=None)
+    t2 = trace("out/r.txt", action="other", world="wfp", discovered=[])
+    s.save([t1, t2], [], [], {})
+    s = reopen(s)
+    got = s.traces()
+    assert got == {"build/a.o": t1, "out/r.txt": t2}
+    assert got["build/a.o"].inputs == [("src/a.c", "d1"), ("src/b c.h", "d2")]
+    s.close()
+
+
+def test_trace_replaced_by_newer(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("x", action="old")], [], [], {})
+    s.save([trace("x", action="new")], [], [], {})
+    s = reopen(s)
+    assert s.traces()["x"].action == "new"
+    s.close()
+
+
+def test_forget(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("a"), trace("b")], [], [], {})
+    s.save([], ["a", "never-there"], [], {})
+    s = reopen(s)
+    assert set(s.traces()) == {"b"}
+    s.close()
+
+
+def test_history_round_trip_oldest_first(farmer_dir):
+    s = State(farmer_dir)
+    samples = [sample("a", 3.0, 3.5), sample("a", 1.0, 1.5), sample("b", 2.0, 2.5, task="u")]
+    s.save([], [], samples, {})
+    s = reopen(s)
+    h = s.history()
+    assert [x.at for x in h["a"]] == [1.0, 3.0]
+    assert [x.wall_s for x in h["a"]] == [1.5, 3.5]
+    assert h["b"] == [sample("b", 2.0, 2.5, task="u")]
+    s.close()
+
+
+def test_history_keeps_newest_in_one_batch(farmer_dir):
+    s = State(farmer_dir)
+    n = HISTORY_KEEP + 4
+    s.save([], [], [sample("a", float(t)) for t in range(1, n + 1)], {})
+    s = reopen(s)
+    assert [x.at for x in s.history()["a"]] == [float(t) for t in range(5, n + 1)]
+    s.close()
+
+
+def test_history_keeps_newest_over_many_builds(farmer_dir):
+    s = State(farmer_dir)
+    for t in range(1, 2 * HISTORY_KEEP + 1):
+        s.save([], [], [sample("a", float(t)), sample("b", float(t) + 0.5)], {})
+    s.save([], [], [sample("c", 1.0)], {})
+    s = reopen(s)
+    h = s.history()
+    assert [x.at for x in h["a"]] == [float(t) for t in range(HISTORY_KEEP + 1, 2 * HISTORY_KEEP + 1)]
+    assert len(h["b"]) == HISTORY_KEEP
+    assert h["b"][-1].at == 2 * HISTORY_KEEP + 0.5
+    assert len(h["c"]) == 1
+    s.close()
+
+
+def test_history_of_other_ids_untouched_by_trimming(farmer_dir):
+    s = State(farmer_dir)
+    s.save([], [], [sample("old", float(t)) for t in range(1, 4)], {})
+    s.save([], [], [sample("new", float(t)) for t in range(100, 100 + HISTORY_KEEP + 3)], {})
+    s = reopen(s)
+    assert len(s.history()["old"]) == 3
+    assert len(s.history()["new"]) == HISTORY_KEEP
+    s.close()
+
+
+def test_stat_cache_round_trip_and_delete(farmer_dir):
+    s = State(farmer_dir)
+    s.save([], [], [], {"a.c": ((111, 5, 42, 222), "da"), "b.c": ((1, 2, 3, 4), "db")})
+    s.save([], [], [], {"b.c": None, "c.c": ((9, 9, 9, 9), "dc"), "a.c": ((112, 6, 42, 223), "da2")})
+    s = reopen(s)
+    assert s.stat_cache() == {"a.c": ((112, 6, 42, 223), "da2"), "c.c": ((9, 9, 9, 9), "dc")}
+    s.close()
+
+
+def test_racy_stat_key_round_trips(farmer_dir):
+    s = State(farmer_dir)
+    s.save([], [], [], {"r": ((-1, -1, -1, -1), "d")})
+    s = reopen(s)
+    assert s.stat_cache() == {"r": ((-1, -1, -1, -1), "d")}
+    s.close()
+
+
+def test_save_nothing_is_fine(farmer_dir):
+    s = State(farmer_dir)
+    s.save([], [], [], {})
+    s.close()
+
+
+def test_failed_batch_is_rolled_back(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("keep")], [], [], {})
+    bad = Sample("x", "t", 1.0, None, None, None, None)  # wall_s NOT NULL
+    with pytest.raises(sqlite3.IntegrityError):
+        s.save([trace("lost")], [], [bad], {})
+    assert set(s.traces()) == {"keep"}
+    s.save([trace("later")], [], [], {})  # the connection is usable again
+    assert set(s.traces()) == {"keep", "later"}
+    s.close()
+
+
+def test_corrupt_db_is_moved_aside_with_warning(farmer_dir):
+    farmer_dir.mkdir()
+    garbage = b"this is not sqlite at all \x00\xff" * 200
+    (farmer_dir / "state.db").write_bytes(garbage)
+    s = State(farmer_dir)
+    assert len(s.warnings) == 1
+    assert "state.db" in s.warnings[0]
+    aside = [p for p in farmer_dir.iterdir() if p.name.startswith("state.db.corrupt")]
+    assert len(aside) == 1 and aside[0].read_bytes() == garbage
+    # the fresh db works
+    s.save([trace("a")], [], [sample("a", 1.0)], {"a": ((1, 2, 3, 4), "d")})
+    s = reopen(s)
+    assert set(s.traces()) == {"a"}
+    assert s.warnings == []
+    s.close()
+
+
+def test_other_schema_version_is_moved_aside(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("a")], [], [], {})
+    s.db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION + 1),))
+    s = reopen(s)
+    assert len(s.warnings) == 1 and "schema" in s.warnings[0]
+    assert any(p.name.startswith("state.db.corrupt") for p in farmer_dir.iterdir())
+    assert s.traces() == {}
+    row = s.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    assert row == (str(SCHEMA_VERSION),)
+    s.close()
+
+
+def test_db_with_unexpected_tables_is_moved_aside(farmer_dir):
+    farmer_dir.mkdir()
+    db = sqlite3.connect(farmer_dir / "state.db")
+    db.execute("CREATE TABLE trace (something_else TEXT)")
+    db.commit()
+    db.close()
+    s = State(farmer_dir)
+    # Either it is usable or it was moved aside; it must never crash a build.
+    s.save([trace("a")], [], [sample("a", 1.0)], {"a": ((1, 2, 3, 4), "d")})
+    s = reopen(s)
+    assert set(s.traces()) == {"a"}
+    s.close()
+
+
+def test_removing_farmer_dir_is_safe(farmer_dir):
+    import shutil
+
+    s = State(farmer_dir)
+    s.save([trace("a")], [], [], {})
+    s.close()
+    shutil.rmtree(farmer_dir)
+    s = State(farmer_dir)
+    assert s.traces() == {} and s.warnings == []
+    s.close()
