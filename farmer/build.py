@@ -28,7 +28,7 @@ from farmer.lock import ProjectLock
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
 from farmer.state import Sample, State, Trace
 from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
-from farmer.traversal import Graph, select
+from farmer.traversal import Graph, check_inputs, select
 from farmer.uptodate import action_fingerprint, out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
@@ -60,7 +60,7 @@ def targets_of(spec: Spec, graph: Graph, targets: list[str]) -> list[int]:
         return select(graph, targets)
     if spec.default is not None:
         return select(graph, spec.default)
-    return list(graph.order)
+    return check_inputs(graph, list(graph.order))
 
 
 @dataclass(slots=True)

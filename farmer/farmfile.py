@@ -84,6 +84,11 @@ class _Lines:
         return self.headers.get(path)
 
     def key(self, table: tuple[str, ...], key: str) -> int | None:
+        if not table:
+            # A top-level key is usually a table header: `[key]` or `[key.sub]`.
+            found = [n for parts, n in self.headers.items() if parts[0] == key]
+            if found:
+                return min(found)
         start = self.headers.get(table, 0) if table else 0
         for number in range(start + 1, len(self.lines) + 1):
             line = self.lines[number - 1]
@@ -212,7 +217,11 @@ def parse(path: Path, text: str, data: dict) -> Spec:
     r.known_keys(("farmer",), farmer, FARMER_KEYS)
     default = r.strings(("farmer",), "default", farmer["default"]) if "default" in farmer else None
 
-    variables = r.table((), "vars", data.get("vars", {}))
+    variables = {}
+    for name, value in data.get("vars", {}).items():
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise r.fail(r.where.key(("vars",), name), f"vars.{name} must be a string")
+        variables[name] = str(value)
     pools: dict[str, int] = {}
     for name, size in data.get("pools", {}).items():
         pools[name] = int(r.number(("pools",), name, size, 1, integer=True))

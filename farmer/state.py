@@ -114,7 +114,10 @@ class State:
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             elif row[0] != str(SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"schema version {row[0]}, this farmer uses {SCHEMA_VERSION}")
-            db.execute("SELECT count(*) FROM trace").fetchone()
+            # A foreign or older database with tables of another shape fails here.
+            db.execute("SELECT id, action, world, inputs, discovered, outputs FROM trace LIMIT 1").fetchall()
+            db.execute("SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat LIMIT 1").fetchall()
+            db.execute("SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history LIMIT 1").fetchall()
         except sqlite3.DatabaseError:
             db.close()
             raise

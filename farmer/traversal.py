@@ -47,6 +47,7 @@ class Computation:
     always: bool
     cache: bool
     world_setup: str | None = None  # JSON of the world chain's setup, for a fresh interpreter
+    missing: list[str] = field(default_factory=list)  # inputs neither existing nor produced
     producers: list[int] = field(default_factory=list)
     consumers: list[int] = field(default_factory=list)
 
@@ -314,12 +315,7 @@ class _Resolver:
             matched.update(p for p in self.producer if pattern.match(p))
             return sorted(p for p in matched - own_outputs
                           if not p.startswith(".farmer/") and not os.path.isdir(os.path.join(self.files.root, p)))
-        path = normalize(raw, task, "input")
-        if path not in self.producer and not os.path.exists(os.path.join(self.files.root, path)):
-            raise UsageError(
-                f"missing input {path!r} needed by task {task!r}: no such file and no task declares it as output"
-            )
-        return [path]
+        return [normalize(raw, task, "input")]
 
 
 def traverse(spec: Spec) -> Graph:
@@ -353,6 +349,10 @@ def traverse(spec: Spec) -> Graph:
         seen: set[str] = set()
         for raw in inst.raw_inputs:
             for path in resolver.resolve(raw, task.name, own):
+                if path in own:
+                    raise UsageError(
+                        f"dependency cycle: task {task.name!r} lists its own output {path!r} as an "
+                        f"input (through {raw!r}); a computation cannot read what it makes")
                 if path not in seen:
                     seen.add(path)
                     inputs.append(path)
@@ -382,13 +382,22 @@ def traverse(spec: Spec) -> Graph:
             world_setup=_world_setup(spec, task.world),
         ))
 
+    # A missing input is an error only for a build that needs it, as in make.
+    exists: dict[str, bool] = {}
+    for comp in comps:
+        for p in comp.inputs:
+            if p not in producer:
+                there = exists.get(p)
+                if there is None:
+                    there = exists[p] = os.path.exists(os.path.join(spec.root, p))
+                if not there:
+                    comp.missing.append(p)
     world_inputs = _world_inputs(spec, files, producer)
     for comp in comps:
-        producers = {producer[p] for p in comp.inputs if p in producer}
+        producers = {producer[p] for p in comp.inputs if p in producer}  # own outputs refused above
         if comp.world is not None:
             # A world's setup reads its inputs: tasks of the world wait for their producers.
             producers.update(producer[p] for p in world_inputs[comp.world] if p in producer)
-        producers.discard(comp.index)
         comp.producers = sorted(producers)
         for p in comp.producers:
             comps[p].consumers.append(comp.index)
@@ -494,4 +503,15 @@ def select(graph: Graph, targets: list[str]) -> list[int]:
             seeds.append(graph.by_id[target])
         else:
             raise UsageError(f"unknown target {target!r}: not a task name or a declared output")
-    return graph.closure(seeds)
+    return check_inputs(graph, graph.closure(seeds))
+
+
+def check_inputs(graph: Graph, selected: list[int]) -> list[int]:
+    """`selected`, or an error naming the first input that neither exists nor is made."""
+    for i in selected:
+        comp = graph.computations[i]
+        if comp.missing:
+            raise UsageError(
+                f"missing input {comp.missing[0]!r} needed by task {comp.task!r}: "
+                "no such file and no task declares it as output")
+    return selected
