@@ -139,7 +139,8 @@ def write_json_atomically(path: Path, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, separators=(",", ":"))  # no indent: keeps the C encoder
+            # dumps without indent runs the C encoder; dump() never does.
+            f.write(json.dumps(data, separators=(",", ":")))
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:
