@@ -109,6 +109,18 @@ def test_changed_same_size_same_mtime_but_new_inode_is_rehashed(tmp_path):
     assert d.hashed == 1
 
 
+def test_changed_ctime_only_is_rehashed(tmp_path):
+    p = write(tmp_path / "a", b"content", OLD_NS)
+    cache = settled_cache_entry(p, "stale-digest")
+    time.sleep(0.01)
+    os.chmod(p, 0o600)  # changes ctime only
+    os.utime(p, ns=(OLD_NS, OLD_NS))
+    assert stat_key(os.stat(p))[:3] == cache[p][0][:3]
+    d = Digests(cache)
+    assert d.digest(p) == hash_file(p)
+    assert d.hashed == 1
+
+
 def test_racy_fresh_file_is_rehashed_next_time(tmp_path):
     p = write(tmp_path / "a", b"v1")  # written just now: racy
     first = Digests({})

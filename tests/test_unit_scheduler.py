@@ -46,6 +46,7 @@ class FakeExecutor:
         self.now_running: set[int] = set()
         self.samples: list[set[int]] = []  # what ran together, after every start
         self.stop_calls = 0
+        self._idle_waits = 0
 
     def start(self, comp):
         i = comp.index
@@ -61,6 +62,10 @@ class FakeExecutor:
             out, self._stopped = self._stopped, []
             return out
         if not self._events:
+            # The scheduler waits with nothing running only while something is held back;
+            # spinning here for ever would be a hang (e.g. a task that never fits).
+            self._idle_waits += 1
+            assert self._idle_waits < 1000, "scheduler waits for ever with nothing running"
             self.clock += timeout or 0.0
             return []
         end = self._events[0][0]

@@ -207,3 +207,48 @@ def test_removing_farmer_dir_is_safe(farmer_dir):
     s = State(farmer_dir)
     assert s.traces() == {} and s.warnings == []
     s.close()
+
+
+# -- read-only state (plan, -n, query) ----------------------------------------------------------
+
+
+def test_readonly_without_db_creates_nothing(farmer_dir):
+    s = State(farmer_dir, readonly=True)
+    assert s.traces() == {} and s.history() == {} and s.stat_cache() == {}
+    s.close()
+    assert not farmer_dir.exists()
+
+
+def test_readonly_reads_existing_state_and_leaves_file_alone(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("a")], [], [sample("a", 1.0)], {"a": ((1, 2, 3, 4), "d")})
+    s.close()
+    before = {p.name: p.read_bytes() for p in farmer_dir.iterdir()}
+    r = State(farmer_dir, readonly=True)
+    assert set(r.traces()) == {"a"}
+    assert r.stat_cache() == {"a": ((1, 2, 3, 4), "d")}
+    assert [x.at for x in r.history()["a"]] == [1.0]
+    r.close()
+    assert {p.name: p.read_bytes() for p in farmer_dir.iterdir()} == before
+
+
+def test_readonly_corrupt_db_warns_and_is_not_moved(farmer_dir):
+    farmer_dir.mkdir()
+    (farmer_dir / "state.db").write_bytes(b"garbage" * 100)
+    r = State(farmer_dir, readonly=True)
+    assert len(r.warnings) == 1
+    assert r.traces() == {}
+    r.close()
+    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    assert (farmer_dir / "state.db").read_bytes() == b"garbage" * 100
+
+
+def test_readonly_other_schema_plans_from_scratch(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("a")], [], [], {})
+    s.db.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    s.close()
+    r = State(farmer_dir, readonly=True)
+    assert r.traces() == {}
+    r.close()
+    assert not any(p.name.startswith("state.db.corrupt") for p in farmer_dir.iterdir())
