@@ -66,12 +66,6 @@ def test_foreach_over_files_wildcard_matches_slash(tmp_path):
     assert b.kind == "cmd" and b.argv()[:2] == ["/bin/sh", "-c"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: a foreach pattern written with a leading './' (a relative path like any other; "
-    "inputs and globs accept it) silently matches nothing: the pattern is not normalized "
-    "before matching the project-relative file list",
-    strict=True,
-)
 def test_foreach_pattern_with_leading_dot_slash(tmp_path):
     g = make(tmp_path, """
         [task.objects]
