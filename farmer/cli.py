@@ -21,19 +21,12 @@ def _project_options(f):
     return f
 
 
-def _load(directory: str | None, farmfile: str):
+def _load(directory: str | None, farmfile: str, write_cache: bool = False):
     """Read the Farmfile and traverse it; the project root becomes the working directory."""
-    from farmer import farmfile as ff
-    from farmer.traversal import traverse
+    from farmer import project
 
-    if directory is not None:
-        try:
-            os.chdir(directory)
-        except OSError as e:
-            raise UsageError(f"-C {directory}: {e.strerror}") from None
-    spec = ff.load(Path(farmfile).absolute())
-    os.chdir(spec.root)
-    return spec, traverse(spec)
+    project.enter(directory)
+    return project.load(Path(farmfile).absolute(), write_cache)
 
 
 def _jobs(value: int | None) -> int:
@@ -72,7 +65,7 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds")
     trace_file = os.path.abspath(trace_file) if trace_file else None
-    spec, graph = _load(directory, farmfile)
+    spec, graph = _load(directory, farmfile, write_cache=not dry_run)
     live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
     opts = BuildOptions(targets=list(targets), jobs=_jobs(jobs), load=load, keep_going=keep_going,
                         dry_run=dry_run, explain=explain, no_worlds=no_worlds, timeout=timeout,

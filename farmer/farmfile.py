@@ -184,14 +184,22 @@ class _Reader:
 
 def load(path: Path) -> Spec:
     """Read and validate the Farmfile at `path`."""
+    return parse_text(path, read(path))
+
+
+def read(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise UsageError(
             f"{path}: no such Farmfile; write one (see Farmfile.example) or pass -f FILE"
         ) from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def parse_text(path: Path, raw: bytes) -> Spec:
+    """Validate a Farmfile's bytes; `path` names it in errors."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

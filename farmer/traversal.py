@@ -8,7 +8,6 @@ existing file or somebody's output, and no cycles.
 
 from __future__ import annotations
 
-import glob as globlib
 import itertools
 import json
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 from farmer import template
 from farmer.errors import UsageError
 from farmer.farmfile import Spec, TaskSpec
+from farmer.grains import hash_text
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SKIP_DIRS = {".farmer", ".git"}
@@ -50,6 +50,15 @@ class Computation:
     missing: list[str] = field(default_factory=list)  # inputs neither existing nor produced
     producers: list[int] = field(default_factory=list)
     consumers: list[int] = field(default_factory=list)
+    # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
+    order_only: list[str] = field(default_factory=list)  # ordering only: never hashed
+    validates: list[int] = field(default_factory=list)  # built with it, not needed by it
+    description: str | None = None  # shown instead of TASK ID when it starts
+    generator: bool = False  # the command is left out of the action fingerprint
+    remove_depfile: bool = False  # the depfile is deleted once read (`deps = gcc`)
+    rspfile: str | None = None  # written with rspfile_content before the run, deleted after
+    rspfile_content: str | None = None
+    optional_outputs: bool = False  # an output missing after a run is no failure: it reruns
 
     def argv(self) -> list[str]:
         """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
@@ -70,6 +79,7 @@ class Graph:
     by_task: dict[str, list[int]]
     order: list[int]  # a topological order: producers before consumers
     by_id: dict[str, int]
+    listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
 
     def closure(self, seeds: list[int]) -> list[int]:
         """`seeds` and everything they need, in topological order."""
@@ -96,8 +106,26 @@ def normalize(path: str, task: str, what: str) -> str:
     return norm
 
 
+def list_files(root: Path | str, prefix: str) -> list[str]:
+    """Files under `root/prefix`, as sorted root-relative paths; `.farmer` and `.git` skipped."""
+    found: list[str] = []
+    top = os.path.join(root, prefix) if prefix else str(root)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+        rel = os.path.relpath(dirpath, root)
+        base = "" if rel == "." else rel + "/"
+        found.extend(base + f for f in filenames)
+    found.sort()
+    return found
+
+
+def listing_digest(files: list[str]) -> str:
+    return hash_text(*files)
+
+
 class _Files:
-    """Existing files under the root, listed once per directory prefix (for foreach and globs)."""
+    """Existing files under the root, listed once per directory prefix (for foreach and
+    globs). The listings' digests let a cached graph tell when a match set may differ."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -105,20 +133,18 @@ class _Files:
 
     def under(self, prefix: str) -> list[str]:
         if prefix not in self._under:
-            found: list[str] = []
-            top = os.path.join(self.root, prefix) if prefix else str(self.root)
-            for dirpath, dirnames, filenames in os.walk(top):
-                dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-                rel = os.path.relpath(dirpath, self.root)
-                base = "" if rel == "." else rel + "/"
-                found.extend(base + f for f in filenames)
-            self._under[prefix] = found
+            self._under[prefix] = list_files(self.root, prefix)
         return self._under[prefix]
+
+    def digests(self) -> dict[str, str]:
+        return {prefix: listing_digest(files) for prefix, files in self._under.items()}
 
 
 def _pattern_regex(pattern: str) -> tuple[re.Pattern[str], str]:
     """A foreach pattern as a regex (a wildcard matches one or more characters, `/` too)
     and the fixed directory prefix before its first wildcard."""
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
     out = []
     seen: set[str] = set()
     prefix_done = False
@@ -309,12 +335,14 @@ class _Resolver:
             return self.task_ref(raw[1:], task)
         if _GLOB_CHARS.search(raw):
             norm = normalize(raw, task, "input")
-            matched = set(globlib.glob(norm, root_dir=self.files.root, recursive=True))
-            # Declared outputs match too, so a clean build sees the same inputs as a rebuild.
             pattern = _glob_regex(norm)
+            prefix = norm[: _GLOB_CHARS.search(norm).start()].rpartition("/")[0]
+            matched = {p for p in self.files.under(prefix) if pattern.match(p)}
+            # Declared outputs match too, so a clean build sees the same inputs as a rebuild.
             matched.update(p for p in self.producer if pattern.match(p))
-            return sorted(p for p in matched - own_outputs
-                          if not p.startswith(".farmer/") and not os.path.isdir(os.path.join(self.files.root, p)))
+            if not (norm.startswith(".") or "/." in norm):  # like the shell: no hidden files
+                matched = {p for p in matched if not p.startswith(".") and "/." not in p}
+            return sorted(matched - own_outputs)
         return [normalize(raw, task, "input")]
 
 
@@ -382,16 +410,7 @@ def traverse(spec: Spec) -> Graph:
             world_setup=_world_setup(spec, task.world),
         ))
 
-    # A missing input is an error only for a build that needs it, as in make.
-    exists: dict[str, bool] = {}
-    for comp in comps:
-        for p in comp.inputs:
-            if p not in producer:
-                there = exists.get(p)
-                if there is None:
-                    there = exists[p] = os.path.exists(os.path.join(spec.root, p))
-                if not there:
-                    comp.missing.append(p)
+    mark_missing(comps, producer, spec.root)
     world_inputs = _world_inputs(spec, files, producer)
     for comp in comps:
         producers = {producer[p] for p in comp.inputs if p in producer}  # own outputs refused above
@@ -405,7 +424,22 @@ def traverse(spec: Spec) -> Graph:
         by_task.setdefault(name, [])
     order = _topological_order(comps)
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
-                 order=order, by_id=by_id)
+                 order=order, by_id=by_id, listings=files.digests())
+
+
+def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path) -> None:
+    """Note inputs that neither exist nor are made: an error only for a build that needs
+    them, as in make."""
+    exists: dict[str, bool] = {}
+    for comp in comps:
+        comp.missing = []
+        for p in comp.inputs:
+            if p not in producer:
+                there = exists.get(p)
+                if there is None:
+                    there = exists[p] = os.path.exists(os.path.join(root, p))
+                if not there:
+                    comp.missing.append(p)
 
 
 def _world_chain(spec: Spec, name: str) -> list:

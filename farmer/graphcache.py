@@ -1,0 +1,73 @@
+"""The expanded graph, cached in `.farmer/graph.cache` so that a build with an unchanged
+Farmfile does not parse TOML or traverse again.
+
+The cache is keyed by the Farmfile's bytes, farmer's and Python's versions and the root;
+it also holds a digest of every directory listing that foreach patterns and globs matched
+against, and is used only while each listing is the same. Inputs that may have appeared or
+vanished since are re-checked on load. A cache that cannot be read is ignored.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+
+from farmer import __version__
+from farmer.farmfile import Spec, WorldSpec
+from farmer.grains import hash_text
+from farmer.traversal import Computation, Graph, list_files, listing_digest, mark_missing
+
+_FORMAT = 1
+_FIELDS = tuple(f.name for f in fields(Computation))
+_WORLD_FIELDS = tuple(f.name for f in fields(WorldSpec))
+NAME = "graph.cache"
+
+
+def key(farmfile: Path, text: bytes) -> str:
+    return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS)) + \
+        hash_text(text.decode("utf-8", "surrogateescape"))
+
+
+def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:
+    try:
+        data = marshal.loads((farmer_dir / NAME).read_bytes())
+        fmt, stored_key, rows, producer, by_task, order, by_id, listings, spec_data = data
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if fmt != _FORMAT or stored_key != key(farmfile, text):
+        return None
+    root = farmfile.parent
+    for prefix, digest in listings.items():
+        if listing_digest(list_files(root, prefix)) != digest:
+            return None
+    comps = [Computation(*row) for row in rows]
+    mark_missing(comps, producer, root)
+    default, variables, pools, worlds = spec_data
+    spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
+                worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
+    return spec, Graph(root=root, computations=comps, producer=producer, by_task=by_task,
+                       order=order, by_id=by_id, listings=listings)
+
+
+def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:
+    """Write the cache atomically; failing to write it only costs the next build time."""
+    rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
+    worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
+    data = (_FORMAT, key(farmfile, text), rows, graph.producer, graph.by_task, graph.order,
+            graph.by_id, graph.listings, (spec.default, spec.vars, spec.pools, worlds))
+    try:
+        blob = marshal.dumps(data)
+        farmer_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=farmer_dir, prefix=NAME, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, farmer_dir / NAME)
+    except (OSError, ValueError):
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass

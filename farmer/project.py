@@ -1,0 +1,37 @@
+"""A project: its Farmfile read and traversed into a graph, through the graph cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from farmer import farmfile, graphcache
+from farmer.errors import UsageError
+from farmer.farmfile import Spec
+from farmer.traversal import Graph, traverse
+
+
+def enter(directory: str | None) -> None:
+    """`-C DIR`: change to DIR before anything else."""
+    if directory is not None:
+        try:
+            os.chdir(directory)
+        except OSError as e:
+            raise UsageError(f"-C {directory}: {e.strerror}") from None
+
+
+def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
+    """Read the Farmfile at `path` and expand it; the project root becomes the working
+    directory. Only commands that hold the lock write the cache (`write_cache`)."""
+    text = farmfile.read(path)
+    farmer_dir = path.parent / ".farmer"
+    cached = graphcache.load(farmer_dir, path, text)
+    if cached is not None:
+        os.chdir(path.parent)
+        return cached
+    spec = farmfile.parse_text(path, text)
+    os.chdir(spec.root)
+    graph = traverse(spec)
+    if write_cache:
+        graphcache.save(farmer_dir, path, text, spec, graph)
+    return spec, graph
