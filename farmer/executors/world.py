@@ -1,0 +1,649 @@
+"""Runs world tasks in persistent world processes (SPEC §1 "Worlds").
+
+A world process starts when the first task that needs it (or a descendant world) starts:
+a root world is spawned (posix_spawn, its own process group) running the driver; a child
+world is forked by its parent world. farmer waits for `ready` on the world's `.out` FIFO,
+then writes commands to its `.in` FIFO: a fork-job while the world has other futures, an
+execute-job for its last one. Outputs of every world arrive on the build's one selector (the
+process executor's), so world tasks obey `-j`, priorities and pools like any computation.
+
+Faults. A world that dies (EOF on its `.out` with tasks on it, or garbage on it) takes its
+process group and its running jobs' groups down; its running and waiting tasks are retried
+once on a restarted world, then fail as `world NAME died (...)`. A setup that raises fails
+every task of the world and of its descendants with the traceback in their logs. `stop()`
+kills every world and job group it knows, reads the FIFOs for pids announced meanwhile,
+and repeats until nothing new turns up.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from farmer.executors.process import log_path
+from farmer.farmfile import WorldSpec
+from farmer.scheduler import Outcome
+from farmer.traversal import Computation
+from farmer.worlds.manager import FifoDir, Futures, WorldTree
+from farmer.worlds.protocol import Decoder, ProtocolError, encode
+
+_DRIVER = str(Path(__file__).resolve().parent.parent / "worlds" / "driver.py")
+_RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
+                  signal.SIGCHLD}
+_STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
+_SEND_WAIT_S = 10.0  # a world that takes no command for this long is taken for hung
+
+
+@dataclass(slots=True)
+class Job:
+    comp: Computation
+    queued: float  # monotonic: when the scheduler started it
+    timeout: float | None
+    id: int = 0  # this attempt's job id
+    mode: str = "fork"
+    dispatched: float | None = None
+    deadline: float | None = None
+    pid: int | None = None  # the forked child, leader of its own process group
+    hits: int = 0  # deaths of a world this computation was running or waiting on
+    ran: bool = False  # sent to a world at least once: its log has its output
+    killed_for: str | None = None
+
+
+@dataclass(slots=True)
+class Proc:
+    """One process of a world; a restarted world is a new Proc."""
+
+    name: str
+    base: str  # FIFO paths without .in / .out
+    out_fd: int
+    parent: Proc | None
+    decoder: Decoder = field(default_factory=Decoder)
+    pid: int | None = None
+    pidfd: int | None = None
+    reaped: bool = False
+    in_fd: int | None = None
+    state: str = "starting"  # starting -> ready -> closing (close or exec sent) -> ended
+    closing_normally: bool = False
+    jobs: dict[int, Job] = field(default_factory=dict)  # sent to it, by job id
+    waiting: list[Job] = field(default_factory=list)  # until it is ready
+    pending_children: list[Proc] = field(default_factory=list)  # to fork once ready
+    forked_worlds: dict[int, Proc] = field(default_factory=dict)  # `world` job id -> child
+    spawn_job: int | None = None
+    kill_when_forked: bool = False
+    eof: bool = False
+    eof_at: float | None = None
+    status: str | None = None  # how it ended: "exit 3", "signal 9"
+    error: str | None = None  # what it did wrong, when it broke the protocol
+
+
+class WorldExecutor:
+    def __init__(self, worlds: dict[str, WorldSpec], root: Path, logs: Path, t0: float,
+                 timeout: float | None, selector: selectors.BaseSelector,
+                 comps: list[Computation], expected: list[int], warn: Callable[[str], None]) -> None:
+        self.tree = WorldTree(worlds)
+        world_of = {c.index: c.world for c in comps if c.world is not None}
+        self.futures = Futures(self.tree, world_of, expected)
+        self.root = str(root)
+        self.logs = logs
+        self.t0 = t0
+        self.default_timeout = timeout
+        self.selector = selector
+        self.warn = warn
+        self.fifos = FifoDir()
+        self.current: dict[str, Proc] = {}  # the process serving each world now
+        self.procs: list[Proc] = []  # every process not ended yet
+        self.setup_failed: dict[str, str] = {}  # world -> traceback of its setup
+        self.broken: dict[str, str] = {}  # world -> why (it died twice before `ready`)
+        self.setup_deaths: dict[str, int] = {}
+        self.stopping = False
+        self._finished: list[Outcome] = []
+        self._next_id = 0
+        self._logs_begun: set[str] = set()
+        self._warned: set[str] = set()
+        self._use_pidfd = hasattr(os, "pidfd_open")
+
+    # -- the executor protocol --------------------------------------------------------
+
+    def start(self, comp: Computation) -> None:
+        timeout = comp.timeout if comp.timeout is not None else self.default_timeout
+        self.futures.add(comp.index)
+        self._submit(Job(comp, time.monotonic(), timeout))
+
+    def discard(self, index: int) -> None:
+        world = self.futures.remove(index)
+        if world is not None:
+            self._close_unneeded(world)
+
+    def running(self) -> int:
+        return sum(len(p.jobs) + len(p.waiting) for p in self.procs) + len(self._finished)
+
+    def take(self) -> list[Outcome]:
+        done, self._finished = self._finished, []
+        return done
+
+    def next_deadline(self) -> float | None:
+        times = [j.deadline for p in self.procs for j in p.jobs.values()
+                 if j.deadline is not None and j.killed_for is None]
+        times += [p.eof_at + _STATUS_WAIT_S for p in self.procs if p.eof_at is not None]
+        if not self._use_pidfd and any(p.parent is None for p in self.procs):
+            times.append(time.monotonic() + 0.05)  # no pidfds: poll for exits
+        return min(times, default=None)
+
+    def tick(self) -> None:
+        """Timeouts, and ends of worlds whose exit status is not coming."""
+        now = time.monotonic()
+        for p in list(self.procs):
+            for job in list(p.jobs.values()):
+                if job.deadline is not None and now >= job.deadline and job.killed_for is None:
+                    job.killed_for = f"timeout after {job.timeout:g} s"
+                    self._kill_job(p, job)
+            if not self._use_pidfd and p.parent is None and p.pid and not p.reaped:
+                self._reap(p, block=False)
+            if p.eof_at is not None and now >= p.eof_at + _STATUS_WAIT_S and p.state != "ended":
+                self._end(p)
+
+    def stop(self) -> None:
+        """Kill every world and every job, then report each job as interrupted."""
+        self.stopping = True
+        killed: set[int] = set()
+        while True:
+            worlds = [p for p in self.procs if p.pid and p.pid not in killed]
+            jobs = {j.pid for p in self.procs for j in p.jobs.values() if j.pid} - killed
+            if not worlds and not jobs:
+                break
+            for pid in [p.pid for p in worlds if p.pid] + list(jobs):
+                _killpg(pid)
+                killed.add(pid)
+            deadline = time.monotonic() + 1.0
+            for p in worlds:
+                # Once it is gone, everything it said is in its FIFO: a `forked` it wrote
+                # just before it died names a group to kill in the next round.
+                self._wait_gone(p, deadline)
+                self._read(p)
+        for p in list(self.procs):
+            for job in [*p.jobs.values(), *p.waiting]:
+                self._report(job, False, job.killed_for or "interrupted", None)
+            p.jobs.clear()
+            p.waiting.clear()
+            self._release(p)
+
+    def close(self) -> None:
+        """End of the build: close idle worlds, give them a moment to exit (their setup's
+        exit handlers run), then kill whatever is left."""
+        if not self.stopping:
+            for p in list(self.procs):
+                if p.state == "ready" and not p.jobs and not p.waiting:
+                    self._send(p, "close")
+                    p.state, p.closing_normally = "closing", True
+            deadline = time.monotonic() + 2.0
+            while self.procs and all(p.state == "closing" and not p.jobs for p in self.procs) \
+                    and time.monotonic() < deadline:
+                for key, _ in self.selector.select(0.05):
+                    if callable(key.data):  # ours; the process executor's keys wait for it
+                        key.data(key.fd)
+                self.tick()
+        if self.procs:
+            self.stop()
+        self._finished = []
+        self.fifos.close()
+
+    # -- starting worlds and sending work ----------------------------------------------
+
+    def _submit(self, job: Job) -> None:
+        world = job.comp.world
+        assert world is not None
+        for name in self.tree.chain(world):
+            if name in self.setup_failed:
+                self._fail_setup(job, name)
+                return
+            if name in self.broken:
+                self._report(job, False, f"world {name} died ({self.broken[name]})",
+                             f"farmer: world {name} died twice while setting up ({self.broken[name]}); "
+                             "see its log in .farmer/logs/worlds/\n")
+                return
+        try:
+            proc = self._ensure(world)
+        except OSError as e:  # no FIFO, no process: as a command that cannot start
+            self._report(job, False, f"world {world} died (cannot start: {e.strerror or e})",
+                         f"farmer: cannot start world {world}: {e}\n")
+            return
+        if proc.state == "ready":
+            self._dispatch(proc, job)
+        else:
+            proc.waiting.append(job)
+
+    def _ensure(self, name: str) -> Proc:
+        """The process of world `name`, started (with its ancestors) if none is."""
+        proc = self.current.get(name)
+        if proc is not None:
+            return proc
+        parent_name = self.tree.parent(name)
+        parent = self._ensure(parent_name) if parent_name is not None else None
+        base = self.fifos.pair(name)
+        # Our read end first: the world's open of its write end then does not block.
+        out_fd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        proc = Proc(name, base, out_fd, parent)
+        self.selector.register(out_fd, selectors.EVENT_READ, lambda _fd, p=proc: self._read(p))
+        self.current[name] = proc
+        self.procs.append(proc)
+        if parent is None:
+            try:
+                self._spawn(proc)
+            except OSError:
+                self._release(proc)
+                raise
+        elif parent.state == "ready":
+            self._fork_world(parent, proc)
+        else:
+            parent.pending_children.append(proc)
+        return proc
+
+    def _world_log(self, name: str) -> str:
+        """The world's own output (setup prints, its tracebacks); a restart appends."""
+        path = self.logs / "worlds" / f"{name}.log"
+        if name not in self._logs_begun:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+            self._logs_begun.add(name)
+        return str(path)
+
+    def _spawn(self, proc: Proc) -> None:
+        import json
+
+        node = self.tree.nodes[proc.name]
+        log = self._world_log(proc.name)
+        argv = [sys.executable, _DRIVER, "--serve", proc.base, "--world", proc.name,
+                "--root", self.root, "--setup", json.dumps(node.setup)]
+        proc.pid = os.posix_spawn(
+            sys.executable, argv, {**os.environ, **node.env},
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                          (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644),
+                          (os.POSIX_SPAWN_DUP2, 1, 2)],
+            setpgroup=0, setsigdef=_RESET_SIGNALS, setsigmask=())
+        if self._use_pidfd:
+            try:
+                proc.pidfd = os.pidfd_open(proc.pid)
+            except OSError:
+                self._use_pidfd = False
+            else:
+                self.selector.register(proc.pidfd, selectors.EVENT_READ,
+                                       lambda _fd, p=proc: self._exited(p))
+
+    def _fork_world(self, parent: Proc, proc: Proc) -> None:
+        node = self.tree.nodes[proc.name]
+        proc.spawn_job = self._new_id()
+        parent.forked_worlds[proc.spawn_job] = proc
+        self._send(parent, "world", job=proc.spawn_job, name=proc.name, base=proc.base,
+                   setup=node.setup, env=node.env, log=self._world_log(proc.name))
+
+    def _dispatch(self, proc: Proc, job: Job) -> None:
+        comp = job.comp
+        job.id = self._new_id()
+        last = self.futures.is_last(proc.name) and not proc.jobs and not proc.waiting \
+            and not proc.forked_worlds and not proc.pending_children
+        job.mode = "exec" if last else "fork"
+        job.dispatched = time.monotonic()
+        job.ran = True
+        job.deadline = job.dispatched + job.timeout if job.timeout else None
+        proc.jobs[job.id] = job
+        self._send(proc, "run", job=job.id, args=shlex.split(comp.action or ""),
+                   log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode)
+        if last:  # the world ends with this job; a later task starts a new one
+            proc.state = "closing"
+            proc.closing_normally = True
+            if self.current.get(proc.name) is proc:
+                del self.current[proc.name]
+
+    def _send(self, proc: Proc, kind: str, **fields: object) -> None:
+        if proc.in_fd is None or proc.error is not None:
+            return
+        data = memoryview(encode(kind, **fields))
+        deadline = time.monotonic() + _SEND_WAIT_S
+        try:
+            while data:
+                try:
+                    data = data[os.write(proc.in_fd, data):]
+                except BlockingIOError:
+                    import select
+
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([], [proc.in_fd], [], left)[1]:
+                        raise TimeoutError("it takes no commands") from None
+        except OSError as e:
+            # It is dead or hung: make sure it is dead; its EOF brings the retries.
+            proc.error = f"cannot send it {kind}: {e.strerror or e}"
+            self._kill_proc(proc)
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    # -- what worlds say -------------------------------------------------------------
+
+    def _read(self, proc: Proc) -> None:
+        if proc.eof:
+            return
+        chunks = []
+        at_eof = False
+        while True:
+            try:
+                data = os.read(proc.out_fd, 65536)
+            except BlockingIOError:
+                break
+            if not data:
+                at_eof = True
+                break
+            chunks.append(data)
+        try:
+            messages = proc.decoder.feed(b"".join(chunks))
+            if at_eof:
+                proc.decoder.eof()
+        except ProtocolError as e:
+            messages, at_eof = [], True
+            proc.error = f"protocol error: {e}"
+            self._kill_proc(proc)
+        for msg in messages:
+            self._handle(proc, msg)
+        if at_eof and not proc.eof:
+            proc.eof = True
+            self.selector.unregister(proc.out_fd)  # a hung-up FIFO stays readable
+            self._after_eof(proc)
+
+    def _handle(self, proc: Proc, msg: dict) -> None:
+        kind = msg["t"]
+        if kind == "forked":
+            job = proc.jobs.get(msg["job"])
+            child = proc.forked_worlds.get(msg["job"])
+            if job is not None:
+                job.pid = msg["pid"]
+                if job.killed_for is not None or self.stopping:
+                    _killpg(job.pid)
+            elif child is not None:
+                child.pid = msg["pid"]
+                if child.kill_when_forked or self.stopping:
+                    _killpg(child.pid)
+        elif self.stopping:
+            return  # only pids matter now
+        elif kind == "ready":
+            self._ready(proc, msg)
+        elif kind == "done":
+            self._done(proc, msg)
+        elif kind == "setup-failed":
+            self.setup_failed[proc.name] = msg["traceback"]
+            for job in self._stranded(proc):
+                self._fail_setup(job, proc.name)
+            proc.state = "closing"  # it exits by itself
+            proc.closing_normally = True
+            if self.current.get(proc.name) is proc:
+                del self.current[proc.name]
+        elif kind == "error":
+            proc.error = f"it could not read farmer's command: {msg['message']}"
+        else:
+            proc.error = f"protocol error: a world does not send {kind!r}"
+            self._kill_proc(proc)
+
+    def _ready(self, proc: Proc, msg: dict) -> None:
+        if proc.state != "starting":
+            return
+        proc.state = "ready"
+        proc.pid = proc.pid or msg["pid"]
+        try:
+            proc.in_fd = os.open(proc.base + ".in", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            proc.error = f"cannot open its input FIFO: {e.strerror}"
+            self._kill_proc(proc)
+            return
+        if msg["threads"] > 1 and proc.name not in self._warned:
+            self._warned.add(proc.name)
+            self.warn(f"farmer: warning: world {proc.name}: its setup left {msg['threads'] - 1} "
+                      "other thread(s) running; a fork copies only the forking thread, so tasks "
+                      "may hang on locks those threads held. Stop them in setup, or use --no-worlds.")
+        for child in proc.pending_children:
+            self._fork_world(proc, child)
+        proc.pending_children.clear()
+        while proc.waiting and proc.state == "ready":
+            self._dispatch(proc, proc.waiting.pop(0))
+        self._close_unneeded(proc.name)
+
+    def _done(self, proc: Proc, msg: dict) -> None:
+        child = proc.forked_worlds.pop(msg["job"], None)
+        if child is not None:  # a child world ended; its parent saw how
+            child.status = _status_text(msg["code"], msg["signal"])
+            if child.state != "ended":
+                self._read(child)
+                self._end(child)
+            return
+        job = proc.jobs.pop(msg["job"], None)
+        if job is None:
+            return
+        code, sig = msg["code"], msg["signal"]
+        if job.killed_for is not None:
+            ok, reason = False, job.killed_for
+        elif sig is not None:
+            ok, reason = False, f"signal {sig}"
+        else:
+            ok, reason = code == 0, None if code == 0 else f"exit {code}"
+        self._report(job, ok, reason, None, exit_code=-sig if sig is not None else code,
+                     wall=msg["wall"], cpu=msg["cpu"], rss_kb=msg["rss_kb"])
+        self._close_unneeded(proc.name)
+
+    # -- ends of worlds -----------------------------------------------------------------
+
+    def _exited(self, proc: Proc) -> None:
+        """The pidfd of a root world fired: reap it, read what it left, end it."""
+        self._reap(proc, block=False)
+
+    def _reap(self, proc: Proc, block: bool) -> None:
+        if proc.reaped or proc.pid is None:
+            return
+        try:
+            pid, status = os.waitpid(proc.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            pid, status = proc.pid, None
+        if pid == 0:
+            return
+        proc.reaped = True
+        if proc.pidfd is not None:
+            self.selector.unregister(proc.pidfd)
+            os.close(proc.pidfd)
+            proc.pidfd = None
+        if status is not None:
+            code = os.waitstatus_to_exitcode(status)
+            proc.status = proc.status or (f"signal {-code}" if code < 0 else f"exit {code}")
+        if proc.state != "ended":
+            self._read(proc)
+            self._end(proc)
+
+    def _after_eof(self, proc: Proc) -> None:
+        if self.stopping:
+            return  # `stop` reports and releases everything itself
+        if proc.parent is None:
+            self._reap(proc, block=False)  # ends it when it is gone
+        elif proc.closing_normally and not proc.jobs or proc.status is not None \
+                or proc.parent.state == "ended":
+            self._end(proc)
+        if proc.state != "ended":
+            proc.eof_at = time.monotonic()  # the status may still come; `tick` ends it
+
+    def _end(self, proc: Proc) -> None:
+        """The process is gone (or is made to go): settle everything that depended on it."""
+        if proc.state == "ended" or self.stopping:
+            return
+        was_ready = proc.in_fd is not None
+        normal = proc.closing_normally and not proc.jobs and proc.error is None
+        if not normal:
+            self._kill_proc(proc)
+        self._release(proc)
+        if normal or self.stopping:
+            return
+        why = proc.error or proc.status or "its FIFO closed"
+        retry: list[Job] = []
+        for job in list(proc.jobs.values()):
+            if job.pid is not None:
+                _killpg(job.pid)
+            if job.mode == "exec" and job.killed_for is None and proc.status and not proc.error:
+                # The job ran in the world process itself: how the process ended is how the
+                # job ended, as for a fresh python3 (no retry).
+                code = _exit_code(proc.status)
+                self._report(job, False, proc.status, None, exit_code=code)
+            elif job.killed_for is not None:
+                self._report(job, False, job.killed_for, None)
+            else:
+                retry.append(job)
+        proc.jobs.clear()
+        retry += self._stranded(proc)
+        self._retry(proc, retry, why, was_ready)
+
+    def _stranded(self, proc: Proc) -> list[Job]:
+        """Jobs waiting on `proc`, and on child worlds it was to fork and never did."""
+        jobs, proc.waiting = proc.waiting, []
+        children = proc.pending_children + [c for c in proc.forked_worlds.values() if c.pid is None]
+        proc.pending_children = []
+        for child in children:
+            jobs += self._stranded(child)
+            child.kill_when_forked = True
+            self._release(child)
+        return jobs
+
+    def _retry(self, proc: Proc, jobs: list[Job], why: str, was_ready: bool) -> None:
+        before_ready = not was_ready
+        if before_ready:
+            self.setup_deaths[proc.name] = self.setup_deaths.get(proc.name, 0) + 1
+            if self.setup_deaths[proc.name] >= 2:
+                self.broken[proc.name] = why
+        for job in jobs:
+            job.hits += 1
+            job.id, job.pid, job.dispatched, job.deadline = 0, None, None, None
+            if job.hits >= 2:
+                when = "while setting up" if before_ready else "under this task"
+                self._report(job, False, f"world {proc.name} died ({why})",
+                             f"farmer: world {proc.name} died {when} ({why}), and again on the "
+                             f"restarted world; see .farmer/logs/worlds/{proc.name}.log\n")
+            else:
+                self._submit(job)
+
+    def _release(self, proc: Proc) -> None:
+        """Forget a process: its descriptors, FIFOs and (for a root world) its zombie."""
+        if proc.state == "ended":
+            return
+        if proc.parent is None and proc.pid is not None and not proc.reaped:
+            self._reap(proc, block=False)
+            if not proc.reaped:
+                _killpg(proc.pid)
+                self._reap(proc, block=True)
+        proc.state = "ended"
+        if not proc.eof:
+            proc.eof = True
+            self.selector.unregister(proc.out_fd)
+        os.close(proc.out_fd)
+        if proc.in_fd is not None:
+            os.close(proc.in_fd)
+            proc.in_fd = None
+        if proc.pidfd is not None:
+            self.selector.unregister(proc.pidfd)
+            os.close(proc.pidfd)
+            proc.pidfd = None
+        self.fifos.remove(proc.base)
+        if proc in self.procs:
+            self.procs.remove(proc)
+        if self.current.get(proc.name) is proc:
+            del self.current[proc.name]
+        proc.eof_at = None
+
+    def _close_unneeded(self, world: str) -> None:
+        for name in self.futures.closable(world):
+            proc = self.current.get(name)
+            if proc is None or proc.jobs or proc.waiting:
+                continue
+            del self.current[name]
+            proc.closing_normally = True
+            if proc.state == "ready":
+                self._send(proc, "close")
+                proc.state = "closing"
+            else:  # still setting up, and no longer needed
+                proc.state = "closing"
+                proc.error = proc.error or "no longer needed"
+                self._kill_proc(proc)
+                if proc.parent is not None and proc.pid is None:
+                    proc.kill_when_forked = True
+                    if proc in proc.parent.pending_children:
+                        proc.parent.pending_children.remove(proc)
+                        self._release(proc)
+
+    # -- kills and reports -------------------------------------------------------------
+
+    def _wait_gone(self, proc: Proc, deadline: float) -> None:
+        """Wait (until `deadline`) for a process we killed to be gone."""
+        if proc.parent is None:
+            self._reap(proc, block=True)
+            return
+        import select
+
+        try:
+            fd = os.pidfd_open(proc.pid)  # works for a process that is not our child
+        except (OSError, AttributeError, TypeError):
+            time.sleep(0.02)
+            return
+        try:
+            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        finally:
+            os.close(fd)
+
+    def _kill_proc(self, proc: Proc) -> None:
+        if proc.pid is not None:
+            _killpg(proc.pid)
+        else:
+            proc.kill_when_forked = True
+
+    def _kill_job(self, proc: Proc, job: Job) -> None:
+        if job.mode == "exec":
+            self._kill_proc(proc)  # the job is the world process itself
+        elif job.pid is not None:
+            _killpg(job.pid)
+
+    def _fail_setup(self, job: Job, world: str) -> None:
+        self._report(job, False, f"world {world} setup failed",
+                     f"farmer: the setup of world {world} failed, so this task did not run:\n"
+                     + self.setup_failed[world])
+
+    def _report(self, job: Job, ok: bool, reason: str | None, note: str | None,
+                exit_code: int | None = None, wall: float | None = None,
+                cpu: float | None = None, rss_kb: int | None = None) -> None:
+        comp = job.comp
+        if note is not None:  # after the task's own output when it ran, else alone
+            with open(log_path(self.logs, comp.id), "a" if job.ran else "w") as f:
+                f.write(note)
+        end = time.monotonic()
+        start = job.queued
+        if wall is not None and job.dispatched is not None:
+            start = max(job.dispatched, end - wall)  # the task's own run, not its world's setup
+        self._finished.append(Outcome(comp.index, ok, reason, exit_code, start - self.t0,
+                                      end - self.t0, cpu, rss_kb))
+        world = self.futures.remove(comp.index)
+        if world is not None and not self.stopping:
+            self._close_unneeded(world)
+
+
+def _status_text(code: int | None, sig: int | None) -> str:
+    return f"signal {sig}" if sig is not None else f"exit {code}"
+
+
+def _exit_code(status: str) -> int | None:
+    word, _, number = status.partition(" ")
+    if not number.isdigit():
+        return None
+    return -int(number) if word == "signal" else int(number)
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
