@@ -321,6 +321,11 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     if not hasattr(os, "pidfd_open"):
         signal.signal(signal.SIGCHLD, lambda *_: None)
     executor = ProcessExecutor(logs, t0, opts.timeout, wake_r)
+    if session.spec.worlds and not opts.no_worlds:  # --no-worlds: fresh python3 per task
+        from farmer.executors.composite import with_worlds
+
+        executor = with_worlds(executor, session.spec, comps, to_run, logs, t0, opts.timeout,
+                               reporter.message)
     scheduler = Scheduler(comps, session.selected, prediction.latency, opts.jobs, session.spec.pools,
                           opts.keep_going, executor, hooks)
     hooks.scheduler = scheduler

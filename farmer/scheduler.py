@@ -47,6 +47,11 @@ class Executor(Protocol):
 
     def running(self) -> int: ...
 
+    # Optional: `discard(self, index: int) -> None` -- the computation will not start in this
+    # build after all (up to date after its producers ran, or skipped after a failure), so an
+    # executor that keeps resources for computations to come (a world process kept alive for
+    # its tasks) may release them. Called at most once per computation, never for one started.
+
 
 class Hooks(Protocol):
     def check(self, index: int, producers_ran: bool) -> str | None:
@@ -97,6 +102,7 @@ class Scheduler:
         self._slots: dict[int, list[int]] = {}  # CPU slots each running computation holds
         self._free_slots = list(range(self.jobs))
         self.slot_of: dict[int, int] = {}  # first slot each computation ran in (for timelines)
+        self._discarded: set[int] = set()  # told to the executor as never starting
 
     @property
     def done(self) -> int:
@@ -134,6 +140,7 @@ class Scheduler:
             reason = self.hooks.check(i, i in self._producers_ran)
             if reason is None:
                 self.settled[i] = Settled(UP_TO_DATE, "up to date")
+                self._discard([i])
                 stack.extend(self._release(i, ran=False))
             else:
                 heapq.heappush(self._ready, (-self.latency.get(i, 0.0), i))
@@ -200,6 +207,33 @@ class Scheduler:
             self.settled[i] = Settled(FAILED, outcome.reason or "failed")
             if not self.keep_going:
                 self.stopping = True
+            self._discard_after_failure(i)
+
+    def _discard(self, indices: list[int]) -> None:
+        discard = getattr(self.executor, "discard", None)
+        if discard is not None:
+            for i in indices:
+                if i not in self._discarded:
+                    self._discarded.add(i)
+                    discard(i)
+
+    def _discard_after_failure(self, failed: int) -> None:
+        """What will never start now: when the build stops, everything not running; with
+        -k, everything that needs what failed."""
+        if getattr(self.executor, "discard", None) is None:
+            return
+        if self.stopping:
+            self._discard([j for j in self.selected if j not in self.settled and j not in self._slots])
+            return
+        doomed: dict[int, None] = {}  # ordered, for a predictable order of calls
+        stack = list(self.comps[failed].consumers)
+        while stack:
+            c = stack.pop()
+            if c in self._waiting and c not in self.settled and c not in self._discarded \
+                    and c not in doomed:
+                doomed[c] = None
+                stack.extend(self.comps[c].consumers)
+        self._discard(list(doomed))
 
     def _settle_rest(self) -> None:
         """Everything that never ran is skipped: because an input failed, or the build stopped."""

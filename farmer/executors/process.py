@@ -44,6 +44,9 @@ class _Running:
 
 
 class ProcessExecutor:
+    """Its selector is the build's one event loop: other executors (worlds) register their
+    descriptors on it with a callable as data, called with the descriptor when it is ready."""
+
     def __init__(self, logs: Path, t0: float, timeout: float | None, wake_fd: int | None) -> None:
         self.logs = logs
         self.t0 = t0  # monotonic time of the build's start
@@ -107,8 +110,10 @@ class ProcessExecutor:
         for key, _ in self.selector.select(timeout):
             if key.data is None:
                 _drain(key.fd)
-            else:
+            elif isinstance(key.data, _Running):
                 self._reap(key.data, block=False)
+            else:  # another executor's descriptor on the build's one selector (worlds)
+                key.data(key.fd)
         if not self._use_pidfd:
             for run in list(self.by_pid.values()):
                 self._reap(run, block=False)
