@@ -29,7 +29,7 @@ from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Schedule
 from farmer.state import Sample, State, Trace
 from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
 from farmer.traversal import Graph, check_inputs, select
-from farmer.uptodate import action_fingerprint, out_of_date, plan
+from farmer.uptodate import out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
 _FLUSH_EVERY_S = 1.0
@@ -75,7 +75,6 @@ class Session:
     history: dict[str, list[Sample]]
     selected: list[int]
     worlds: dict[str, str]
-    actions: dict[int, str] = field(default_factory=dict)
     verdicts: dict[int, str | None] = field(default_factory=dict)
 
     def check(self, i: int) -> str | None:
@@ -90,11 +89,8 @@ class Session:
         comp = self.graph.computations[i]
         if comp.kind is None:
             return None
-        action = self.actions.get(i)
-        if action is None:
-            action = self.actions[i] = action_fingerprint(comp)
         world = self.worlds.get(comp.world) if comp.world else None
-        return out_of_date(comp, self.traces.get(comp.id), action, world, self.digests)
+        return out_of_date(comp, self.traces.get(comp.id), world, self.digests)
 
     def plan(self) -> dict[int, str]:
         return plan(self.graph.computations, self.selected, self.check)
@@ -159,6 +155,10 @@ class _BuildHooks:
                 os.makedirs(parent, exist_ok=True)
         if comp.depfile and os.path.dirname(comp.depfile):
             os.makedirs(os.path.dirname(comp.depfile), exist_ok=True)
+        if comp.rspfile:  # ninja: written before the command, removed once it succeeded
+            if os.path.dirname(comp.rspfile):
+                os.makedirs(os.path.dirname(comp.rspfile), exist_ok=True)
+            Path(comp.rspfile).write_text(comp.rspfile_content or "", errors="surrogateescape")
         if self.opts.explain:
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
         self.running[index] = time.monotonic()
@@ -178,6 +178,8 @@ class _BuildHooks:
                     d = digests.digest(path)
                 except NotAFile:
                     d, outcome.reason = None, f"declared output {path} is not a file"
+                if d is None and comp.optional_outputs:  # ninja: no check; it runs again next time
+                    d, outcome.reason = "not-a-file" if outcome.reason else "missing", None
                 if d is None:
                     outcome.ok = False
                     outcome.reason = outcome.reason or f"declared output {path} missing"
@@ -234,8 +236,12 @@ class _BuildHooks:
                         discovered.append((p, _digest_text(digests, p)))
             except depfile.DepfileError as e:
                 self.reporter.message(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
+            if comp.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
+                _unlink(comp.depfile)
+        if comp.rspfile:
+            _unlink(comp.rspfile)
         self._pending_traces.append(Trace(
-            comp.id, self.s.actions.get(comp.index) or action_fingerprint(comp),
+            comp.id, comp.fingerprint,
             self.s.worlds.get(comp.world) if comp.world else None, inputs, discovered, outputs))
         self._pending_samples.append(Sample(
             comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
@@ -273,6 +279,13 @@ class _BuildHooks:
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.signal = signum
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _digest_text(digests: Digests, path: str) -> str:
@@ -313,7 +326,8 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     logs = farmer_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    reporter = report.LiveReporter(len(session.selected)) if opts.live else report.PlainReporter()
+    live = opts.live and not any(comps[i].pool == "console" for i in to_run)  # it owns the terminal
+    reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter()
     hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}

@@ -24,6 +24,7 @@ TOP_KEYS = {"farmer", "vars", "pools", "world", "task"}
 FARMER_KEYS = {"default"}
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
+_DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")  # parts of a dotted TOML key
 _KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
 
 
@@ -77,7 +78,7 @@ class _Lines:
         for number, line in enumerate(self.lines, 1):
             m = _HEADER.match(line)
             if m:
-                parts = tuple(p.strip().strip("\"'") for p in m.group(1).split("."))
+                parts = tuple(q.strip("\"'") for q in _DOTTED.findall(m.group(1)))
                 self.headers.setdefault(parts, number)
 
     def table(self, *path: str) -> int | None:
@@ -134,10 +135,9 @@ class _Reader:
         out = {}
         for k, v in value.items():
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-                raise self.fail(
-                    self.where.key(table, key),
-                    f"{'.'.join(table)}.{key}.{k} must be a string",
-                )
+                sub = table + (key,)  # written as its own [task.NAME.env] table?
+                line = self.where.key(sub, k) if self.where.table(*sub) else self.where.key(table, key)
+                raise self.fail(line, f"{'.'.join(table)}.{key}.{k} must be a string")
             out[k] = str(v)
         return out
 

@@ -21,6 +21,7 @@ from farmer import template
 from farmer.errors import UsageError
 from farmer.farmfile import Spec, TaskSpec
 from farmer.grains import hash_text
+from farmer.uptodate import action_fingerprint
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SKIP_DIRS = {".farmer", ".git"}
@@ -48,6 +49,7 @@ class Computation:
     cache: bool
     world_setup: str | None = None  # JSON of the world chain's setup, for a fresh interpreter
     missing: list[str] = field(default_factory=list)  # inputs neither existing nor produced
+    fingerprint: str = ""  # the action fingerprint (uptodate.action_fingerprint)
     producers: list[int] = field(default_factory=list)
     consumers: list[int] = field(default_factory=list)
     # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
@@ -80,14 +82,20 @@ class Graph:
     order: list[int]  # a topological order: producers before consumers
     by_id: dict[str, int]
     listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
+    paths_first: bool = False  # a target that is an output path and a task name means the path
 
     def closure(self, seeds: list[int]) -> list[int]:
-        """`seeds` and everything they need, in topological order."""
+        """`seeds` and everything they need (and what they validate), in topological order."""
         wanted = set(seeds)
         stack = list(seeds)
         comps = self.computations
         while stack:
-            for p in comps[stack.pop()].producers:
+            comp = comps[stack.pop()]
+            for p in comp.producers:
+                if p not in wanted:
+                    wanted.add(p)
+                    stack.append(p)
+            for p in comp.validates:
                 if p not in wanted:
                     wanted.add(p)
                     stack.append(p)
@@ -402,13 +410,15 @@ def traverse(spec: Spec) -> Graph:
             raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
         by_id[cid] = index
         by_task.setdefault(task.name, []).append(index)
-        comps.append(Computation(
+        comp = Computation(
             index=index, id=cid, task=task.name, wildcards=inst.wildcards, inputs=inputs,
             outputs=inst.outputs, depfile=depfile, kind=kind, action=action, env=env,
             world=task.world, cost=task.cost, cpus=task.cpus, pool=task.pool,
             timeout=task.timeout, always=task.always, cache=task.cache,
             world_setup=_world_setup(spec, task.world),
-        ))
+        )
+        comp.fingerprint = action_fingerprint(comp)
+        comps.append(comp)
 
     mark_missing(comps, producer, spec.root)
     world_inputs = _world_inputs(spec, files, producer)
@@ -527,10 +537,10 @@ def select(graph: Graph, targets: list[str]) -> list[int]:
     seeds: list[int] = []
     for target in targets:
         name = target[1:] if target.startswith("@") else target
-        if name in graph.by_task:
+        norm = os.path.normpath(target)
+        if name in graph.by_task and not (graph.paths_first and norm in graph.producer):
             seeds.extend(graph.by_task[name])
             continue
-        norm = os.path.normpath(target)
         if norm in graph.producer:
             seeds.append(graph.producer[norm])
         elif target in graph.by_id:

@@ -6,17 +6,22 @@ content now. The first difference found is the reason it runs, in SPEC §4's wor
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from farmer.grains import Digests, NotAFile, hash_text
 from farmer.state import Trace
-from farmer.traversal import Computation
+
+if TYPE_CHECKING:  # traversal fingerprints computations with this module
+    from farmer.traversal import Computation
 
 
 def action_fingerprint(comp: Computation) -> str:
     """What the computation does, apart from its inputs' contents and its world."""
     env = [f"{k}={v}" for k, v in sorted(comp.env.items())]
-    return hash_text(comp.kind or "", comp.action or "", *env, "\0outputs", *comp.outputs,
-                     "\0depfile", comp.depfile or "")
+    action = "" if comp.generator else comp.action or ""  # ninja: a generator's command may change
+    rsp = ("\0rspfile", comp.rspfile, comp.rspfile_content or "") if comp.rspfile else ()
+    return hash_text(comp.kind or "", action, *env, "\0outputs", *comp.outputs,
+                     "\0depfile", comp.depfile or "", *rsp)
 
 
 def digest_or_changed(digests: Digests, path: str) -> str | None:
@@ -26,20 +31,21 @@ def digest_or_changed(digests: Digests, path: str) -> str | None:
         return "not-a-file"
 
 
-def out_of_date(comp: Computation, trace: Trace | None, action: str, world: str | None,
+def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
                 digests: Digests) -> str | None:
     """Why `comp` must run, or None when it is up to date."""
     if comp.always:
         return "always"
     if trace is None:
         return "never built"
-    if trace.action != action:
-        return "command changed"
-    if trace.world != world:
-        return f"world {comp.world} changed"
+    # The set first: a glob's new match also changes a command that names {inputs}.
     if len(trace.inputs) != len(comp.inputs) or any(
             p != q for (p, _), q in zip(trace.inputs, comp.inputs)):
         return "inputs changed"
+    if trace.action != (comp.fingerprint or action_fingerprint(comp)):
+        return "command changed"
+    if trace.world != world:
+        return f"world {comp.world} changed"
     for path, digest in trace.inputs:
         if digest_or_changed(digests, path) != digest:
             return f"input {path} changed"

@@ -304,23 +304,12 @@ def test_vars_value_of_wrong_type_has_line(tmp_path):
     assert at_line(msg, 3), msg
 
 
-@pytest.mark.xfail(
-    reason="BUG: an error inside a [task.NAME.env] sub-table is reported at the [task.NAME] "
-    "header's line (1), not at the offending key's line (4): _Lines.key only searches the "
-    "task's own table",
-    strict=True,
-)
 def test_error_in_env_subtable_has_its_line(tmp_path):
     msg = error(tmp_path, '[task.a]', 'cmd = "true"', '[task.a.env]', 'X = [1]')
     assert "X" in msg
     assert at_line(msg, 4), msg
 
 
-@pytest.mark.xfail(
-    reason="BUG: task names may contain '.', but _Lines splits a quoted header "
-    "[task.\"v1.2\"] on the dot, so errors in that task carry no line number",
-    strict=True,
-)
 def test_error_in_task_with_dotted_name_has_line(tmp_path):
     msg = error(tmp_path, '[task.first]', 'cmd = "true"', '', '[task."v1.2"]', 'cmd = "true"',
                 'pool = "nope"')

@@ -62,20 +62,8 @@ def test_from_history_follows_a_lasting_change():
         [1.0, 10.0, 1.0, 1.0],
         [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 10.0],
         [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.01],
-        pytest.param(
-            [1.0, 1.0, 10.0],
-            marks=pytest.mark.xfail(
-                reason="BUG: with exactly 3 samples the newest weighs 1/(1+0.6+0.36) > 1/2 of the "
-                "total, so a single newest outlier decides the weighted median, contrary to "
-                "from_history's docstring ('not dragged by one outlier once there are three or "
-                "more samples')",
-                strict=True,
-            ),
-        ),
-        pytest.param(
-            [1.0, 1.0, 0.01],
-            marks=pytest.mark.xfail(reason="BUG: same as above, a fast outlier", strict=True),
-        ),
+        [1.0, 1.0, 10.0],  # newest outlier among 3
+        [1.0, 1.0, 0.01],
     ],
 )
 def test_from_history_one_outlier_among_three_or_more_does_not_swing(walls):

@@ -13,7 +13,9 @@ from farmer.state import Sample
 from farmer.traversal import Computation
 
 DEFAULT_S = 1.0
-_DECAY = 0.6  # weight of a sample relative to the next newer one
+# Weight of a sample relative to the next newer one: with three samples the two older
+# ones together outweigh the newest, so one outlier cannot decide the median.
+_DECAY = 0.8
 _MIN_FIT_POINTS = 3
 _MIN_R2 = 0.8
 
@@ -22,7 +24,7 @@ def from_history(samples: list[Sample]) -> float:
     """An exponentially weighted median of the measured wall times, newest weighing most.
 
     A weighted median, unlike a weighted mean, is not dragged by one outlier once there
-    are three or more samples; with fewer, the newest sample decides.
+    are three or more samples; with two, the newer one decides.
     """
     weighted = []
     w = 1.0
