@@ -150,9 +150,13 @@ def _redirect(log: str, append: bool) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    sys.stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding=encoding)
-    sys.stderr = io.TextIOWrapper(io.open(2, "wb", closefd=False), encoding=encoding,
-                                  errors="backslashreplace", line_buffering=True)
+    # PYTHONUNBUFFERED as the interpreter's own startup honours it.
+    raw = bool(os.environ.get("PYTHONUNBUFFERED"))
+    buffering = 0 if raw else -1
+    sys.stdout = io.TextIOWrapper(io.open(1, "wb", buffering, closefd=False), encoding=encoding,
+                                  write_through=raw)
+    sys.stderr = io.TextIOWrapper(io.open(2, "wb", buffering, closefd=False), encoding=encoding,
+                                  errors="backslashreplace", line_buffering=True, write_through=raw)
 
 
 def _rusage() -> tuple[float, int]:
@@ -217,6 +221,14 @@ class World:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         self.sel.register(self.in_fd, selectors.EVENT_READ)
         self.sel.register(self.wake_r, selectors.EVENT_READ)
+        try:
+            self._loop()
+        except BaseException:  # noqa: BLE001 - a bug of ours: say it in the world log, go
+            traceback.print_exc()
+            _flush_std()
+            self.abandon()
+
+    def _loop(self) -> None:
         decoder = protocol.Decoder()
         while True:
             for key, _ in self.sel.select():
@@ -241,11 +253,22 @@ class World:
             if msg["mode"] == "exec":
                 self.execute(msg)
             elif self.fork(msg["job"]) == 0:
-                atexit._clear()  # the world's exit handlers are not the task's
-                os._exit(self.run_job(msg))
+                code = 1
+                try:
+                    atexit._clear()  # the world's exit handlers are not the task's
+                    code = self.run_job(msg)
+                except BaseException:  # noqa: BLE001 - our own failure: in the log, exit 1
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)  # never back into the world's loop
         elif kind == "world":
             if self.fork(msg["job"]) == 0:
-                self.become_world(msg)
+                try:
+                    self.become_world(msg)
+                except BaseException:  # noqa: BLE001
+                    traceback.print_exc()
+                finally:
+                    os._exit(1)
         elif kind == "close":
             self.leave(0)
         else:
