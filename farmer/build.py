@@ -72,7 +72,6 @@ class Session:
     state: State
     digests: Digests
     traces: dict[str, Trace]
-    history: dict[str, list[Sample]]
     selected: list[int]
     worlds: dict[str, str]
     verdicts: dict[int, str | None] = field(default_factory=dict)
@@ -98,7 +97,8 @@ class Session:
     def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
         comps = self.graph.computations
         sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
-        est = estimates.estimate(comps, list(to_run), self.history, sizes)
+        history = self.state.history() if to_run else {}  # only estimates need it
+        est = estimates.estimate(comps, list(to_run), history, sizes)
         return predict(comps, self.selected, to_run, est, jobs, self.spec.pools, compare)
 
 
@@ -110,7 +110,7 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
         print(f"farmer: warning: {warning}", file=sys.stderr)
     digests = Digests(state.stat_cache())
     worlds = fingerprints(spec, digests) if spec.worlds else {}
-    return Session(spec, graph, state, digests, state.traces(), state.history(), selected, worlds)
+    return Session(spec, graph, state, digests, state.traces(), selected, worlds)
 
 
 class _BuildHooks:
@@ -132,6 +132,7 @@ class _BuildHooks:
         self._eta: float | None = None
         self._last_eta = 0.0
         self._pending_traces: list[Trace] = []
+        self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
         self._pending_samples: list[Sample] = []
         self._last_flush = time.monotonic()
 
@@ -144,11 +145,13 @@ class _BuildHooks:
 
     def starting(self, index: int, reason: str) -> None:
         comp = self.comps[index]
+        digests = self.s.digests
+        before = []
         for path in comp.inputs:  # the content the run reads, recorded in its trace
-            try:
-                self.s.digests.digest(path)
-            except NotAFile:
-                pass
+            if digests.moved(path):  # changed since it was digested earlier in this build
+                digests.forget(path)
+            before.append((path, _digest_text(digests, path)))
+        self._inputs_before[index] = before
         for out in comp.outputs:
             parent = os.path.dirname(out)
             if parent:
@@ -188,6 +191,7 @@ class _BuildHooks:
         log = log_path(self.logs, comp.id)
         output = report.read_output(log)
         if outcome.ok:
+            self._warn_changed_inputs(comp)
             self._record(comp, outcome, outputs)
             if output:
                 self.reporter.message(output)
@@ -218,9 +222,20 @@ class _BuildHooks:
 
     # -- recording ---------------------------------------------------------------------
 
+    def _warn_changed_inputs(self, comp) -> None:
+        """An input that changed while the command ran: its trace keeps the digest from
+        before the run, so the computation is not up to date and runs again next build."""
+        digests = self.s.digests
+        for path, before in self._inputs_before.get(comp.index, ()):
+            if digests.moved(path, strict=True):
+                digests.forget(path)
+                if _digest_text(digests, path) != before:
+                    self.reporter.message(f"farmer: warning: input {path} changed while {comp.id} ran; "
+                                          "it will run again next build")
+
     def _record(self, comp, outcome: Outcome, outputs: list[tuple[str, str]]) -> None:
         digests = self.s.digests
-        inputs = [(p, _digest_text(digests, p)) for p in comp.inputs]
+        inputs = self._inputs_before.pop(comp.index, None) or [(p, _digest_text(digests, p)) for p in comp.inputs]
         discovered: list[tuple[str, str]] = []
         if comp.depfile:
             try:
@@ -299,20 +314,22 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
     root = spec.root
     farmer_dir = root / ".farmer"
     started_at = datetime.now(timezone.utc)
+    t0 = time.monotonic()  # the build's start: every time in last-build.json counts from here
     lock = ProjectLock(farmer_dir)
     if not opts.dry_run:
         lock.acquire()
     try:
         session = open_session(spec, graph, farmer_dir, opts.targets, readonly=opts.dry_run)
         try:
-            return _build(session, opts, farmer_dir, started_at)
+            return _build(session, opts, farmer_dir, started_at, t0)
         finally:
             session.state.close()
     finally:
         lock.release()
 
 
-def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime) -> int:
+def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,
+           t0: float) -> int:
     comps = session.graph.computations
     prediction = session.predict(session.plan(), opts.jobs)
     to_run = prediction.to_run
@@ -323,10 +340,14 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
               f"predicted {prediction.makespan_s:.2f} s")
         return 0
 
+    if not to_run:
+        # Nothing is out of date: the scheduler would only settle everything as up to date.
+        settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
+        return _finish(session, opts, farmer_dir, started_at, t0, settled, {}, None, {}, prediction)
+
     logs = farmer_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    live = opts.live and not any(comps[i].pool == "console" for i in to_run)  # it owns the terminal
+    live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
     reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter()
     hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -354,13 +375,25 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
         os.close(wake_w)
         reporter.close()
         hooks.flush()
+    return _finish(session, opts, farmer_dir, started_at, t0, settled, hooks.outcomes, hooks.signal,
+                   scheduler.slot_of, prediction)
+
+
+def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,
+            t0: float, settled: dict[int, Settled], outcomes: dict[int, Outcome],
+            signum: int | None, slot_of: dict[int, int], prediction: Prediction) -> int:
+    """The end of every build that got the lock: last-build.json, the trace, the summary."""
+    comps = session.graph.computations
+    if not opts.dry_run:  # what was hashed this build need not be hashed the next
+        session.state.save([], [], [], session.digests.changed)
+        session.digests.changed = {}
     wall = time.monotonic() - t0
 
-    measured = {i: o.end_s - o.start_s for i, o in hooks.outcomes.items()}
+    measured = {i: o.end_s - o.start_s for i, o in outcomes.items()}
     ran_latency = critical.expected_latency(comps, session.selected, measured)
     critical_s = max(ran_latency.values(), default=0.0)
-    if hooks.signal is not None:
-        status, code = "interrupted", 128 + hooks.signal
+    if signum is not None:
+        status, code = "interrupted", 128 + signum
     elif any(s.status == FAILED for s in settled.values()):
         status, code = "failed", 1
     else:
@@ -376,12 +409,11 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
         elif s.status == SKIPPED:
             counts.skipped += 1
     report.write_json_atomically(farmer_dir / "last-build.json", _last_build(
-        session, settled, hooks.outcomes, opts, started_at, status, wall, critical_s,
+        session, settled, outcomes, opts, started_at, status, wall, critical_s,
         prediction.makespan_s))
     if opts.trace_file:
-        spans = [Span(i, scheduler.slot_of[i], o.start_s, o.end_s) for i, o in hooks.outcomes.items()
-                 if i in scheduler.slot_of]
-        path = set(critical.critical_path(comps, {i: ran_latency[i] for i in hooks.outcomes}))
+        spans = [Span(i, slot_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slot_of]
+        path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
         write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
     print(report.summary_line(counts, wall, critical_s, status), flush=True)
     return code

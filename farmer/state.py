@@ -8,7 +8,7 @@ removing state only ever costs rebuilding.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import sqlite3
 import sys
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from farmer.grains import StatKey
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 HISTORY_KEEP = 8  # measured runs kept per computation
 
 _SCHEMA = """
@@ -26,9 +26,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stat (
     path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, ino INTEGER, ctime_ns INTEGER,
     digest TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS trace (
-    id TEXT PRIMARY KEY, action TEXT NOT NULL, world TEXT, inputs TEXT NOT NULL,
-    discovered TEXT NOT NULL, outputs TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trace (id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS history (
     id TEXT NOT NULL, task TEXT NOT NULL, at REAL NOT NULL, wall_s REAL NOT NULL,
     cpu_s REAL, max_rss_kb INTEGER, input_bytes INTEGER);
@@ -115,7 +113,7 @@ class State:
             elif row[0] != str(SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"schema version {row[0]}, this farmer uses {SCHEMA_VERSION}")
             # A foreign or older database with tables of another shape fails here.
-            db.execute("SELECT id, action, world, inputs, discovered, outputs FROM trace LIMIT 1").fetchall()
+            db.execute("SELECT id, data FROM trace LIMIT 1").fetchall()
             db.execute("SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat LIMIT 1").fetchall()
             db.execute("SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history LIMIT 1").fetchall()
         except sqlite3.DatabaseError:
@@ -134,9 +132,11 @@ class State:
 
     def traces(self) -> dict[str, Trace]:
         out = {}
-        for tid, action, world, inputs, discovered, outputs in self.db.execute(
-                "SELECT id, action, world, inputs, discovered, outputs FROM trace"):
-            out[tid] = Trace(tid, action, world, _pairs(inputs), _pairs(discovered), _pairs(outputs))
+        for tid, data in self.db.execute("SELECT id, data FROM trace"):
+            try:
+                out[tid] = Trace(tid, *marshal.loads(data))
+            except (EOFError, ValueError, TypeError):
+                continue  # unreadable: as if never built
         return out
 
     def history(self) -> dict[str, list[Sample]]:
@@ -160,8 +160,8 @@ class State:
                 db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
             if traces:
                 db.executemany(
-                    "INSERT OR REPLACE INTO trace VALUES (?,?,?,?,?,?)",
-                    [(t.id, t.action, t.world, _text(t.inputs), _text(t.discovered), _text(t.outputs))
+                    "INSERT OR REPLACE INTO trace VALUES (?,?)",
+                    [(t.id, marshal.dumps((t.action, t.world, t.inputs, t.discovered, t.outputs)))
                      for t in traces])
             if samples:
                 db.executemany(
@@ -192,11 +192,3 @@ class State:
             self.db.close()
         except sqlite3.Error as e:  # closing never decides a build's outcome
             print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
-
-
-def _text(pairs: list[tuple[str, str]]) -> str:
-    return json.dumps(pairs, separators=(",", ":"))
-
-
-def _pairs(text: str) -> list[tuple[str, str]]:
-    return [tuple(p) for p in json.loads(text)]  # type: ignore[misc]

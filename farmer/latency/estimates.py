@@ -80,9 +80,11 @@ def estimate(comps: list[Computation], indices: list[int], history: dict[str, li
     """Estimated seconds for each computation in `indices`."""
     models: dict[str, _TaskModel] = {}
     by_task: dict[str, list[tuple[int, float]]] = {}
-    for samples in history.values():
-        last = samples[-1]
-        by_task.setdefault(last.task, []).append((last.input_bytes or 0, from_history(samples)))
+    if any(comps[i].id not in history and comps[i].cost is None for i in indices):
+        # Some computation has neither history nor cost: learn from its task's others.
+        for samples in history.values():
+            last = samples[-1]
+            by_task.setdefault(last.task, []).append((last.input_bytes or 0, from_history(samples)))
     out = {}
     for i in indices:
         comp = comps[i]

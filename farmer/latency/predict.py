@@ -38,6 +38,11 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
             compare: bool = False) -> Prediction:
     """Simulate building `selected` where the computations in `to_run` take their estimates."""
     durations = {i: (estimates.get(i, 0.0) if i in to_run else 0.0) for i in selected}
+    if not to_run:  # nothing would run: no need to simulate every up-to-date computation
+        return Prediction(jobs=jobs, to_run=to_run, estimates=durations, latency=durations,
+                          simulation=simulate.Simulation(0.0, [], []), critical_path=[],
+                          critical_path_s=0.0, total_work_s=0.0, fifo_makespan_s=0.0 if compare else None,
+                          unit_makespan_s=0.0 if compare else None)
     latency = critical.expected_latency(comps, selected, durations)
     sim = simulate.simulate(comps, selected, to_run, durations, latency, jobs, pools)
     path = [i for i in critical.critical_path(comps, latency) if i in to_run]
