@@ -58,6 +58,9 @@ class Digests:
         self.changed: dict[str, tuple[StatKey, str] | None] = {}
         self.hashed = 0  # files actually read, for reporting and tests
         self._now: dict[str, str | None] = {}  # digests already taken in this build
+        # The stat each path had when its digest was taken (None: missing), and whether it
+        # was then fresh enough ("racy") that a same-tick rewrite could keep that stat.
+        self._seen: dict[str, tuple[StatKey | None, bool]] = {}
 
     def digest(self, path: str) -> str | None:
         """The content digest of `path`, or None when it does not exist (a dangling symlink
@@ -68,19 +71,19 @@ class Digests:
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
-            self._now[path] = None
-            if path in self.cache:
-                self.changed[path] = None
-            return None
+            return self._missing(path)
         if not statmod.S_ISREG(st.st_mode):
             raise NotAFile(path)
-        key = stat_key(st)
+        key = real = stat_key(st)
         cached = self.cache.get(path)
         if cached is not None and cached[0] == key:
             digest = cached[1]
         else:
             started = time.time_ns()
-            digest = hash_file(path)
+            try:
+                digest = hash_file(path)
+            except (FileNotFoundError, NotADirectoryError):  # removed since the stat
+                return self._missing(path)
             self.hashed += 1
             if started - st.st_mtime_ns < _RACY_NS or started - st.st_ctime_ns < _RACY_NS:
                 key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # never matches: hash again
@@ -88,7 +91,29 @@ class Digests:
             self.cache[path] = entry
             self.changed[path] = entry
         self._now[path] = digest
+        self._seen[path] = (real, key != real)
         return digest
+
+    def _missing(self, path: str) -> None:
+        self._now[path] = None
+        self._seen[path] = (None, False)
+        if path in self.cache:
+            self.changed[path] = None
+        return None
+
+    def moved(self, path: str, strict: bool = False) -> bool:
+        """Whether `path` may differ from when its digest was taken in this build: its stat
+        changed (or, with `strict`, it was racy then, so only its content can tell)."""
+        seen = self._seen.get(path)
+        if seen is None:
+            return False
+        try:
+            now: StatKey | None = stat_key(os.stat(path))
+        except (FileNotFoundError, NotADirectoryError):
+            now = None
+        except OSError:
+            return True
+        return now != seen[0] or (strict and seen[1])
 
     def total_size(self, paths: list[str]) -> int:
         """Bytes in the files of `paths` as last seen (for fitting durations to input size)."""
@@ -102,3 +127,4 @@ class Digests:
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""
         self._now.pop(path, None)
+        self._seen.pop(path, None)
