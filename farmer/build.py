@@ -133,7 +133,6 @@ class _BuildHooks:
         self._last_eta = 0.0
         self._pending_traces: list[Trace] = []
         self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
-        self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
         self._pending_samples: list[Sample] = []
         self._last_flush = time.monotonic()
 
@@ -222,17 +221,6 @@ class _BuildHooks:
         return os.getloadavg()[0] <= self.opts.load
 
     # -- recording ---------------------------------------------------------------------
-
-    def _warn_changed_inputs(self, comp) -> None:
-        """An input that changed while the command ran: its trace keeps the digest from
-        before the run, so the computation is not up to date and runs again next build."""
-        digests = self.s.digests
-        for path, before in self._inputs_before.get(comp.index, ()):
-            if digests.moved(path, strict=True):
-                digests.forget(path)
-                if _digest_text(digests, path) != before:
-                    self.reporter.message(f"farmer: warning: input {path} changed while {comp.id} ran; "
-                                          "it will run again next build")
 
     def _warn_changed_inputs(self, comp) -> None:
         """An input that changed while the command ran: its trace keeps the digest from
