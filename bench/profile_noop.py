@@ -43,7 +43,7 @@ def main() -> int:
 
     d = (args.work / f"profile-n{args.size}{'-foreach' if args.foreach else ''}").resolve()
     prof = (args.prof or d.parent / f"{d.name}.prof").resolve()
-    env = dict(os.environ)
+    env = bench.farmer_env_base(args.work.resolve())
     env["PYTHONPATH"] = str(bench.REPO_ROOT) + (os.pathsep + env["PYTHONPATH"]
                                                 if env.get("PYTHONPATH") else "")
     build = [sys.executable, "-m", "farmer", "build", "-C", str(d), "-j", str(args.jobs), "all"]
@@ -85,7 +85,7 @@ def main() -> int:
     st = pstats.Stats(str(prof))
     st.strip_dirs().sort_stats(args.sort).print_stats(args.top)
     if args.sort == "cumulative":
-        print(f"--- top 10 by tottime ---")
+        print("--- top 10 by tottime ---")
         st.sort_stats("tottime").print_stats(10)
     return 0
 
