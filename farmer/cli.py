@@ -36,7 +36,7 @@ def _jobs(value: int | None) -> int:
         return default_jobs()
     if value < 1:
         raise UsageError(f"-j {value}: the number of jobs must be at least 1")
-    return value
+    return min(value, 4096)  # like make's unlimited -j; slots are lists, not unbounded
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,8 +62,8 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
     from farmer.build import BuildOptions, run_build
 
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds")
+    if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
+        raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     trace_file = os.path.abspath(trace_file) if trace_file else None
     spec, graph = _load(directory, farmfile, write_cache=not dry_run)
     live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run

@@ -7,6 +7,7 @@ table header and the key (`_Lines`), which is exact for the ordinary one-key-per
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ FARMER_KEYS = {"default"}
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
 _DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")  # parts of a dotted TOML key
+_MAX_SECONDS = 1e9  # cost and timeout: finite, and small enough for any timer
 _KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
 
 
@@ -150,6 +152,11 @@ class _Reader:
                 self.where.key(table, key),
                 f"{'.'.join(table)}.{key} must be {what} of at least {minimum}",
             )
+        if not integer and not (math.isfinite(value) and value <= _MAX_SECONDS):  # nan, inf
+            raise self.fail(
+                self.where.key(table, key),
+                f"{'.'.join(table)}.{key} must be a finite number of at most {_MAX_SECONDS:g}",
+            )
         return value
 
     def boolean(self, table: tuple[str, ...], key: str, value: object) -> bool:
@@ -206,6 +213,8 @@ def parse_text(path: Path, raw: bytes) -> Spec:
         raise UsageError(f"{path.name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError(f"{path.name}: invalid TOML: arrays or tables nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)).replace("\n", " ")
@@ -214,8 +223,28 @@ def parse_text(path: Path, raw: bytes) -> Spec:
     return parse(path, text, data)
 
 
+def _no_nul(r: _Reader, text: str, data: dict) -> None:
+    """No string can carry a NUL character to a path, a command line or the environment."""
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}" if where else k, v) for k, v in value.items())
+            bad = next((f"{where}.{k}" if where else k for k in value if "\0" in k), None)
+        elif isinstance(value, list):
+            stack.extend((where, v) for v in value)
+            bad = None
+        else:
+            bad = where if isinstance(value, str) and "\0" in value else None
+        if bad is not None:
+            line = next((n for n, l in enumerate(text.splitlines(), 1)
+                         if "\\u0000" in l or "\\U00000000" in l), None)
+            raise r.fail(line, f"{bad!r} contains a NUL character (\\u0000); remove it")
+
+
 def parse(path: Path, text: str, data: dict) -> Spec:
     r = _Reader(path, text)
+    _no_nul(r, text, data)
     r.known_keys((), data, TOP_KEYS)
     for key in TOP_KEYS:
         if key in data and not isinstance(data[key], dict):

@@ -24,6 +24,7 @@ from farmer.grains import hash_text
 from farmer.uptodate import action_fingerprint
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SKIP_DIRS = {".farmer", ".git"}
 _DRIVER = str(Path(__file__).with_name("worlds") / "driver.py")
 
@@ -111,7 +112,35 @@ def normalize(path: str, task: str, what: str) -> str:
     norm = os.path.normpath(path)
     if norm == ".." or norm.startswith("../"):
         raise UsageError(f"task {task!r}: {what} path {path!r} is outside the project root")
+    if _CONTROL.search(norm):
+        raise UsageError(f"task {task!r}: {what} path {path!r} contains a control character")
+    if len(norm) > 63 and any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in norm.split("/")):
+        raise UsageError(f"task {task!r}: {what} path {path!r} has a name longer than 255 bytes")
     return norm
+
+
+def check_inside(root: Path, comps: list[Computation]) -> None:
+    """What farmer writes (outputs' folders, and their removal when a computation fails)
+    stays inside the root, also through symlinks that exist when the graph is made."""
+    real_root = os.path.realpath(root)
+    inside: dict[str, bool] = {}  # directory -> whether it resolves inside the root
+
+    def leaves(path: str) -> bool:
+        parent = os.path.dirname(path)
+        ok = inside.get(parent)
+        if ok is None:
+            real = os.path.realpath(os.path.join(root, parent))
+            ok = inside[parent] = real == real_root or real.startswith(real_root + os.sep)
+        if ok and os.path.islink(os.path.join(root, path)):
+            real = os.path.realpath(os.path.join(root, path))
+            ok = real.startswith(real_root + os.sep)
+        return not ok
+
+    for comp in comps:
+        for path in comp.outputs + ([comp.depfile] if comp.depfile else []):
+            if leaves(path):
+                raise UsageError(f"task {comp.task!r}: output {path!r} leads outside the project "
+                                 "root through a symlink; declare a path inside the root")
 
 
 def list_files(root: Path | str, prefix: str) -> list[str]:
@@ -317,6 +346,8 @@ class _Resolver:
             raise UsageError(f"task {needed_by!r}: input @{name} names no task; declare [task.{name}] or fix the name")
         if name in self._refs:
             return self._refs[name]
+        if not self._resolving:
+            self._gather_first(name, needed_by)
         if name in self._resolving:
             chain = " -> ".join(self._resolving[self._resolving.index(name):] + [name])
             raise UsageError(f"@ references form a cycle: {chain}")
@@ -337,6 +368,36 @@ class _Resolver:
             self._resolving.pop()
         self._refs[name] = result
         return result
+
+    def _alias_refs(self, name: str) -> list[str]:
+        task = self.spec.tasks.get(name)
+        if task is None or task.cmd is not None or task.python is not None:
+            return []
+        return [raw[1:] for inst in self.by_task.get(name, []) for raw in inst.raw_inputs
+                if raw.startswith("@")]
+
+    def _gather_first(self, name: str, needed_by: str) -> None:
+        """Resolve the aliases that alias `name` gathers from, deepest first (an iterative
+        depth-first walk), so that resolving recurses at most one alias deep however long a
+        chain of `@` references is."""
+        path, post, done = [name], [], set()
+        stack = [iter(self._alias_refs(name))]
+        while stack:
+            for dep in stack[-1]:
+                if dep in self._refs or dep in done:
+                    continue
+                if dep in path:
+                    chain = " -> ".join(path[path.index(dep):] + [dep])
+                    raise UsageError(f"@ references form a cycle: {chain}")
+                path.append(dep)
+                stack.append(iter(self._alias_refs(dep)))
+                break
+            else:
+                stack.pop()
+                post.append(path.pop())
+                done.add(post[-1])
+        for dep in post[:-1]:
+            self.task_ref(dep, needed_by)
 
     def resolve(self, raw: str, task: str, own_outputs: set[str]) -> list[str]:
         if raw.startswith("@"):
@@ -420,6 +481,7 @@ def traverse(spec: Spec) -> Graph:
         comp.fingerprint = action_fingerprint(comp)
         comps.append(comp)
 
+    check_inside(spec.root, comps)
     mark_missing(comps, producer, spec.root)
     world_inputs = _world_inputs(spec, files, producer)
     for comp in comps:

@@ -103,7 +103,7 @@ class ProcessExecutor:
             return done
         deadlines = [r.deadline for r in self.by_pid.values() if r.deadline is not None]
         if deadlines:
-            until = max(0.0, min(deadlines) - time.monotonic())
+            until = min(max(0.0, min(deadlines) - time.monotonic()), 86400.0)  # select's limit
             timeout = until if timeout is None else min(timeout, until)
         if not self._use_pidfd:
             timeout = 0.05 if timeout is None else min(timeout, 0.05)
