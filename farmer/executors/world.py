@@ -17,70 +17,23 @@ and repeats until nothing new turns up.
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import shlex
-import signal
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from farmer.executors.process import log_path
 from farmer.farmfile import WorldSpec
 from farmer.scheduler import Outcome
 from farmer.traversal import Computation
+from farmer.worlds.link import Job, Proc, exit_code, killpg, spawn, status_text
 from farmer.worlds.manager import FifoDir, Futures, WorldTree
-from farmer.worlds.protocol import Decoder, ProtocolError, encode
+from farmer.worlds.protocol import ProtocolError
 
-_DRIVER = str(Path(__file__).resolve().parent.parent / "worlds" / "driver.py")
-_RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
-                  signal.SIGCHLD}
 _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
-_SEND_WAIT_S = 10.0  # a world that takes no command for this long is taken for hung
-
-
-@dataclass(slots=True)
-class Job:
-    comp: Computation
-    queued: float  # monotonic: when the scheduler started it
-    timeout: float | None
-    id: int = 0  # this attempt's job id
-    mode: str = "fork"
-    dispatched: float | None = None
-    deadline: float | None = None
-    pid: int | None = None  # the forked child, leader of its own process group
-    hits: int = 0  # deaths of a world this computation was running or waiting on
-    ran: bool = False  # sent to a world at least once: its log has its output
-    killed_for: str | None = None
-
-
-@dataclass(slots=True)
-class Proc:
-    """One process of a world; a restarted world is a new Proc."""
-
-    name: str
-    base: str  # FIFO paths without .in / .out
-    out_fd: int
-    parent: Proc | None
-    decoder: Decoder = field(default_factory=Decoder)
-    pid: int | None = None
-    pidfd: int | None = None
-    reaped: bool = False
-    in_fd: int | None = None
-    state: str = "starting"  # starting -> ready -> closing (close or exec sent) -> ended
-    closing_normally: bool = False
-    jobs: dict[int, Job] = field(default_factory=dict)  # sent to it, by job id
-    waiting: list[Job] = field(default_factory=list)  # until it is ready
-    pending_children: list[Proc] = field(default_factory=list)  # to fork once ready
-    forked_worlds: dict[int, Proc] = field(default_factory=dict)  # `world` job id -> child
-    spawn_job: int | None = None
-    kill_when_forked: bool = False
-    eof: bool = False
-    eof_at: float | None = None
-    status: str | None = None  # how it ended: "exit 3", "signal 9"
-    error: str | None = None  # what it did wrong, when it broke the protocol
 
 
 class WorldExecutor:
@@ -107,7 +60,6 @@ class WorldExecutor:
         self._next_id = 0
         self._logs_begun: set[str] = set()
         self._warned: set[str] = set()
-        self._use_pidfd = hasattr(os, "pidfd_open")
 
     # -- the executor protocol --------------------------------------------------------
 
@@ -132,8 +84,8 @@ class WorldExecutor:
         times = [j.deadline for p in self.procs for j in p.jobs.values()
                  if j.deadline is not None and j.killed_for is None]
         times += [p.eof_at + _STATUS_WAIT_S for p in self.procs if p.eof_at is not None]
-        if not self._use_pidfd and any(p.parent is None for p in self.procs):
-            times.append(time.monotonic() + 0.05)  # no pidfds: poll for exits
+        if any(p.parent is None and p.pidfd is None and not p.reaped for p in self.procs):
+            times.append(time.monotonic() + 0.05)  # no pidfd: poll for its exit
         return min(times, default=None)
 
     def tick(self) -> None:
@@ -144,8 +96,8 @@ class WorldExecutor:
                 if job.deadline is not None and now >= job.deadline and job.killed_for is None:
                     job.killed_for = f"timeout after {job.timeout:g} s"
                     self._kill_job(p, job)
-            if not self._use_pidfd and p.parent is None and p.pid and not p.reaped:
-                self._reap(p, block=False)
+            if p.parent is None and p.pidfd is None and p.pid and not p.reaped:
+                self._exited(p)
             if p.eof_at is not None and now >= p.eof_at + _STATUS_WAIT_S and p.state != "ended":
                 self._end(p)
 
@@ -159,13 +111,13 @@ class WorldExecutor:
             if not worlds and not jobs:
                 break
             for pid in [p.pid for p in worlds if p.pid] + list(jobs):
-                _killpg(pid)
+                killpg(pid)
                 killed.add(pid)
             deadline = time.monotonic() + 1.0
             for p in worlds:
                 # Once it is gone, everything it said is in its FIFO: a `forked` it wrote
                 # just before it died names a group to kill in the next round.
-                self._wait_gone(p, deadline)
+                p.wait_gone(deadline)
                 self._read(p)
         for p in list(self.procs):
             for job in [*p.jobs.values(), *p.waiting]:
@@ -229,7 +181,7 @@ class WorldExecutor:
         base = self.fifos.pair(name)
         # Our read end first: the world's open of its write end then does not block.
         out_fd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        proc = Proc(name, base, out_fd, parent)
+        proc = Proc(name, base, out_fd, parent, self.selector)
         self.selector.register(out_fd, selectors.EVENT_READ, lambda _fd, p=proc: self._read(p))
         self.current[name] = proc
         self.procs.append(proc)
@@ -255,26 +207,12 @@ class WorldExecutor:
         return str(path)
 
     def _spawn(self, proc: Proc) -> None:
-        import json
-
         node = self.tree.nodes[proc.name]
-        log = self._world_log(proc.name)
-        argv = [sys.executable, _DRIVER, "--serve", proc.base, "--world", proc.name,
-                "--root", self.root, "--setup", json.dumps(node.setup)]
-        proc.pid = os.posix_spawn(
-            sys.executable, argv, {**os.environ, **node.env},
-            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                          (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644),
-                          (os.POSIX_SPAWN_DUP2, 1, 2)],
-            setpgroup=0, setsigdef=_RESET_SIGNALS, setsigmask=())
-        if self._use_pidfd:
-            try:
-                proc.pidfd = os.pidfd_open(proc.pid)
-            except OSError:
-                self._use_pidfd = False
-            else:
-                self.selector.register(proc.pidfd, selectors.EVENT_READ,
-                                       lambda _fd, p=proc: self._exited(p))
+        spawn(proc, self.root, json.dumps(node.setup), {**os.environ, **node.env},
+              self._world_log(proc.name))
+        if proc.pidfd is not None:
+            self.selector.register(proc.pidfd, selectors.EVENT_READ,
+                                   lambda _fd, p=proc: self._exited(p))
 
     def _fork_world(self, parent: Proc, proc: Proc) -> None:
         node = self.tree.nodes[proc.name]
@@ -302,24 +240,13 @@ class WorldExecutor:
                 del self.current[proc.name]
 
     def _send(self, proc: Proc, kind: str, **fields: object) -> None:
-        if proc.in_fd is None or proc.error is not None:
-            return
-        data = memoryview(encode(kind, **fields))
-        deadline = time.monotonic() + _SEND_WAIT_S
+        if proc.error is not None:
+            return  # it is being killed; its EOF brings the retries
         try:
-            while data:
-                try:
-                    data = data[os.write(proc.in_fd, data):]
-                except BlockingIOError:
-                    import select
-
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not select.select([], [proc.in_fd], [], left)[1]:
-                        raise TimeoutError("it takes no commands") from None
-        except OSError as e:
-            # It is dead or hung: make sure it is dead; its EOF brings the retries.
+            proc.send(kind, **fields)
+        except OSError as e:  # dead or hung: make sure it is dead
             proc.error = f"cannot send it {kind}: {e.strerror or e}"
-            self._kill_proc(proc)
+            proc.kill()
 
     def _new_id(self) -> int:
         self._next_id += 1
@@ -330,30 +257,16 @@ class WorldExecutor:
     def _read(self, proc: Proc) -> None:
         if proc.eof:
             return
-        chunks = []
-        at_eof = False
-        while True:
-            try:
-                data = os.read(proc.out_fd, 65536)
-            except BlockingIOError:
-                break
-            if not data:
-                at_eof = True
-                break
-            chunks.append(data)
         try:
-            messages = proc.decoder.feed(b"".join(chunks))
-            if at_eof:
-                proc.decoder.eof()
-        except ProtocolError as e:
+            messages, at_eof = proc.read()
+        except ProtocolError as e:  # garbage: the world is broken, never waited for
             messages, at_eof = [], True
             proc.error = f"protocol error: {e}"
-            self._kill_proc(proc)
+            proc.kill()
         for msg in messages:
             self._handle(proc, msg)
         if at_eof and not proc.eof:
-            proc.eof = True
-            self.selector.unregister(proc.out_fd)  # a hung-up FIFO stays readable
+            proc.stop_reading()
             self._after_eof(proc)
 
     def _handle(self, proc: Proc, msg: dict) -> None:
@@ -364,11 +277,11 @@ class WorldExecutor:
             if job is not None:
                 job.pid = msg["pid"]
                 if job.killed_for is not None or self.stopping:
-                    _killpg(job.pid)
+                    killpg(job.pid)
             elif child is not None:
                 child.pid = msg["pid"]
                 if child.kill_when_forked or self.stopping:
-                    _killpg(child.pid)
+                    killpg(child.pid)
         elif self.stopping:
             return  # only pids matter now
         elif kind == "ready":
@@ -387,7 +300,7 @@ class WorldExecutor:
             proc.error = f"it could not read farmer's command: {msg['message']}"
         else:
             proc.error = f"protocol error: a world does not send {kind!r}"
-            self._kill_proc(proc)
+            proc.kill()
 
     def _ready(self, proc: Proc, msg: dict) -> None:
         if proc.state != "starting":
@@ -395,10 +308,10 @@ class WorldExecutor:
         proc.state = "ready"
         proc.pid = proc.pid or msg["pid"]
         try:
-            proc.in_fd = os.open(proc.base + ".in", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            proc.open_input()
         except OSError as e:
             proc.error = f"cannot open its input FIFO: {e.strerror}"
-            self._kill_proc(proc)
+            proc.kill()
             return
         if msg["threads"] > 1 and proc.name not in self._warned:
             self._warned.add(proc.name)
@@ -415,7 +328,7 @@ class WorldExecutor:
     def _done(self, proc: Proc, msg: dict) -> None:
         child = proc.forked_worlds.pop(msg["job"], None)
         if child is not None:  # a child world ended; its parent saw how
-            child.status = _status_text(msg["code"], msg["signal"])
+            child.status = status_text(msg["code"], msg["signal"])
             if child.state != "ended":
                 self._read(child)
                 self._end(child)
@@ -437,27 +350,9 @@ class WorldExecutor:
     # -- ends of worlds -----------------------------------------------------------------
 
     def _exited(self, proc: Proc) -> None:
-        """The pidfd of a root world fired: reap it, read what it left, end it."""
-        self._reap(proc, block=False)
-
-    def _reap(self, proc: Proc, block: bool) -> None:
-        if proc.reaped or proc.pid is None:
-            return
-        try:
-            pid, status = os.waitpid(proc.pid, 0 if block else os.WNOHANG)
-        except ChildProcessError:
-            pid, status = proc.pid, None
-        if pid == 0:
-            return
-        proc.reaped = True
-        if proc.pidfd is not None:
-            self.selector.unregister(proc.pidfd)
-            os.close(proc.pidfd)
-            proc.pidfd = None
-        if status is not None:
-            code = os.waitstatus_to_exitcode(status)
-            proc.status = proc.status or (f"signal {-code}" if code < 0 else f"exit {code}")
-        if proc.state != "ended":
+        """A root world's pidfd fired (or, without pidfds, a poll): once it is reaped, its
+        FIFO holds all it said; read that, then settle what depended on it."""
+        if proc.state != "ended" and proc.reap(block=False):
             self._read(proc)
             self._end(proc)
 
@@ -465,10 +360,11 @@ class WorldExecutor:
         if self.stopping:
             return  # `stop` reports and releases everything itself
         if proc.parent is None:
-            self._reap(proc, block=False)  # ends it when it is gone
+            if proc.reap(block=False):
+                self._end(proc)
         elif proc.closing_normally and not proc.jobs or proc.status is not None \
                 or proc.parent.state == "ended":
-            self._end(proc)
+            self._end(proc)  # a child world's status comes from its parent's `done`
         if proc.state != "ended":
             proc.eof_at = time.monotonic()  # the status may still come; `tick` ends it
 
@@ -479,7 +375,7 @@ class WorldExecutor:
         was_ready = proc.in_fd is not None
         normal = proc.closing_normally and not proc.jobs and proc.error is None
         if not normal:
-            self._kill_proc(proc)
+            proc.kill()
         self._release(proc)
         if normal or self.stopping:
             return
@@ -487,12 +383,11 @@ class WorldExecutor:
         retry: list[Job] = []
         for job in list(proc.jobs.values()):
             if job.pid is not None:
-                _killpg(job.pid)
+                killpg(job.pid)
             if job.mode == "exec" and job.killed_for is None and proc.status and not proc.error:
                 # The job ran in the world process itself: how the process ended is how the
                 # job ended, as for a fresh python3 (no retry).
-                code = _exit_code(proc.status)
-                self._report(job, False, proc.status, None, exit_code=code)
+                self._report(job, False, proc.status, None, exit_code=exit_code(proc.status))
             elif job.killed_for is not None:
                 self._report(job, False, job.killed_for, None)
             else:
@@ -514,7 +409,7 @@ class WorldExecutor:
 
     def _retry(self, proc: Proc, jobs: list[Job], why: str, was_ready: bool) -> None:
         before_ready = not was_ready
-        if before_ready:
+        if before_ready and jobs:  # (a world killed as no longer needed had no jobs)
             self.setup_deaths[proc.name] = self.setup_deaths.get(proc.name, 0) + 1
             if self.setup_deaths[proc.name] >= 2:
                 self.broken[proc.name] = why
@@ -533,29 +428,14 @@ class WorldExecutor:
         """Forget a process: its descriptors, FIFOs and (for a root world) its zombie."""
         if proc.state == "ended":
             return
-        if proc.parent is None and proc.pid is not None and not proc.reaped:
-            self._reap(proc, block=False)
-            if not proc.reaped:
-                _killpg(proc.pid)
-                self._reap(proc, block=True)
+        proc.close()
         proc.state = "ended"
-        if not proc.eof:
-            proc.eof = True
-            self.selector.unregister(proc.out_fd)
-        os.close(proc.out_fd)
-        if proc.in_fd is not None:
-            os.close(proc.in_fd)
-            proc.in_fd = None
-        if proc.pidfd is not None:
-            self.selector.unregister(proc.pidfd)
-            os.close(proc.pidfd)
-            proc.pidfd = None
+        proc.eof_at = None
         self.fifos.remove(proc.base)
         if proc in self.procs:
             self.procs.remove(proc)
         if self.current.get(proc.name) is proc:
             del self.current[proc.name]
-        proc.eof_at = None
 
     def _close_unneeded(self, world: str) -> None:
         for name in self.futures.closable(world):
@@ -570,7 +450,7 @@ class WorldExecutor:
             else:  # still setting up, and no longer needed
                 proc.state = "closing"
                 proc.error = proc.error or "no longer needed"
-                self._kill_proc(proc)
+                proc.kill()
                 if proc.parent is not None and proc.pid is None:
                     proc.kill_when_forked = True
                     if proc in proc.parent.pending_children:
@@ -579,34 +459,11 @@ class WorldExecutor:
 
     # -- kills and reports -------------------------------------------------------------
 
-    def _wait_gone(self, proc: Proc, deadline: float) -> None:
-        """Wait (until `deadline`) for a process we killed to be gone."""
-        if proc.parent is None:
-            self._reap(proc, block=True)
-            return
-        import select
-
-        try:
-            fd = os.pidfd_open(proc.pid)  # works for a process that is not our child
-        except (OSError, AttributeError, TypeError):
-            time.sleep(0.02)
-            return
-        try:
-            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        finally:
-            os.close(fd)
-
-    def _kill_proc(self, proc: Proc) -> None:
-        if proc.pid is not None:
-            _killpg(proc.pid)
-        else:
-            proc.kill_when_forked = True
-
     def _kill_job(self, proc: Proc, job: Job) -> None:
         if job.mode == "exec":
-            self._kill_proc(proc)  # the job is the world process itself
+            proc.kill()  # the job is the world process itself
         elif job.pid is not None:
-            _killpg(job.pid)
+            killpg(job.pid)
 
     def _fail_setup(self, job: Job, world: str) -> None:
         self._report(job, False, f"world {world} setup failed",
@@ -630,20 +487,3 @@ class WorldExecutor:
         if world is not None and not self.stopping:
             self._close_unneeded(world)
 
-
-def _status_text(code: int | None, sig: int | None) -> str:
-    return f"signal {sig}" if sig is not None else f"exit {code}"
-
-
-def _exit_code(status: str) -> int | None:
-    word, _, number = status.partition(" ")
-    if not number.isdigit():
-        return None
-    return -int(number) if word == "signal" else int(number)
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
