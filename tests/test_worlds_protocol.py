@@ -114,3 +114,21 @@ def test_fifo_dir_is_private_and_removed():
     path = d.path
     d.close()
     assert not os.path.exists(path)
+
+
+def test_fifo_dirs_of_killed_builds_are_swept(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f"farmer-worlds-{gone}-abc"
+    live = tmp_path / f"farmer-worlds-{os.getpid()}-abc"
+    stale.mkdir()
+    live.mkdir()
+    d = FifoDir()
+    d.pair("w")
+    assert not stale.exists() and live.exists()
+    assert os.path.dirname(d.path) == str(tmp_path)
+    d.close()

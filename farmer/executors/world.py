@@ -174,8 +174,10 @@ class WorldExecutor:
     def _ensure(self, name: str) -> Proc:
         """The process of world `name`, started (with its ancestors) if none is."""
         proc = self.current.get(name)
-        if proc is not None:
+        if proc is not None and proc.error is None:
             return proc
+        if proc is not None:  # being killed: its jobs come back through its end
+            del self.current[name]
         parent_name = self.tree.parent(name)
         parent = self._ensure(parent_name) if parent_name is not None else None
         base = self.fifos.pair(name)
