@@ -249,3 +249,38 @@ def test_failure_in_middle_of_chain_keeps_upstream(project):
     r = project.build()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "ran"}
+
+
+def test_without_k_running_work_is_waited_for(project):
+    project.farmfile(
+        """
+        [task.fails_fast]
+        outputs = ["out/f.txt"]
+        cmd = "sleep 0.1; exit 1"
+
+        [task.runs_on]
+        outputs = ["out/r.txt"]
+        cmd = "sleep 0.6 && echo r > {outputs}"
+        """
+    )
+    r = project.build("-j", "2")
+    assert r.returncode == 1, r
+    st = project.statuses()
+    assert st == {"out/f.txt": "failed", "out/r.txt": "ran"}, r
+    assert project.read("out/r.txt") == "r\n"
+
+
+def test_resource_figures_are_measured(project):
+    project.farmfile(
+        """
+        [task.burn]
+        outputs = ["out/burn.txt"]
+        cmd = "python3 -c 'import time; t = time.process_time(); x = bytearray(20000000)\\nwhile time.process_time() - t < 0.3: pass' && echo > {outputs}"
+        """
+    )
+    r = project.build()
+    assert r.returncode == 0, r
+    t = project.tasks()["out/burn.txt"]
+    assert t["cpu_s"] >= 0.2, t
+    assert t["max_rss_kb"] >= 20000, t
+    assert t["duration_s"] >= 0.25, t

@@ -451,3 +451,147 @@ def test_index_out_of_range_is_an_error(project):
     assert r.returncode == 2, r
     assert "Traceback" not in r.stderr, r
     assert "idx" in r.stderr, r
+
+
+def test_removed_foreach_source_drops_computation_and_consumer_reruns(project):
+    project.farmfile(
+        """
+        [task.parts]
+        foreach = "src/{p}.txt"
+        inputs = ["src/{p}.txt"]
+        outputs = ["parts/{p}.part"]
+        cmd = "cp {inputs} {outputs}"
+
+        [task.whole]
+        inputs = ["@parts"]
+        outputs = ["out/whole.txt"]
+        cmd = "cat {inputs} > {outputs}"
+        """
+    )
+    for name in ["a", "b", "c"]:
+        project.write(f"src/{name}.txt", f"{name}\n")
+    assert project.build().returncode == 0
+    project.remove("src/b.txt")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert set(project.statuses()) == {"parts/a.part", "parts/c.part", "out/whole.txt"}
+    assert project.statuses()["out/whole.txt"] == "ran"
+    assert project.read("out/whole.txt") == "a\nc\n"
+    project.write("src/d.txt", "d\n")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses()["parts/d.part"] == "ran"
+    assert project.statuses()["out/whole.txt"] == "ran"
+    assert project.read("out/whole.txt") == "a\nc\nd\n"
+
+
+def test_at_task_sorted_by_path_not_by_foreach_order(project):
+    project.farmfile(
+        """
+        [task.parts]
+        foreach = {n = ["2", "10", "1"]}
+        outputs = ["parts/{n}.part", "a-side/{n}.extra"]
+        cmd = "echo {n} > parts/{n}.part && echo x{n} > a-side/{n}.extra"
+
+        [task.whole]
+        inputs = ["@parts"]
+        outputs = ["out/whole.txt"]
+        cmd = "cat {inputs} > {outputs}"
+        """
+    )
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.read("out/whole.txt") == "x1\nx10\nx2\n1\n10\n2\n"
+
+
+# ------------------------------------------- the graph follows the files --
+
+def test_foreach_directory_created_later(project):
+    project.farmfile(
+        """
+        [task.objects]
+        foreach = "src/{stem}.c"
+        inputs = ["src/{stem}.c"]
+        outputs = ["build/{stem}.o"]
+        cmd = "cp {inputs} {outputs}"
+
+        [task.other]
+        outputs = ["out/other.txt"]
+        cmd = "echo o > {outputs}"
+        """
+    )
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses() == {"out/other.txt": "ran"}
+    project.write("src/a.c", "a\n")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses() == {"out/other.txt": "up-to-date", "build/a.o": "ran"}
+    project.write("src/deeper/b.c", "b\n")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses()["build/deeper/b.o"] == "ran"
+    project.write("src/deeper/c.c", "c\n")
+    r = project.build()
+    assert project.statuses()["build/deeper/c.o"] == "ran"
+
+
+def test_foreach_over_outputs_also_matches_extra_files(project):
+    project.farmfile(
+        """
+        [task.gen]
+        outputs = ["gen/one.txt"]
+        cmd = "echo 1 > {outputs}"
+
+        [task.up]
+        foreach = "gen/{n}.txt"
+        inputs = ["gen/{n}.txt"]
+        outputs = ["out/{n}.up"]
+        cmd = "cp {inputs} {outputs}"
+        """
+    )
+    assert project.build().returncode == 0
+    project.write("gen/handmade.txt", "h\n")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses() == {"gen/one.txt": "up-to-date", "out/one.up": "up-to-date",
+                                  "out/handmade.up": "ran"}
+
+
+def test_missing_input_created_after_error(project):
+    project.farmfile(
+        """
+        [task.needy]
+        inputs = ["src/later.txt"]
+        outputs = ["out/needy.txt"]
+        cmd = "cp {inputs} {outputs}"
+        """
+    )
+    assert_error(project.build(), "src/later.txt", "needy")
+    project.write("src/later.txt", "here now\n")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.read("out/needy.txt") == "here now\n"
+    project.remove("src/later.txt")
+    assert_error(project.build(), "src/later.txt", "needy")
+
+
+def test_recursive_glob_sees_new_deep_files(project):
+    project.farmfile(
+        """
+        [task.list]
+        inputs = ["src/**/*.txt"]
+        outputs = ["out/list.txt"]
+        cmd = "find src -name '*.txt' | sort > {outputs}"
+        """
+    )
+    project.write("src/x/y/deep.txt", "")
+    assert project.build().returncode == 0
+    project.write("src/x/y/deeper.txt", "")
+    r = project.build()
+    assert project.statuses() == {"out/list.txt": "ran"}, r
+    assert project.reasons()["out/list.txt"] == "inputs changed"
+    project.write("src/brand/new/dir/f.txt", "")
+    r = project.build()
+    assert project.statuses() == {"out/list.txt": "ran"}, r
+    assert "src/brand/new/dir/f.txt" in project.read("out/list.txt")

@@ -468,3 +468,125 @@ def test_foreach_over_outputs_of_foreach(project):
     assert set(project.statuses()) == {"mid/p.mid", "mid/q.mid", "out/p.fin", "out/q.fin"}
     assert project.read("out/q.fin") == "q\nq\n"
     assert project.build().started() == []
+
+
+def test_unrelated_farmfile_edits_rerun_nothing(chain):
+    assert chain.build().returncode == 0
+    chain.farmfile(
+        "# a comment at the top\n"
+        + CHAIN.replace('[task.c]', '[vars]\nunused = "x"\n\n[task.c]')
+        + """
+[task.newcomer]
+outputs = ["out/new.txt"]
+cmd = "echo new > {outputs}"
+"""
+    )
+    r = chain.build()
+    assert r.returncode == 0, r
+    assert chain.statuses() == {"out/a.txt": "up-to-date", "out/b.txt": "up-to-date",
+                                "out/c.txt": "up-to-date", "out/new.txt": "ran"}
+
+
+def test_scheduling_keys_do_not_change_the_fingerprint(chain):
+    assert chain.build().returncode == 0
+    changed = CHAIN.replace(
+        'cmd = "cat {inputs} {inputs} > {outputs}"',
+        'cmd = "cat {inputs} {inputs} > {outputs}"\ncost = 7\ncpus = 2\ntimeout = 100\npool = "p"',
+    )
+    chain.farmfile("[pools]\np = 1\n" + changed)
+    r = chain.build()
+    assert r.returncode == 0, r
+    assert set(chain.statuses().values()) == {"up-to-date"}, r
+
+
+def test_always_task_with_identical_output_does_not_rerun_consumers(project):
+    project.farmfile(
+        """
+        [task.probe]
+        outputs = ["out/probe.txt"]
+        always = true
+        cmd = "echo constant > {outputs}"
+
+        [task.use]
+        inputs = ["out/probe.txt"]
+        outputs = ["out/use.txt"]
+        cmd = "cp {inputs} {outputs}"
+        """
+    )
+    assert project.build().returncode == 0
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses() == {"out/probe.txt": "ran", "out/use.txt": "up-to-date"}
+
+
+def test_unicode_paths(project):
+    project.farmfile(
+        """
+        [task.u]
+        foreach = "src/{n}.txt"
+        inputs = ["src/{n}.txt"]
+        outputs = ["out/{n}.copy"]
+        cmd = "cp {inputs} {outputs}"
+        """
+    )
+    project.write("src/héllo wörld.txt", "ü\n")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.read("out/héllo wörld.copy") == "ü\n"
+    assert project.statuses() == {"out/héllo wörld.copy": "ran"}
+    assert project.build().started() == []
+
+
+def test_source_edited_during_the_build_is_rebuilt_next_time(project):
+    project.farmfile(
+        """
+        [task.a]
+        inputs = ["src/x.txt"]
+        outputs = ["out/a.txt"]
+        cmd = "cat {inputs} > {outputs}; touch started; while [ ! -e go ]; do sleep 0.02; done"
+        """
+    )
+    project.write("src/x.txt", "one\n")
+    p = project.popen("build")
+    assert project.wait_for("started"), "the command never started"
+    project.write("src/x.txt", "two, edited while building\n")  # the user saves during the build
+    project.write("go", "")
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, (out, err)
+    assert project.read("out/a.txt") == "one\n"
+    # out/a.txt was made from the old text: the next build must redo it
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses() == {"out/a.txt": "ran"}, r
+    assert project.reasons()["out/a.txt"] == "input src/x.txt changed"
+    assert project.read("out/a.txt") == "two, edited while building\n"
+
+
+def test_many_computations_progress_lines(project):
+    project.farmfile(
+        """
+        [task.many]
+        foreach = {n = ["00","01","02","03","04","05","06","07","08","09","10","11","12","13","14","15","16","17","18","19","20","21","22","23","24","25","26","27","28","29","30","31","32","33","34","35","36","37","38","39"]}
+        outputs = ["out/{n}.txt"]
+        cmd = "echo {n} > {outputs}"
+
+        [task.sum]
+        inputs = ["@many"]
+        outputs = ["out/sum.txt"]
+        cmd = "cat {inputs} | wc -l > {outputs}"
+        """
+    )
+    r = project.build("-j", "3")
+    assert r.returncode == 0, r
+    started = r.started()
+    assert len(started) == 41, r
+    assert len({s[3] for s in started}) == 41
+    assert {s[1] for s in started} == {41}
+    dones = [s[0] for s in started]
+    assert dones == sorted(dones), dones
+    assert dones[-1] == 40 and started[-1][3] == "out/sum.txt", r
+    assert project.read("out/sum.txt").strip() == "40"
+    assert r.summary()["ran"] == 41
+    lb = project.last_build()
+    assert lb["wall_s"] >= max(t["end_s"] for t in lb["tasks"]) - 0.05
+    assert project.build().started() == []

@@ -321,3 +321,94 @@ def test_python_task_env(project):
     r = project.build()
     assert r.returncode == 0, r
     assert project.read("out/t.txt") == "tv-out/t.txt"
+
+
+def test_world_not_started_when_nothing_needs_it(project):
+    project.farmfile(
+        """
+        [world.w]
+        setup = ["open('setup.log', 'a').write('setup\\\\n')"]
+
+        [task.t]
+        world = "w"
+        outputs = ["out/t.txt"]
+        python = '''-c "open('out/t.txt', 'w').write('t')"'''
+
+        [task.shell]
+        outputs = ["out/s.txt"]
+        cmd = "echo s > {outputs}"
+        """
+    )
+    assert project.build().returncode == 0
+    assert project.exists("setup.log")
+    project.remove("setup.log")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert r.started() == []
+    assert not project.exists("setup.log")
+    project.remove("out/s.txt")
+    assert project.build("shell").returncode == 0
+    assert not project.exists("setup.log")
+
+
+WORLD_KILLER = """
+[world.fragile]
+setup = ["import os, signal", "WORLD_PID = os.getpid()"]
+
+[task.victim]
+world = "fragile"
+outputs = ["out/victim.txt"]
+cost = 10
+python = "kill_world.py {outputs}"
+
+[task.sibling]
+world = "fragile"
+outputs = ["out/sibling.txt"]
+cost = 0.1
+python = "-c \\"open('out/sibling.txt', 'w').write('sib')\\""
+"""
+# With -j 1 and these costs the victim runs first while the sibling still waits, so the
+# victim runs in a fork of the world process (not in the world process itself) and what
+# dies is the world: SPEC section 1, "A world process that dies makes its running and waiting
+# tasks retry once on a restarted world, then fail with a clear error naming the world".
+
+
+def test_world_death_retries_on_restarted_world(project):
+    project.farmfile(WORLD_KILLER)
+    project.write(
+        "kill_world.py",
+        """\
+        import os, signal, sys
+        if not os.path.exists("killed-once"):
+            open("killed-once", "w").close()
+            os.kill(WORLD_PID, signal.SIGKILL)
+        open(sys.argv[1], "w").write("survived")
+        """,
+    )
+    r = project.build("-j", "1")
+    assert r.returncode == 0, r
+    assert project.read("out/victim.txt") == "survived"
+    assert project.read("out/sibling.txt") == "sib"
+    assert project.statuses() == {"out/victim.txt": "ran", "out/sibling.txt": "ran"}
+
+
+def test_world_that_keeps_dying_fails_naming_the_world(project):
+    from conftest import wait_no_process_in
+    project.farmfile(WORLD_KILLER)
+    project.write(
+        "kill_world.py",
+        """\
+        import os, signal, sys
+        os.kill(WORLD_PID, signal.SIGKILL)
+        open(sys.argv[1], "w").write("never")
+        """,
+    )
+    r = project.build("-j", "1", "-k")
+    assert r.returncode == 1, r
+    t = project.tasks()["out/victim.txt"]
+    assert t["status"] == "failed"
+    assert "fragile" in t["reason"] or "fragile" in r.output, r
+    assert not project.exists("out/victim.txt")
+    assert project.statuses()["out/sibling.txt"] == "ran"
+    assert "Traceback" not in r.stdout + r.stderr
+    assert wait_no_process_in(project, timeout=2) == []

@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import time
@@ -83,15 +84,22 @@ def test_lock_held_by_running_build(project):
 
 # ------------------------------------------------------------- interrupts --
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
-                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
-def test_interrupt_stops_build(project, sig, code):
+@pytest.mark.parametrize(
+    "sig,code,group",
+    [(signal.SIGINT, 130, False), (signal.SIGINT, 130, True), (signal.SIGTERM, 143, False),
+     (signal.SIGHUP, 129, False)],
+    ids=["SIGINT", "SIGINT-to-group", "SIGTERM", "SIGHUP"],
+)
+def test_interrupt_stops_build(project, sig, code, group):
     sleep = project.unique_sleep(30)
     slow_farmfile(project, sleep)
     p = start_and_wait(project, "-j", "2")
     assert pids_matching(sleep), "the sleep should be running"
     t0 = time.monotonic()
-    p.send_signal(sig)
+    if group:  # like ^C on a terminal: the whole foreground process group
+        os.killpg(p.pid, sig)
+    else:
+        p.send_signal(sig)
     try:
         out, err = p.communicate(timeout=10)
     except subprocess.TimeoutExpired:
@@ -108,7 +116,9 @@ def test_interrupt_stops_build(project, sig, code):
     assert t["out/slow.txt"]["status"] == "failed"
     assert t["out/slow.txt"]["reason"] == "interrupted"
     assert t["out/quick.txt"]["status"] == "ran"
-    assert not project.exists("out/slow.txt")
+    assert not project.exists("out/slow.txt")  # outputs of the killed computation are deleted
+    last = [l for l in out.splitlines() if l.strip()][-1]
+    assert last.startswith("farmer: ") and re.search(r"\bfailed\D{0,3}1\b", last), out
 
 
 def test_interrupt_keeps_traces_of_finished_work(project):

@@ -345,3 +345,27 @@ def test_plan_simulate_text(project):
     assert re.search(r"makespan", r.stdout, re.I), r
     assert re.search(r"critical path", r.stdout, re.I), r
     assert not project.exists("out")
+
+
+def test_output_target_with_leading_dot_slash(proj):
+    r = proj.build("./out/2.sq")
+    assert r.returncode == 0, r
+    assert built(proj) == {"out/2.sq"}
+
+
+def test_dry_run_when_up_to_date_lists_nothing(proj):
+    assert proj.build().returncode == 0
+    r = proj.build("-n")
+    assert r.returncode == 0, r
+    for i in ALL:
+        assert i not in r.stdout, r
+
+
+def test_plan_from_scratch_after_build(proj):
+    assert proj.build().returncode == 0
+    r = proj.farmer("plan", "--json")
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout)["to_run"] == []
+    r = proj.farmer("plan", "--from-scratch", "--json")
+    assert r.returncode == 0, r
+    assert {t["id"] for t in json.loads(r.stdout)["to_run"]} == ALL
