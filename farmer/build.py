@@ -73,7 +73,7 @@ class Session:
     digests: Digests
     traces: dict[str, Trace]
     selected: list[int]
-    worlds: dict[str, str]
+    worlds: dict[str, str]  # world fingerprints, taken when first needed
     verdicts: dict[int, str | None] = field(default_factory=dict)
 
     def check(self, i: int) -> str | None:
@@ -88,8 +88,21 @@ class Session:
         comp = self.graph.computations[i]
         if comp.kind is None:
             return None
-        world = self.worlds.get(comp.world) if comp.world else None
-        return out_of_date(comp, self.traces.get(comp.id), world, self.digests)
+        return out_of_date(comp, self.traces.get(comp.id), self.world_fingerprint(comp.world),
+                           self.digests)
+
+    def world_fingerprint(self, name: str | None) -> str | None:
+        if name is None:
+            return None
+        if not self.worlds:
+            self.worlds = fingerprints(self.spec, self.digests)
+        return self.worlds[name]
+
+    def outputs_written(self, paths: list[str]) -> None:
+        """A world whose input was just rebuilt has a new fingerprint."""
+        if self.worlds and any(os.path.normpath(i) in paths
+                               for w in self.spec.worlds.values() for i in w.inputs):
+            self.worlds = {}
 
     def plan(self) -> dict[int, str]:
         return plan(self.graph.computations, self.selected, self.check)
@@ -109,8 +122,7 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
     for warning in state.warnings:
         print(f"farmer: warning: {warning}", file=sys.stderr)
     digests = Digests(state.stat_cache())
-    worlds = fingerprints(spec, digests) if spec.worlds else {}
-    return Session(spec, graph, state, digests, state.traces(), selected, worlds)
+    return Session(spec, graph, state, digests, state.traces(), selected, {})
 
 
 class _BuildHooks:
@@ -193,6 +205,7 @@ class _BuildHooks:
         if outcome.ok:
             self._warn_changed_inputs(comp)
             self._record(comp, outcome, outputs)
+            self.s.outputs_written(comp.outputs)
             if output:
                 self.reporter.message(output)
         else:
@@ -257,7 +270,7 @@ class _BuildHooks:
             _unlink(comp.rspfile)
         self._pending_traces.append(Trace(
             comp.id, comp.fingerprint,
-            self.s.worlds.get(comp.world) if comp.world else None, inputs, discovered, outputs))
+            self.s.world_fingerprint(comp.world), inputs, discovered, outputs))
         self._pending_samples.append(Sample(
             comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
             outcome.max_rss_kb, digests.total_size(comp.inputs)))

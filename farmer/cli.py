@@ -18,14 +18,26 @@ def _project_options(f):
                      help="The Farmfile, relative to -C DIR (default: Farmfile).")(f)
     f = click.option("-C", "directory", default=None, metavar="DIR",
                      help="Change to DIR before anything else.")(f)
+    f = click.option("--ninja", is_flag=True, expose_value=False, callback=_remember_ninja,
+                     help="Read FARMFILE as a ninja manifest (default -f: build.ninja).")(f)
     return f
+
+
+def _remember_ninja(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta["farmer.ninja"] = value
+    return value
 
 
 def _load(directory: str | None, farmfile: str, write_cache: bool = False):
     """Read the Farmfile and traverse it; the project root becomes the working directory."""
-    from farmer import project
+    from farmer import ninja, project
 
     project.enter(directory)
+    meta = click.get_current_context().meta
+    if meta.get("farmer.ninja") or ninja.is_manifest(farmfile):
+        # A ninja manifest (docs/ninja.md): `-f build.ninja`, or `--ninja`.
+        meta["farmer.ninja_loaded"] = True
+        return ninja.load(Path("build.ninja" if farmfile == "Farmfile" else farmfile).absolute())
     return project.load(Path(farmfile).absolute(), write_cache)
 
 
@@ -70,6 +82,12 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
     opts = BuildOptions(targets=list(targets), jobs=_jobs(jobs), load=load, keep_going=keep_going,
                         dry_run=dry_run, explain=explain, no_worlds=no_worlds, timeout=timeout,
                         live=live, trace_file=trace_file)
+    if click.get_current_context().meta.get("farmer.ninja_loaded") and not dry_run:
+        from farmer import ninja  # as ninja: remake the manifest first when an edge makes it
+
+        spec, graph, code = ninja.regenerate(spec, graph, opts)
+        if code:
+            sys.exit(code)
     sys.exit(run_build(spec, graph, opts))
 
 
@@ -81,7 +99,7 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
 @click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (SPEC section 4).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
-              help="With --simulate: write the simulated schedule as Chrome trace-event JSON.")
+              help="Write the simulated schedule as Chrome trace-event JSON to FILE.")
 def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
     """What a build would run and why, in the order the scheduler would consider it."""
     from farmer.build import run_plan
@@ -133,7 +151,7 @@ def main() -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
-        print(f"farmer: error: {e.format_message()}; see farmer --help", file=sys.stderr)
+        print(f"farmer: error: {e.format_message().rstrip('.')}; see farmer --help", file=sys.stderr)
         sys.exit(2)
     except click.exceptions.Abort:
         sys.exit(130)

@@ -69,6 +69,7 @@ class Spec:
     pools: dict[str, int]
     worlds: dict[str, WorldSpec]
     tasks: dict[str, TaskSpec]
+    default_line: int | None = None  # where `default` is written, for errors after traversal
 
 
 class _Lines:
@@ -279,17 +280,8 @@ def parse(path: Path, text: str, data: dict) -> Spec:
     for name, body in data.get("task", {}).items():
         tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
 
-    if default is not None:
-        for target in default:
-            if target.startswith("@"):
-                target = target[1:]
-            if target not in tasks and "/" not in target and "." not in target:
-                raise r.fail(
-                    r.where.key(("farmer",), "default"),
-                    f"default target {target!r} is not a task; declare [task.{target}] or fix the name",
-                )
     return Spec(path=path, root=path.parent, default=default, vars=variables, pools=pools,
-                worlds=worlds, tasks=tasks)
+                worlds=worlds, tasks=tasks, default_line=r.where.key(("farmer",), "default"))
 
 
 def _world(r: _Reader, name: str, body: object) -> WorldSpec:

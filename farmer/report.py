@@ -67,7 +67,8 @@ class PlainReporter:
         self.out = out
 
     def started(self, comp: Computation, done: int, total: int) -> None:
-        self.out.write(f"[{done}/{total}] {comp.task} {comp.id}\n")
+        label = comp.description or f"{comp.task} {comp.id}"  # a ninja rule's description
+        self.out.write(f"[{done}/{total}] {label}\n")
         self.out.flush()
 
     def message(self, text: str) -> None:
@@ -112,7 +113,7 @@ class LiveReporter:
                      Text(f"{self.done}/{self.total}{eta}"))
         rows = [head]
         for comp in self.running[:8]:
-            rows.append(Text(f"  {comp.task} {comp.id}", overflow="ellipsis", no_wrap=True))
+            rows.append(Text(f"  {comp.description or f'{comp.task} {comp.id}'}", overflow="ellipsis", no_wrap=True))
         if len(self.running) > 8:
             rows.append(Text(f"  ... and {len(self.running) - 8} more"))
         return Group(*rows)
@@ -137,6 +138,9 @@ def write_json_atomically(path: Path, data: dict) -> None:
     """Readers see the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # as an ordinary file would be, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w") as f:
             # dumps without indent runs the C encoder; dump() never does.

@@ -119,9 +119,9 @@ def plan_text(p: Prediction, comps: list[Computation], total: int, simulated: bo
     lines += [
         "",
         f"predicted makespan  {p.makespan_s:8.2f} s",
-        f"critical path       {p.critical_path_s:8.2f} s  "
-        + " -> ".join(comps[i].id for i in p.critical_path[:12])
-        + (" -> ..." if len(p.critical_path) > 12 else ""),
+        (f"critical path       {p.critical_path_s:8.2f} s  "
+         + " -> ".join(comps[i].id for i in p.critical_path[:12])
+         + (" -> ..." if len(p.critical_path) > 12 else "")).rstrip(),
         f"total work          {p.total_work_s:8.2f} s",
         f"lower bound         {p.lower_bound_s:8.2f} s  = max(critical path, work / {p.jobs})",
     ]

@@ -62,6 +62,7 @@ class Computation:
     rspfile: str | None = None  # written with rspfile_content before the run, deleted after
     rspfile_content: str | None = None
     optional_outputs: bool = False  # an output missing after a run is no failure: it reruns
+    console: bool = False  # runs on the terminal (stdin/stdout), not into its log
 
     def argv(self) -> list[str]:
         """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
@@ -459,7 +460,8 @@ def traverse(spec: Spec) -> Graph:
             depfile = normalize(
                 _render(task.depfile, task, inst.wildcards, file_scope, spec.vars, False, "depfile"),
                 task.name, "depfile")
-        file_scope["depfile"] = [depfile] if depfile else []
+        if depfile:
+            file_scope["depfile"] = [depfile]  # without one, {depfile} is an error
         kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
         text = task.cmd if task.cmd is not None else task.python
         action = _render(text, task, inst.wildcards, file_scope, spec.vars, True, kind) if text is not None else None
@@ -495,6 +497,12 @@ def traverse(spec: Spec) -> Graph:
     for name in spec.tasks:
         by_task.setdefault(name, [])
     order = _topological_order(comps)
+    for target in spec.default or []:
+        name = target[1:] if target.startswith("@") else target
+        if name not in by_task and os.path.normpath(target) not in producer and target not in by_id:
+            at = f"{spec.path.name}:{spec.default_line}" if spec.default_line else spec.path.name
+            raise UsageError(f"{at}: default target {target!r} is not a task, a declared output "
+                             "or a computation id; fix the name in [farmer] default")
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
                  order=order, by_id=by_id, listings=files.digests())
 

@@ -9,6 +9,7 @@ import pytest
 
 from farmer import farmfile
 from farmer.errors import UsageError
+from farmer.traversal import traverse
 
 
 def write(tmp_path, *lines: str):
@@ -283,9 +284,18 @@ def test_default_must_be_list_of_strings(tmp_path):
 
 
 def test_default_naming_no_task(tmp_path):
-    msg = error(tmp_path, '[farmer]', 'default = ["ap"]', '[task.app]', 'cmd = "true"')
+    # Output paths are known only after the traversal, so that is where default is checked.
+    spec = load(tmp_path, '[farmer]', 'default = ["ap"]', '[task.app]', 'outputs = ["app"]', 'cmd = "true"')
+    with pytest.raises(UsageError) as info:
+        traverse(spec)
+    msg = str(info.value)
     assert at_line(msg, 2), msg
     assert "'ap'" in msg
+
+
+def test_default_may_name_an_output_path(tmp_path):
+    spec = load(tmp_path, '[farmer]', 'default = ["app"]', '[task.link]', 'outputs = ["app"]', 'cmd = "true"')
+    assert traverse(spec).producer == {"app": 0}
 
 
 def test_world_setup_must_be_list(tmp_path):

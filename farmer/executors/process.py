@@ -41,6 +41,7 @@ class _Running:
     deadline: float | None
     timeout: float | None
     killed_for: str | None = None
+    group: bool = True  # leads its own process group (not a console-pool command)
 
 
 class ProcessExecutor:
@@ -69,15 +70,19 @@ class ProcessExecutor:
         log = log_path(self.logs, comp.id)
         argv = comp.argv()
         env = {**self._env, **comp.env} if comp.env else self._env
+        # ninja's console pool: the terminal's stdin/stdout/stderr, in farmer's process group.
+        console = comp.console
+        if console:
+            log.write_bytes(b"")
         try:
             pid = os.posix_spawnp(
                 argv[0], argv, env,
-                file_actions=[
+                file_actions=[] if console else [
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
                     (os.POSIX_SPAWN_DUP2, 1, 2),
                 ],
-                setpgroup=0,
+                **({} if console else {"setpgroup": 0}),
                 setsigdef=_RESET_SIGNALS,
                 setsigmask=(),
             )
@@ -92,7 +97,8 @@ class ProcessExecutor:
                 pidfd = os.pidfd_open(pid)
             except OSError:
                 self._use_pidfd = False  # old kernel: fall back to SIGCHLD on the wake-up fd
-        run = _Running(comp.index, pid, pidfd, now, now + timeout if timeout else None, timeout)
+        run = _Running(comp.index, pid, pidfd, now, now + timeout if timeout else None, timeout,
+                       group=not console)
         self.by_pid[pid] = run
         if pidfd is not None:
             self.selector.register(pidfd, selectors.EVENT_READ, run)
@@ -136,7 +142,10 @@ class ProcessExecutor:
 
     def _kill(self, run: _Running) -> None:
         try:
-            os.killpg(run.pid, signal.SIGKILL)
+            if run.group:
+                os.killpg(run.pid, signal.SIGKILL)
+            else:
+                os.kill(run.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self._reap(run, block=True)
@@ -163,7 +172,8 @@ class ProcessExecutor:
         else:
             ok, reason = False, f"exit {code}"
         self._finished.append(Outcome(
-            index=run.index, ok=ok, reason=reason, exit_code=code,
+            index=run.index, ok=ok, reason=reason,
+            exit_code=code if code is not None and code >= 0 else None,  # a signal is no exit
             start_s=run.start - self.t0, end_s=end - self.t0,
             cpu_s=(usage.ru_utime + usage.ru_stime) if usage else None,
             max_rss_kb=usage.ru_maxrss if usage else None,
