@@ -1,0 +1,113 @@
+"""build.ninja support: `farmer build -f build.ninja` (or `--ninja`).
+
+`load` reads a ninja manifest (lexer.py, parser.py) into the same graph of computations a
+Farmfile gives (graph.py), so the scheduler, state, reports, plan, graph, query and clean
+work unchanged. `regenerate` does what ninja does before a build: when the manifest is
+itself the output of an edge (CMake's re-run rule), it brings that edge up to date first and
+reads the manifest again. See docs/ninja.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from farmer.farmfile import Spec
+from farmer.traversal import Graph
+
+_MAX_REGENERATIONS = 3
+
+
+def is_manifest(name: str) -> bool:
+    return name.endswith(".ninja")
+
+
+def load(path: Path) -> tuple[Spec, Graph]:
+    """Read the manifest at `path` and make its graph; the manifest's directory becomes the
+    working directory, as with `ninja -C`."""
+    from farmer.ninja.graph import build_graph
+    from farmer.ninja.parser import parse_manifest, warn
+
+    manifest = parse_manifest(path)
+    warn(manifest)
+    os.chdir(manifest.root)
+    return build_graph(manifest)
+
+
+def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
+    """Bring the manifest up to date when an edge makes it, and read it again when that edge
+    ran. Returns the (new) spec and graph and the exit code of the regeneration (0: go on)."""
+    from farmer.build import run_build
+
+    name = spec.path.name
+    for _ in range(_MAX_REGENERATIONS):
+        i = graph.producer.get(name)
+        if i is None or graph.computations[i].kind is None:
+            break
+        to_run = _plan(spec, graph, name)
+        if i in to_run and to_run[i] == "never built" and _adopt(spec, graph, i):
+            to_run = _plan(spec, graph, name)
+        if not to_run:
+            break
+        code = run_build(spec, graph, dataclasses.replace(opts, targets=[name], trace_file=None))
+        if code != 0:
+            return spec, graph, code
+        spec, graph = load(spec.path)
+        # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
+        j = graph.producer.get(name)
+        if j is not None and graph.computations[j].kind is not None:
+            _adopt(spec, graph, j, ran=True)
+    return spec, graph, 0
+
+
+def _plan(spec: Spec, graph: Graph, target: str) -> dict[int, str]:
+    from farmer.build import open_session
+
+    session = open_session(spec, graph, spec.root / ".farmer", [target], readonly=True)
+    try:
+        return session.plan()
+    finally:
+        session.state.close()
+
+
+def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
+    """A generator edge farmer never ran (the user ran cmake) whose outputs are all newer than
+    its inputs, as ninja judges it, is taken as built: its trace is recorded now, so the first
+    build does not rerun the generator. Its inputs must be source files (or phony aliases).
+    `ran`: the edge just ran (in the manifest before this one): record it as it is now."""
+    from farmer.grains import Digests, NotAFile
+    from farmer.lock import ProjectLock
+    from farmer.state import State, Trace
+
+    comps = graph.computations
+    comp = comps[i]
+    if not ran:
+        if not comp.generator or any(comps[p].kind is not None for p in comp.producers):
+            return False
+        try:
+            oldest_output = min(os.stat(p).st_mtime_ns for p in comp.outputs)
+            newest_input = max((os.stat(p).st_mtime_ns for p in comp.inputs), default=0)
+        except (OSError, ValueError):
+            return False
+        if newest_input > oldest_output:
+            return False
+    farmer_dir = spec.root / ".farmer"
+    with ProjectLock(farmer_dir):
+        state = State(farmer_dir)
+        try:
+            digests = Digests(state.stat_cache())
+
+            def digest(path: str) -> str:
+                try:
+                    return digests.digest(path) or "missing"
+                except NotAFile:
+                    return "not-a-file"
+
+            trace = Trace(comp.id, comp.fingerprint, None,
+                          [(p, digest(p)) for p in comp.inputs], [],
+                          [(p, digest(p)) for p in comp.outputs])
+            state.save([trace], [], [], digests.changed)
+        finally:
+            state.close()
+    return True
