@@ -595,3 +595,14 @@ def test_recursive_glob_sees_new_deep_files(project):
     r = project.build()
     assert project.statuses() == {"out/list.txt": "ran"}, r
     assert "src/brand/new/dir/f.txt" in project.read("out/list.txt")
+
+
+def test_depfile_name_without_depfile_is_an_error(project):
+    project.farmfile(
+        """
+        [task.nodep]
+        outputs = ["out/x.txt"]
+        cmd = "echo {depfile} > {outputs}"
+        """
+    )
+    assert_error(project.build(), "nodep", "depfile")

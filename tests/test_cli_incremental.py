@@ -40,6 +40,7 @@ def test_first_build_runs_everything(chain):
     assert set(chain.reasons().values()) == {"never built"}
     s = r.summary()
     assert s == {"ran": 3, "up to date": 0, "cached": 0, "failed": 0, "skipped": 0}, r
+    assert "critical path" in r.summary_line(), r
 
 
 def test_plain_output_one_line_per_started_computation(chain):

@@ -53,6 +53,17 @@ def test_console_entry_point_version(tmp_path):
     assert "0.1.0" in cp.stdout
 
 
+def test_installed_console_script_version(tmp_path):
+    import shutil
+    exe = shutil.which("farmer")
+    if exe is None:
+        pytest.skip("the farmer console script is not installed")
+    cp = subprocess.run([exe, "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                        stdin=subprocess.DEVNULL, env=farmer_env())
+    assert cp.returncode == 0, cp
+    assert "0.1.0" in cp.stdout
+
+
 # ------------------------------------------------------------------ query --
 
 def test_query_output_path(proj):

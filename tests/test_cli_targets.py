@@ -169,6 +169,23 @@ def test_dash_f_relative_to_dash_C(project, tmp_path):
     assert project.read("sub/out/alt.txt") == "sub input\n"
 
 
+def test_dash_f_in_subdirectory_sets_the_root(project):
+    project.farmfile(
+        """
+        [task.alt]
+        inputs = ["in.txt"]
+        outputs = ["out/alt.txt"]
+        cmd = "cp {inputs} {outputs}"
+        """,
+        name="sub/alt.farm",
+    )
+    project.write("sub/in.txt", "sub input\n")
+    r = project.build("-f", "sub/alt.farm")
+    assert r.returncode == 0, r
+    assert project.read("sub/out/alt.txt") == "sub input\n"
+    assert project.exists("sub/.farmer/last-build.json")
+
+
 def test_dash_C_missing_directory(project, tmp_path):
     r = project.build("-C", "does-not-exist", cwd=tmp_path)
     assert_error(r, "does-not-exist")
