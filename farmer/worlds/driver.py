@@ -20,10 +20,12 @@ can kill a task with whatever it started, without killing the world.
 from __future__ import annotations
 
 import atexit
+import gc
 import io
 import json
 import linecache
 import os
+import pkgutil  # noqa: F401 - runpy.run_path imports it; once in the world, not per fork
 import runpy
 import selectors
 import signal
@@ -206,6 +208,9 @@ class World:
             os._exit(1)
         sys.argv = saved_argv
         _flush_std()
+        # The setup's objects never change again here: out of the collector's sight, a fork's
+        # collections do not touch (and so copy) every page of them.
+        gc.freeze()
         threads = 1
         if "threading" in sys.modules:
             import threading

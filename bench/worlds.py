@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Worlds benchmark: many small Python steps that share an expensive start.
+
+    python bench/worlds.py [--tasks 50] [--jobs 2] [--repeat 3]
+                           [--workload imports,dataset] [--dataset-mb 100] [--out FILE.md]
+
+Each workload is N small analyses (one per output) run by the same script, three ways,
+with the same -j:
+
+  farmer   `farmer build -j J`: the world's setup pays the expensive start once, every
+           analysis is a fork of it (the last one runs in the world itself)
+  fresh    `farmer build -j J --no-worlds`: every analysis a fresh python3 that runs the
+           world's setup first
+  make     `make -j J`: every analysis a fresh `python3 SCRIPT` (the script imports or
+           loads what it needs itself)
+
+Workloads:
+  imports  the script imports numpy, networkx and rich (console, table, markdown, syntax:
+           pygments comes with it), then analyses a small random graph and renders a table
+  dataset  the script loads a generated JSON dataset (~--dataset-mb MB) and aggregates a
+           slice of it; the world loads it once in setup
+
+The script is written the way a worlds user writes one: it imports (a no-op in a world,
+where the module is in sys.modules already) and loads the dataset only when the world
+has not (`if "DATA" not in globals()`), so it runs unchanged under make.
+
+Every timed run is a clean build (out/ and .farmer/ removed); the figure is the median
+wall time (perf_counter around the tool's process). All three must write byte-identical
+outputs, which is checked. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+
+IMPORTS_SCRIPT = '''\
+import io, sys
+import numpy as np
+import networkx as nx
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.syntax import Syntax
+from rich.table import Table
+
+i, out = int(sys.argv[1]), sys.argv[2]
+g = nx.gnm_random_graph(150, 600, seed=i)
+central = nx.degree_centrality(g)
+clustering = nx.clustering(g)
+top = sorted(central, key=lambda n: (-central[n], n))[:5]
+degrees = np.array([d for _, d in g.degree()])
+table = Table(title=f"graph {i}")
+for col in ("node", "centrality", "clustering"):
+    table.add_column(col)
+for n in top:
+    table.add_row(str(n), f"{central[n]:.4f}", f"{clustering[n]:.4f}")
+console = Console(file=io.StringIO(), width=80, color_system=None)
+console.print(table)
+console.print(f"mean degree {degrees.mean():.3f}, components {nx.number_connected_components(g)}")
+with open(out, "w") as f:
+    f.write(console.file.getvalue())
+'''
+
+IMPORTS_SETUP = [
+    "import numpy, networkx",
+    "import rich.console, rich.markdown, rich.syntax, rich.table",
+]
+
+DATASET_SCRIPT = '''\
+import json, sys
+
+if "BY_GROUP" not in globals():  # in a world, setup has loaded and indexed it already
+    with open("data/dataset.json") as f:
+        DATA = json.load(f)
+    BY_GROUP = {}
+    for r in DATA["rows"]:
+        BY_GROUP.setdefault(r["group"], []).append(r)
+
+i, out = int(sys.argv[1]), sys.argv[2]
+rows = BY_GROUP[i]
+total = sum(r["value"] for r in rows)
+best = max(rows, key=lambda r: (r["value"], r["id"]))
+with open(out, "w") as f:
+    f.write(f"group {i}: {len(rows)} rows, total {total:.3f}, best {best['id']} {best['tag']}\\n")
+'''
+
+DATASET_SETUP = [
+    "import json",
+    "DATA = json.load(open('data/dataset.json'))",
+    "BY_GROUP = {}",
+    "for r in DATA['rows']: BY_GROUP.setdefault(r['group'], []).append(r)",
+]
+
+
+def write_project(work: Path, workload: str, tasks: int, dataset_mb: int) -> None:
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    script = IMPORTS_SCRIPT if workload == "imports" else DATASET_SCRIPT
+    setup = IMPORTS_SETUP if workload == "imports" else DATASET_SETUP
+    (work / "analyze.py").write_text(script)
+    inputs = ["analyze.py"]
+    if workload == "dataset":
+        inputs.append("data/dataset.json")
+        write_dataset(work / "data" / "dataset.json", tasks, dataset_mb)
+    ids = [str(i) for i in range(tasks)]
+    (work / "Farmfile").write_text(
+        f"[world.w]\nsetup = {json.dumps(setup)}\n"
+        + (f"inputs = {json.dumps(inputs[1:])}\n" if workload == "dataset" else "")
+        + f"\n[task.analyze]\nforeach = {{i = {json.dumps(ids)}}}\nworld = \"w\"\n"
+        f"inputs = [\"analyze.py\"]\noutputs = [\"out/{{i}}.txt\"]\n"
+        f"python = \"analyze.py {{i}} {{outputs}}\"\n")
+    rules = "".join(f"out/{i}.txt: {' '.join(inputs)}\n\t@mkdir -p out && python3 analyze.py {i} $@\n\n"
+                    for i in ids)
+    (work / "Makefile").write_text(
+        "all: " + " ".join(f"out/{i}.txt" for i in ids) + "\n.PHONY: all\n\n" + rules)
+
+
+def write_dataset(path: Path, groups: int, megabytes: int) -> None:
+    """Deterministic rows of ~100 bytes of JSON each, spread over `groups` groups."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(20261130)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    n = megabytes * 1024 * 1024 // 100
+    with open(path, "w") as f:
+        f.write('{"rows": [')
+        for k in range(n):
+            row = {"id": k, "group": k % groups, "value": round(rng.random() * 1000, 3),
+                   "tag": rng.choice(words) + "-" + rng.choice(words), "flag": rng.random() < 0.5}
+            f.write(("," if k else "") + json.dumps(row))
+        f.write("]}")
+
+
+def clean(work: Path) -> None:
+    for d in ("out", ".farmer"):
+        shutil.rmtree(work / d, ignore_errors=True)
+
+
+def run(cmd: list[str], work: Path) -> float:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    t0 = time.perf_counter()
+    cp = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t0
+    if cp.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed in {work} ({cp.returncode}):\n{cp.stderr}")
+    return elapsed
+
+
+def digest(work: Path, tasks: int) -> str:
+    h = hashlib.sha256()
+    for i in range(tasks):
+        h.update((work / "out" / f"{i}.txt").read_bytes())
+    return h.hexdigest()
+
+
+def machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{model or platform.processor()}, {os.cpu_count()} CPUs, Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def bench(workload: str, tasks: int, jobs: int, repeat: int, dataset_mb: int) -> dict:
+    work = BENCH_DIR / "work" / f"worlds-{workload}"
+    write_project(work, workload, tasks, dataset_mb)
+    farmer = [sys.executable, "-m", "farmer", "build", "-j", str(jobs)]
+    tools = {"farmer": farmer, "fresh": farmer + ["--no-worlds"], "make": ["make", "-s", "-j", str(jobs)]}
+    times: dict[str, list[float]] = {t: [] for t in tools}
+    digests = {}
+    for r in range(repeat):
+        for name, cmd in tools.items():
+            clean(work)
+            times[name].append(run(cmd, work))
+            digests[name] = digest(work, tasks)
+        print(f"  {workload} run {r + 1}/{repeat}: " +
+              ", ".join(f"{t} {times[t][-1]:.2f} s" for t in tools), flush=True)
+    if len(set(digests.values())) != 1:
+        raise SystemExit(f"outputs differ between tools: {digests}")
+    median = {t: statistics.median(v) for t, v in times.items()}
+    return {"workload": workload, "tasks": tasks, "jobs": jobs, "repeat": repeat, "median": median,
+            "runs": times}
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| workload | farmer (worlds) | farmer --no-worlds | make -j | make / farmer | "
+             "--no-worlds / farmer |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        m = r["median"]
+        lines.append(f"| {r['workload']} ({r['tasks']} tasks, -j {r['jobs']}) | {m['farmer']:.2f} s | "
+                     f"{m['fresh']:.2f} s | {m['make']:.2f} s | {m['make'] / m['farmer']:.1f}x | "
+                     f"{m['fresh'] / m['farmer']:.1f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=50)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workload", default="imports,dataset")
+    ap.add_argument("--dataset-mb", type=int, default=100)
+    ap.add_argument("--out", help="append the results as Markdown to this file")
+    args = ap.parse_args()
+    if shutil.which("make") is None:
+        raise SystemExit("make is not on PATH")
+    print(f"machine: {machine()}", flush=True)
+    results = [bench(w, args.tasks, args.jobs, args.repeat, args.dataset_mb)
+               for w in args.workload.split(",")]
+    text = table(results)
+    print(text)
+    for r in results:
+        m = r["median"]
+        print(f"{r['workload']}: farmer with worlds is {m['make'] / m['farmer']:.1f}x faster than "
+              f"make -j {r['jobs']} and {m['fresh'] / m['farmer']:.1f}x faster than --no-worlds")
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(f"\nMachine: {machine()}\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
