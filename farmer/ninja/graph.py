@@ -137,6 +137,7 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
         seen: set[str] = set()
         producers: set[int] = set()
         lacking: list[str] = []
+        always = False
         for k, path in enumerate(edge.ins):
             p = producer.get(path)
             phony_with_inputs = False
@@ -153,6 +154,9 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
                 if q not in seen:
                     seen.add(q)
                     inputs.append(q)
+                    f = producer.get(q)
+                    if f is not None and edges[f].is_phony and not edges[f].ins and missing(q):
+                        always = True  # `build FORCE: phony`: no inputs, no file
         validates = []
         for path in edge.validations:
             p = producer.get(path)
@@ -171,6 +175,7 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
         else:
             comp = _command(manifest, edge, index, cid, inputs, validates)
         comp.missing = lacking
+        comp.always = always and comp.kind is not None
         comp.fingerprint = action_fingerprint(comp)
         comp.producers = sorted(producers)
         comps.append(comp)

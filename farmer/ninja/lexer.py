@@ -124,7 +124,10 @@ class Lexer:
     def peek(self, kind: str) -> bool:
         """Consume the next token when it is of `kind`."""
         start = self.pos
-        got, _ = self.read_token()
+        try:
+            got, _ = self.read_token()
+        except UsageError:  # as ninja: a bad token is not the one wanted; what follows reports
+            got = None
         if got == kind:
             return True
         self.pos = start
