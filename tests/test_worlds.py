@@ -395,3 +395,59 @@ open(sys.argv[2], "w").write(repr(alive))
     assert r.returncode == 0, r
     assert project.read("out/late.txt") == "[]"
     assert pids_matching(marker) == []
+
+
+def test_what_will_not_run_does_not_keep_a_world_forking(project):
+    """Tasks that turn out up to date (early cutoff) or are skipped after a failure (-k)
+    are no longer futures of their world: the task left is its last, run in the world."""
+    project.farmfile(
+        """
+        [world.w]
+        setup = ["import os", "WORLD = os.getpid()"]
+
+        [task.slow]
+        inputs = ["slow.in"]
+        outputs = ["out/slow.txt"]
+        cmd = "sleep 0.5; cat {inputs} > {outputs}"
+
+        [task.same]
+        inputs = ["same.in"]
+        outputs = ["out/same.txt"]
+        cmd = "cut -c1 {inputs} > {outputs}"
+
+        [task.fails]
+        inputs = ["fails.in"]
+        outputs = ["out/fails.txt"]
+        cmd = "grep -q ok {inputs} && cp {inputs} {outputs}"
+
+        [task.last]
+        world = "w"
+        inputs = ["out/slow.txt"]
+        outputs = ["out/last.txt"]
+        python = '''-c "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid() == WORLD))" {outputs}'''
+
+        [task.cutoff]
+        world = "w"
+        inputs = ["out/same.txt"]
+        outputs = ["out/cutoff.txt"]
+        python = '''-c "import sys; open(sys.argv[1], 'w').write('c')" {outputs}'''
+
+        [task.skipped]
+        world = "w"
+        inputs = ["out/fails.txt"]
+        outputs = ["out/skipped.txt"]
+        python = '''-c "import sys; open(sys.argv[1], 'w').write('s')" {outputs}'''
+        """
+    )
+    project.write("slow.in", "1")
+    project.write("same.in", "ab")
+    project.write("fails.in", "ok")
+    assert project.build().returncode == 0
+    project.write("slow.in", "2")
+    project.write("same.in", "ac")  # out/same.txt comes out the same: cutoff is up to date
+    project.write("fails.in", "no")
+    r = project.build("-k")
+    assert r.returncode == 1, r
+    st = project.statuses()
+    assert (st["out/cutoff.txt"], st["out/skipped.txt"], st["out/last.txt"]) == ("up-to-date", "skipped", "ran")
+    assert project.read("out/last.txt") == "True"
