@@ -166,11 +166,14 @@ class Project:
         self.markers.append(marker)
         return marker
 
-    def wait_for(self, rel: str, timeout: float = 15.0) -> bool:
+    def wait_for(self, rel: str, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> bool:
+        """Wait until `rel` exists; give up early if `proc` (a farmer) has already exited."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.exists(rel):
                 return True
+            if proc is not None and proc.poll() is not None:
+                return self.exists(rel)
             time.sleep(0.02)
         return False
 

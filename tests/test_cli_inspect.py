@@ -174,6 +174,12 @@ def test_clean_output_path_target(proj):
     assert r.returncode == 0, r
     assert not proj.exists("build/b.o")
     assert proj.exists("build/a.o")
+    r = proj.build()
+    assert r.returncode == 0, r
+    st = proj.statuses()
+    assert st["build/b.o"] == "ran"
+    # b.o came out as before: its consumer is not rerun
+    assert st["build/a.o"] == "up-to-date" and st["build/app"] == "up-to-date"
 
 
 def test_clean_leaves_undeclared_files(proj):

@@ -31,7 +31,7 @@ def slow_farmfile(project, sleep, extra=""):
 def start_and_wait(project, *args):
     project.write("block", "")
     p = project.popen("build", *args)
-    if not project.wait_for("started", timeout=20):
+    if not project.wait_for("started", timeout=20, proc=p):
         p.kill()
         out, err = p.communicate(timeout=10)
         pytest.fail(f"build never started the slow task; rc={p.returncode}\n{out}\n{err}")
@@ -173,7 +173,7 @@ def test_interrupt_during_world_task(project):
     )
     p = project.popen("build")
     try:
-        assert project.wait_for("started", timeout=20), "world task never started"
+        assert project.wait_for("started", timeout=20, proc=p), "world task never started"
         world_pid = int(project.read("world.pid"))
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=10)
@@ -185,3 +185,51 @@ def test_interrupt_during_world_task(project):
     finally:
         p.kill() if p.poll() is None else None
 
+
+
+def test_killed_farmer_leaves_no_stale_lock(project):
+    sleep = project.unique_sleep(30)
+    slow_farmfile(project, sleep)
+    p = start_and_wait(project)
+    p.kill()  # SIGKILL: farmer cannot clean up; its `sleep` lives on as an orphan
+    p.communicate(timeout=10)
+    project.remove("block")
+    project.remove("started")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.read("out/slow.txt") == "slow\n"
+
+
+def test_killed_farmer_with_a_world_leaves_no_stale_lock(project):
+    project.farmfile(
+        """
+        [world.w]
+        setup = ["import os, time"]
+
+        [task.wt]
+        world = "w"
+        outputs = ["out/wt.txt"]
+        python = "wait_block.py"
+        """
+    )
+    project.write(
+        "wait_block.py",
+        """\
+        if not os.path.exists("started"):  # the first run blocks, later ones do not
+            open("started", "w").close()
+            while os.path.exists("block"):
+                time.sleep(0.05)
+        open("out/wt.txt", "w").write("done")
+        """,
+    )
+    project.write("block", "")
+    p = project.popen("build")
+    assert project.wait_for("started", timeout=20, proc=p), "world task never started"
+    p.kill()
+    p.communicate(timeout=10)
+    try:
+        r = project.build(timeout=30)  # the orphaned world may still run: it must not hold the lock
+        assert r.returncode == 0, r
+        assert project.read("out/wt.txt") == "done"
+    finally:
+        project.remove("block")
