@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from farmer import __version__, depfile, report
+from farmer import __version__, depfile, noop, report
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.farmfile import Spec
 from farmer.grains import Digests, NotAFile
@@ -49,10 +49,6 @@ class BuildOptions:
     timeout: float | None = None
     live: bool = False
     trace_file: str | None = None
-
-
-def default_jobs() -> int:
-    return -(-5 * (os.cpu_count() or 1) // 4)  # ceil(1.25 x CPUs)
 
 
 def targets_of(spec: Spec, graph: Graph, targets: list[str]) -> list[int]:
@@ -268,9 +264,10 @@ class _BuildHooks:
                 _unlink(comp.depfile)
         if comp.rspfile:
             _unlink(comp.rspfile)
-        self._pending_traces.append(Trace(
-            comp.id, comp.fingerprint,
-            self.s.world_fingerprint(comp.world), inputs, discovered, outputs))
+        trace = Trace(comp.id, comp.fingerprint, self.s.world_fingerprint(comp.world), inputs,
+                      discovered, outputs)
+        self.s.traces[comp.id] = trace
+        self._pending_traces.append(trace)
         self._pending_samples.append(Sample(
             comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
             outcome.max_rss_kb, digests.total_size(comp.inputs)))
@@ -331,6 +328,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
     lock = ProjectLock(farmer_dir)
     if not opts.dry_run:
         lock.acquire()
+        noop.forget(farmer_dir)  # this build may change what the proof rests on
     try:
         session = open_session(spec, graph, farmer_dir, opts.targets, readonly=opts.dry_run)
         try:
@@ -428,8 +426,41 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
         spans = [Span(i, slot_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slot_of]
         path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
         write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
+    if status == "ok":
+        _write_noop_proof(session, opts, farmer_dir)
     print(report.summary_line(counts, wall, critical_s, status), flush=True)
     return code
+
+
+def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) -> None:
+    """Everything selected is up to date now: record the stat of every file that verdict
+    rests on, so that the next build of the same targets can check just those."""
+    comps = session.graph.computations
+    spec = session.spec
+    if not spec.digest or any(comps[i].always for i in session.selected):
+        return
+    cache = session.digests.cache
+    files = {}
+    world_inputs = {w.name: [os.path.normpath(p) for p in w.inputs] for w in spec.worlds.values()}
+    for i in session.selected:
+        comp = comps[i]
+        trace = session.traces.get(comp.id)
+        paths = comp.inputs + comp.outputs
+        if trace is not None:
+            paths = paths + [p for p, _ in trace.discovered]
+        if comp.world is not None:
+            world: str | None = comp.world
+            while world is not None:
+                paths = paths + world_inputs[world]
+                world = spec.worlds[world].parent
+        for p in paths:
+            entry = cache.get(p)
+            if entry is None:
+                return  # not hashed in this build: no proof
+            files[p] = entry[0]
+    settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
+    tasks = _last_build(session, settled, {}, opts, datetime.now(timezone.utc), "ok", 0, 0, 0)["tasks"]
+    noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, files, tasks)
 
 
 def _last_build(session: Session, settled: dict[int, Settled], outcomes: dict[int, Outcome],

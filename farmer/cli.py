@@ -32,20 +32,29 @@ def _load(directory: str | None, farmfile: str, write_cache: bool = False):
     """Read the Farmfile and traverse it; the project root becomes the working directory."""
     from farmer import ninja, project
 
-    project.enter(directory)
-    meta = click.get_current_context().meta
-    if meta.get("farmer.ninja") or ninja.is_manifest(farmfile):
-        # A ninja manifest (docs/ninja.md): `-f build.ninja`, or `--ninja`.
-        meta["farmer.ninja_loaded"] = True
-        return ninja.load(Path("build.ninja" if farmfile == "Farmfile" else farmfile).absolute())
+    _enter(directory)
+    ctx = click.get_current_context()
+    if ctx.meta.get("farmer.ninja") or ninja.is_manifest(farmfile):
+        # A ninja manifest (docs/ninja.md): `-f build.ninja`, or `--ninja` (build.ninja by default).
+        ctx.meta["farmer.ninja_loaded"] = True
+        if ctx.get_parameter_source("farmfile") == click.core.ParameterSource.DEFAULT:
+            farmfile = "build.ninja"
+        return ninja.load(Path(farmfile).absolute())
     return project.load(Path(farmfile).absolute(), write_cache)
 
 
-def _jobs(value: int | None) -> int:
-    from farmer.build import default_jobs
+def _enter(directory: str | None) -> None:
+    """`-C DIR`: change to DIR before anything else."""
+    if directory is not None:
+        try:
+            os.chdir(directory)
+        except OSError as e:
+            raise UsageError(f"-C {directory}: {e.strerror}") from None
 
+
+def _jobs(value: int | None) -> int:
     if value is None:
-        return default_jobs()
+        return -(-5 * (os.cpu_count() or 1) // 4)  # SPEC: ceil(1.25 x CPUs)
     if value < 1:
         raise UsageError(f"-j {value}: the number of jobs must be at least 1")
     return min(value, 4096)  # like make's unlimited -j; slots are lists, not unbounded
@@ -72,11 +81,23 @@ def cli() -> None:
 def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
           timeout, trace_file) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
-    from farmer.build import BuildOptions, run_build
-
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     trace_file = os.path.abspath(trace_file) if trace_file else None
+    if not dry_run and not trace_file:  # first, the cheap proof that nothing changed
+        from farmer import noop
+
+        _enter(directory)
+        directory = None
+        path = Path(farmfile).absolute()
+        farmfile = str(path)  # the full path below starts from the project root
+        if path.parent.is_dir():
+            os.chdir(path.parent)
+            code = noop.try_build(path, list(targets), _jobs(jobs))
+            if code is not None:
+                sys.exit(code)
+    from farmer.build import BuildOptions, run_build
+
     spec, graph = _load(directory, farmfile, write_cache=not dry_run)
     live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
     opts = BuildOptions(targets=list(targets), jobs=_jobs(jobs), load=load, keep_going=keep_going,

@@ -70,6 +70,7 @@ class Spec:
     worlds: dict[str, WorldSpec]
     tasks: dict[str, TaskSpec]
     default_line: int | None = None  # where `default` is written, for errors after traversal
+    digest: str = ""  # of the Farmfile's bytes: what caches built from this spec are keyed by
 
 
 class _Lines:

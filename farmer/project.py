@@ -6,18 +6,9 @@ import os
 from pathlib import Path
 
 from farmer import farmfile, graphcache
-from farmer.errors import UsageError
 from farmer.farmfile import Spec
+from farmer.grains import hash_text
 from farmer.traversal import Graph, traverse
-
-
-def enter(directory: str | None) -> None:
-    """`-C DIR`: change to DIR before anything else."""
-    if directory is not None:
-        try:
-            os.chdir(directory)
-        except OSError as e:
-            raise UsageError(f"-C {directory}: {e.strerror}") from None
 
 
 def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
@@ -28,10 +19,16 @@ def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
     cached = graphcache.load(farmer_dir, path, text)
     if cached is not None:
         os.chdir(path.parent)
+        cached[0].digest = source_digest(text)
         return cached
     spec = farmfile.parse_text(path, text)
+    spec.digest = source_digest(text)
     os.chdir(spec.root)
     graph = traverse(spec)
     if write_cache:
         graphcache.save(farmer_dir, path, text, spec, graph)
     return spec, graph
+
+
+def source_digest(text: bytes) -> str:
+    return hash_text(text.decode("utf-8", "surrogateescape"))

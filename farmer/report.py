@@ -10,9 +10,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from farmer.traversal import Computation
+if TYPE_CHECKING:  # kept off the import path of a no-op build
+    from farmer.traversal import Computation
 
 _SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has it all
 
@@ -135,6 +136,11 @@ class LiveReporter:
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
+    # dumps without indent runs the C encoder; dump() never does.
+    write_text_atomically(path, json.dumps(data, separators=(",", ":")) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -143,9 +149,7 @@ def write_json_atomically(path: Path, data: dict) -> None:
     os.fchmod(fd, 0o666 & ~umask)  # as an ordinary file would be, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w") as f:
-            # dumps without indent runs the C encoder; dump() never does.
-            f.write(json.dumps(data, separators=(",", ":")))
-            f.write("\n")
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         try:
