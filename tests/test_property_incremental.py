@@ -172,9 +172,6 @@ def _many(scn):
 
 
 @pytest.mark.slow
-def test_incremental_builds_match_scratch_and_are_minimal_many(request):
+def test_incremental_builds_match_scratch_and_are_minimal_many():
     """Many more (and bigger) examples; runs only when selected with `-m slow`."""
-    markexpr = request.config.getoption("markexpr") or ""
-    if "slow" not in markexpr or "not slow" in markexpr:
-        pytest.skip("slow: select with -m slow")
     _many()
