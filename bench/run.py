@@ -33,6 +33,7 @@ import math
 import os
 import platform
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -711,7 +712,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the table as Markdown here")
     ap.add_argument("--json", type=Path, help="write all raw timings as JSON here")
     ap.add_argument("--work", type=Path, default=BENCH_DIR / "work",
-                    help="work dir (wiped and recreated; default bench/work)")
+                    help="work dir (default bench/work; its n<size>/ and .pycache/ are "
+                         "wiped and recreated)")
     ap.add_argument("--farmer", help="farmer command (default: `farmer` on PATH, "
                                      "else `python -m farmer` from this repo)")
     ap.add_argument("--timeout", type=float, default=3600, help="per build, seconds")
@@ -736,9 +738,12 @@ def main(argv: list[str] | None = None) -> int:
     farmer_argv, farmer_env, farmer_desc = farmer_command(args.farmer, args.work)
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] +
                                    (argv if argv is not None else sys.argv[1:]))
-    if args.work.exists():
-        shutil.rmtree(args.work)
-    args.work.mkdir(parents=True)
+    # Wipe what this harness made before (n<size>/ and .pycache/); other scripts keep
+    # their own things under bench/work/ too, so never the whole directory.
+    args.work.mkdir(parents=True, exist_ok=True)
+    for p in args.work.iterdir():
+        if p.is_dir() and (p.name == ".pycache" or re.fullmatch(r"n\d+", p.name)):
+            shutil.rmtree(p)
     info = machine_info(farmer_argv, farmer_env, farmer_desc)
     for k, v in info:
         log(f"{k}: {v}")
