@@ -39,13 +39,21 @@ def main() -> int:
     ap.add_argument("--prof", type=Path, help="profile output (default in the work dir)")
     ap.add_argument("--work", type=Path, default=bench.BENCH_DIR / "work")
     ap.add_argument("--fresh", action="store_true", help="regenerate even if present")
+    ap.add_argument("--farmer-rev", metavar="REV",
+                    help="profile farmer/ as of this commit (git archive) instead of the "
+                         "working tree")
     args = ap.parse_args()
 
     d = (args.work / f"profile-n{args.size}{'-foreach' if args.foreach else ''}").resolve()
     prof = (args.prof or d.parent / f"{d.name}.prof").resolve()
     env = bench.farmer_env_base(args.work.resolve())
-    env["PYTHONPATH"] = str(bench.REPO_ROOT) + (os.pathsep + env["PYTHONPATH"]
-                                                if env.get("PYTHONPATH") else "")
+    if args.farmer_rev:
+        src, desc = bench.export_farmer(args.farmer_rev, args.work.resolve())
+        env["PYTHONPATH"] = str(src)
+        print(f"farmer at {args.farmer_rev} = {desc}", file=sys.stderr)
+    else:
+        env["PYTHONPATH"] = str(bench.REPO_ROOT) + (os.pathsep + env["PYTHONPATH"]
+                                                    if env.get("PYTHONPATH") else "")
     build = [sys.executable, "-m", "farmer", "build", "-C", str(d), "-j", str(args.jobs), "all"]
 
     if args.fresh or not (d / "Farmfile").exists():
@@ -59,7 +67,7 @@ def main() -> int:
 
     for what in ("complete build", "settling no-op"):
         t0 = time.perf_counter()
-        cp = subprocess.run(build, env=env, capture_output=True, text=True)
+        cp = subprocess.run(build, env=env, capture_output=True, text=True, cwd=d)
         if cp.returncode != 0:
             print(f"farmer {what} failed (rc={cp.returncode}):\n{cp.stdout[-2000:]}"
                   f"{cp.stderr[-2000:]}", file=sys.stderr)
@@ -68,7 +76,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     cp = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof)] + build[1:],
-                        env=env, capture_output=True, text=True)
+                        env=env, capture_output=True, text=True, cwd=d)
     wall = time.perf_counter() - t0
     if cp.returncode != 0:
         print(f"profiled run failed (rc={cp.returncode}):\n{cp.stderr[-2000:]}", file=sys.stderr)

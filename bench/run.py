@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import io
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -296,7 +298,7 @@ GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
 def run_timed(argv: list[str], env: dict | None, timeout: float,
-              rss_file: Path | None = None) -> RunResult:
+              rss_file: Path | None = None, cwd: Path | None = None) -> RunResult:
     """Run argv, wall time by perf_counter, rusage by os.wait4.
 
     Peak RSS: on Linux a child's ru_maxrss starts from the RSS of the process that
@@ -310,7 +312,7 @@ def run_timed(argv: list[str], env: dict | None, timeout: float,
         argv = [GNU_TIME, "-f", "%M", "-o", str(rss_file)] + argv
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                         stderr=subprocess.DEVNULL, env=env, start_new_session=True, cwd=cwd)
 
     def kill():
         try:
@@ -359,7 +361,7 @@ class Tool:
         """Re-run untimed with output captured, for an error message."""
         try:
             cp = subprocess.run(self.argv, env=self.env, capture_output=True, text=True,
-                                timeout=timeout)
+                                timeout=timeout, cwd=self.dir)
             out = (cp.stdout + cp.stderr).strip().splitlines()
             return f"rc={cp.returncode}; last output:\n    " + "\n    ".join(out[-15:])
         except Exception as e:  # noqa: BLE001
@@ -367,7 +369,7 @@ class Tool:
 
     def build(self, timeout: float, rss: bool = False) -> RunResult:
         rss_file = self.dir.parent / f".rss-{self.name}" if rss and GNU_TIME else None
-        r = run_timed(self.argv, self.env, timeout, rss_file)
+        r = run_timed(self.argv, self.env, timeout, rss_file, cwd=self.dir)
         if r.rc != 0:
             raise BenchError(f"{self.name} build failed in {self.dir} (rc={r.rc}); "
                              f"{self.diagnose(timeout)}")
@@ -386,12 +388,12 @@ class Tool:
                 return f"farmer noop was not a no-op: {len(ran)} not up-to-date, e.g. {ran[:5]}"
             return None
         if self.name == "ninja":
-            cp = subprocess.run(self.argv + ["-n"], capture_output=True, text=True)
+            cp = subprocess.run(self.argv + ["-n"], capture_output=True, text=True, cwd=self.dir)
             if "no work to do" not in cp.stdout:
                 return "ninja -n: " + cp.stdout.strip().splitlines()[-1][:200]
             return None
         if self.name == "make":
-            cp = subprocess.run(self.argv + ["-q"], capture_output=True, text=True)
+            cp = subprocess.run(self.argv + ["-q"], capture_output=True, text=True, cwd=self.dir)
             if cp.returncode != 0:
                 return f"make -q all exited {cp.returncode}"
             return None
@@ -420,10 +422,40 @@ def farmer_env_base(work: Path) -> dict:
     return env
 
 
-def farmer_command(override: str | None, work: Path) -> tuple[list[str], dict, str]:
+def export_farmer(rev: str, work: Path) -> tuple[Path, str]:
+    """`git archive REV farmer/` into work/farmer-src/: measure a commit, not whatever
+    the shared working tree holds right now. Returns (dir, 'sha subject')."""
+    dest = work / "farmer-src"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    sha = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", rev],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    last = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "-1", "--format=%h %s", rev,
+                           "--", "farmer"], capture_output=True, text=True).stdout.strip()
+    desc = f"{sha}; last farmer/ change {last}"
+    tar = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", rev, "farmer"],
+                         capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        tf.extractall(dest)
+    return dest, desc
+
+
+def farmer_command(override: str | None, work: Path,
+                   rev: str | None = None) -> tuple[list[str], dict, str]:
     env = farmer_env_base(work)
     if override:
         return shlex.split(override), env, override
+    if rev:
+        # the child runs with cwd = the project dir, so PYTHONPATH wins over the
+        # repo's working tree (and over an editable install's finder)
+        src, desc = export_farmer(rev, work)
+        env["PYTHONPATH"] = str(src)
+        where = subprocess.run([sys.executable, "-c", "import farmer; print(farmer.__file__)"],
+                               env=env, cwd="/", capture_output=True, text=True).stdout.strip()
+        if not where.startswith(str(src)):
+            raise SystemExit(f"--farmer-rev: farmer imports from {where!r}, not {src}")
+        return [sys.executable, "-m", "farmer"], env, f"python -m farmer at {rev} = {desc}"
     exe = shutil.which("farmer")
     if exe:
         return [exe], env, exe
@@ -434,7 +466,8 @@ def farmer_command(override: str | None, work: Path) -> tuple[list[str], dict, s
 
 def tool_version(argv: list[str], env: dict | None = None) -> str:
     try:
-        cp = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        cp = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
+                            cwd="/")
         out = (cp.stdout or cp.stderr).strip().splitlines()
         return out[0] if cp.returncode == 0 and out else f"unavailable (rc={cp.returncode})"
     except Exception as e:  # noqa: BLE001
@@ -674,7 +707,7 @@ def machine_info(farmer_argv, farmer_env, farmer_desc) -> list[tuple[str, str]]:
         dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
                                 "farmer"], capture_output=True, text=True).stdout.strip()
         if dirty:
-            commit += " (farmer/ has uncommitted changes)"
+            commit += " (farmer/ in the working tree has uncommitted changes)"
     except OSError:
         commit = "?"
     cpu = "?"
@@ -716,6 +749,9 @@ def main(argv: list[str] | None = None) -> int:
                          "wiped and recreated)")
     ap.add_argument("--farmer", help="farmer command (default: `farmer` on PATH, "
                                      "else `python -m farmer` from this repo)")
+    ap.add_argument("--farmer-rev", metavar="REV",
+                    help="measure farmer/ as of this commit (git archive into the work dir) "
+                         "instead of the working tree, e.g. HEAD")
     ap.add_argument("--timeout", type=float, default=3600, help="per build, seconds")
     args = ap.parse_args(argv)
 
@@ -735,15 +771,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat must be >= 1")
     args.work = args.work.resolve()
 
-    farmer_argv, farmer_env, farmer_desc = farmer_command(args.farmer, args.work)
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] +
                                    (argv if argv is not None else sys.argv[1:]))
-    # Wipe what this harness made before (n<size>/ and .pycache/); other scripts keep
+    # Wipe what this harness made before (n<size>/, .pycache/, farmer-src/); other scripts keep
     # their own things under bench/work/ too, so never the whole directory.
     args.work.mkdir(parents=True, exist_ok=True)
     for p in args.work.iterdir():
-        if p.is_dir() and (p.name == ".pycache" or re.fullmatch(r"n\d+", p.name)):
+        if p.is_dir() and (p.name in (".pycache", "farmer-src") or re.fullmatch(r"n\d+", p.name)):
             shutil.rmtree(p)
+    farmer_argv, farmer_env, farmer_desc = farmer_command(args.farmer, args.work, args.farmer_rev)
     info = machine_info(farmer_argv, farmer_env, farmer_desc)
     for k, v in info:
         log(f"{k}: {v}")
