@@ -45,6 +45,10 @@ _PIECE = re.compile(r"""
   | (\r?\n)                       # 7 the end of the line
 """, re.X)
 
+# Fast paths: a value or a path without any `$` in it.
+_PLAIN_VALUE = re.compile(r"([^$\r\n\0]*)\r?\n")
+_PLAIN_PATH = re.compile(r"([^$ :\r\n|\0]*)(?=[ :|\n]|\r\n)")
+
 EvalString = list  # [text, name, text, ..., text]; see the module docstring
 
 
@@ -165,6 +169,11 @@ class Lexer:
         text = self.text
         pos = self.pos
         self.last = pos
+        # The common case first: plain text up to the end of the value or the path.
+        m = (_PLAIN_PATH if path else _PLAIN_VALUE).match(text, pos)
+        if m is not None:
+            self.pos = _WHITESPACE.match(text, m.end(1)).end() if path else m.end()
+            return [m.group(1)]
         parts: list[str] = []
         literal: list[str] = []
         match = _PIECE.match

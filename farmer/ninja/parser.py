@@ -18,6 +18,7 @@ Semantics follow ninja's manual (and ninja 1.11 where the manual is silent):
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,10 +66,9 @@ class Scope:
 class Rule:
     name: str
     bindings: dict[str, EvalString]
-    where: str = ""  # FILE:LINE of its declaration
 
 
-PHONY = Rule("phony", {}, "")
+PHONY = Rule("phony", {})
 
 
 @dataclass(slots=True)
@@ -81,7 +81,13 @@ class Edge:
     implicit_ins: int
     validations: list[str]
     scope: Scope  # the edge's own bindings (or the file scope when it has none)
-    where: str  # FILE:LINE of the build statement
+    lexer: Lexer  # of the file it is in, and where in it: for `where`, made only when needed
+    pos: int
+
+    @property
+    def where(self) -> str:
+        """FILE:LINE of the build statement."""
+        return f"{self.lexer.filename}:{self.lexer.line_of(self.pos)}"
 
     @property
     def order_only(self) -> list[str]:
@@ -119,13 +125,15 @@ def canonical(path: str) -> str:
     return norm
 
 
+_SHELL_UNSAFE = re.compile(r"[^A-Za-z0-9_+\-./]")
+
+
 def shell_escape(path: str) -> str:
     """A path as ninja puts it in a command: as is when every character is known to be safe
     for /bin/sh, else in single quotes."""
-    for c in path:
-        if not (c.isascii() and (c.isalnum() or c in "_+-./")):
-            return "'" + path.replace("'", "'\\''") + "'"
-    return path
+    if _SHELL_UNSAFE.search(path) is None:
+        return path
+    return "'" + path.replace("'", "'\\''") + "'"
 
 
 def _parse_version(text: str) -> tuple[int, int]:
@@ -217,7 +225,6 @@ class Parser:
         name = lexer.read_ident()
         if name is None:
             raise lexer.error("expected rule name")
-        where = f"{lexer.filename}:{lexer.line_of(lexer.last)}"
         lexer.expect(lx.NEWLINE)
         if name in scope.rules:
             raise lexer.error(f"duplicate rule '{name}'")
@@ -231,7 +238,7 @@ class Parser:
             raise lexer.error("rspfile and rspfile_content need to be both specified")
         if is_empty(bindings.get("command", [""])):
             raise lexer.error("expected 'command =' line")
-        scope.rules[name] = Rule(name, bindings, where)
+        scope.rules[name] = Rule(name, bindings)
 
     def _pool(self, lexer: Lexer, scope: Scope) -> None:
         name = lexer.read_ident()
@@ -293,7 +300,6 @@ class Parser:
 
     def _edge(self, lexer: Lexer, scope: Scope) -> None:
         start = lexer.last
-        where = f"{lexer.filename}:{lexer.line_of(start)}"
         outs: list[EvalString] = []
         explicit_outs = self._paths(lexer, outs)
         if lexer.peek(lx.PIPE):
@@ -353,7 +359,8 @@ class Parser:
         if rule is PHONY and len(out_paths) == 1 and implicit_ins == 0 and out_paths[0] in in_paths:
             # CMake 2.8.12/3.0 wrote `build a: phony ... a ...`; ninja drops the self-reference.
             me = out_paths[0]
-            m.warnings.append(f"{where}: phony target '{me}' names itself as an input; ignoring")
+            m.warnings.append(f"{lexer.filename}:{lexer.line_of(start)}: phony target '{me}' "
+                              "names itself as an input; ignoring")
             explicit_ins -= in_paths[:explicit_ins].count(me)
             in_paths = [p for p in in_paths if p != me]
         for p in out_paths:
@@ -362,7 +369,7 @@ class Parser:
         m.nodes.update(in_paths)
         m.nodes.update(valid_paths)
         m.edges.append(Edge(rule, out_paths, explicit_outs, in_paths, explicit_ins, implicit_ins,
-                            valid_paths, edge_scope, where))
+                            valid_paths, edge_scope, lexer, start))
 
 
 def parse_manifest(path: Path) -> Manifest:

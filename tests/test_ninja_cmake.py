@@ -1,0 +1,237 @@
+"""A real CMake project configured with `cmake -G Ninja`, built by ninja and by farmer.
+
+Each tool builds its own build tree, configured at the same path (compilers write the
+build directory into debug info, so the same path is what makes outputs comparable byte for
+byte): the tree not in use waits under another name, and `mv` keeps its time stamps, so
+ninja's own logs stay valid. Checked:
+
+* a full farmer build gives byte-identical outputs to a full ninja build;
+* a second farmer build runs nothing;
+* after a header edit farmer compiles exactly the objects ninja compiles (`ninja -n`
+  lists them; ninja then builds them), and the outputs are again byte-identical.
+
+The small project below runs in the default suite; ninja's own source (the stretch goal,
+from the PyPI sdist, `pip download --no-binary :all: ninja`) runs with `-m slow` when its
+sdist is found (FARMER_NINJA_SDIST=/path/ninja-X.tar.gz, or ~/.cache/farmer-tests/), and
+prints the timings docs/performance.md quotes.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, farmer_env
+
+TOOLS = {"cmake": shutil.which("cmake"), "ninja": shutil.which("ninja"),
+         "cc": shutil.which("cc"), "c++": shutil.which("c++")}
+pytestmark = pytest.mark.skipif(
+    not all(TOOLS.values()),
+    reason="needs cmake, ninja and a C/C++ compiler: missing "
+           + ", ".join(k for k, v in TOOLS.items() if not v))
+
+STARTED = re.compile(r"^\[\d+/\d+\] (.*)$")
+
+
+def run(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    cp = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    elapsed = time.monotonic() - t0
+    assert cp.returncode == 0, f"{' '.join(cmd)} failed in {cwd}:\n{cp.stdout}\n{cp.stderr}"
+    return cp, elapsed
+
+
+def farmer(build: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    return run([sys.executable, "-m", "farmer", *args, "-f", "build.ninja"], build, farmer_env())
+
+
+def configure(src: Path, build: Path, *extra: str) -> None:
+    build.mkdir()
+    run(["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *extra, str(src)], build)
+
+
+def outputs_of(build: Path) -> list[str]:
+    """Every output of every computation of the default target, as farmer's graph lists them."""
+    cp, _ = farmer(build, "graph", "--format", "json")
+    return sorted({o for c in json.loads(cp.stdout)["computations"] for o in c["outputs"]})
+
+
+def digests(build: Path, outputs: list[str]) -> dict[str, str]:
+    found = {}
+    for rel in outputs:
+        path = build / rel
+        if path.is_file():
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def started(stdout: str) -> set[str]:
+    """The descriptions of the `[n/N] ...` lines: what ran (ninja and farmer print alike)."""
+    return {m.group(1) for line in stdout.splitlines() if (m := STARTED.match(line))}
+
+
+def compiled(stdout: str) -> set[str]:
+    return {d for d in started(stdout) if d.startswith("Building ")}
+
+
+class Trees:
+    """Two build trees taking turns at one path."""
+
+    def __init__(self, top: Path) -> None:
+        self.path = top / "build"
+        self.parked = {"ninja": top / "build.ninja-tree", "farmer": top / "build.farmer-tree"}
+
+    def use(self, who: str) -> Path:
+        self.parked[who].rename(self.path)
+        return self.path
+
+    def park(self, who: str) -> None:
+        self.path.rename(self.parked[who])
+
+
+def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> dict[str, float]:
+    """The whole comparison; returns the timings (seconds)."""
+    trees = Trees(top)
+    times: dict[str, float] = {}
+
+    configure(src, trees.path, *extra)
+    _, times["ninja full"] = run(["ninja"], trees.path)
+    cp, times["ninja no-op"] = run(["ninja"], trees.path)
+    ninja_again = started(cp.stdout)  # custom targets run every time
+    assert not compiled(cp.stdout)
+    outputs = outputs_of(trees.path)
+    by_ninja = digests(trees.path, outputs)
+    trees.park("ninja")
+
+    configure(src, trees.path, *extra)
+    cp, times["farmer full"] = farmer(trees.path, "build")
+    assert "Re-running CMake" not in cp.stdout  # the fresh build.ninja is taken as built
+    assert digests(trees.path, outputs) == by_ninja
+    assert len(by_ninja) >= 3
+    cp, times["farmer no-op"] = farmer(trees.path, "build")
+    # What ran again is ninja's (a custom target without DESC: ninja shows its command).
+    assert len(started(cp.stdout)) == len(ninja_again) and not compiled(cp.stdout), cp.stdout
+    trees.park("farmer")
+
+    header.write_text(header.read_text() + "\n#define FARMER_TEST_EDIT 1\n")
+    trees.use("ninja")
+    cp, _ = run(["ninja", "-n"], trees.path)
+    ninja_compiles = compiled(cp.stdout)
+    assert ninja_compiles, "the header edit should make ninja compile something"
+    cp, times["ninja header edit"] = run(["ninja"], trees.path)
+    assert compiled(cp.stdout) == ninja_compiles
+    by_ninja = digests(trees.path, outputs)
+    trees.park("ninja")
+
+    trees.use("farmer")
+    cp, times["farmer header edit"] = farmer(trees.path, "build")
+    assert compiled(cp.stdout) == ninja_compiles, cp.stdout
+    assert digests(trees.path, outputs) == by_ninja
+    cp, _ = farmer(trees.path, "build")
+    # What ran again is ninja's (a custom target without DESC: ninja shows its command).
+    assert len(started(cp.stdout)) == len(ninja_again) and not compiled(cp.stdout), cp.stdout
+    return times
+
+
+def report(name: str, times: dict[str, float]) -> None:
+    print(f"\n{name}: seconds, ninja vs farmer")
+    for what in ("full", "no-op", "header edit"):
+        print(f"  {what:12} ninja {times['ninja ' + what]:8.3f}   farmer {times['farmer ' + what]:8.3f}")
+
+
+def write_project(src: Path) -> Path:
+    """A small C/C++ project: a static library, a generated header, two programs and a
+    custom target. Returns the header to edit."""
+    files = {
+        "CMakeLists.txt": """\
+            cmake_minimum_required(VERSION 3.16)
+            project(demo C CXX)
+            add_library(shapes STATIC lib/area.c lib/names.cc lib/scale.c)
+            target_include_directories(shapes PUBLIC include)
+            add_custom_command(OUTPUT version.h
+              COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_CURRENT_SOURCE_DIR}/version.h.in version.h
+              DEPENDS version.h.in)
+            add_executable(demo main.cc ${CMAKE_CURRENT_BINARY_DIR}/version.h)
+            target_include_directories(demo PRIVATE ${CMAKE_CURRENT_BINARY_DIR})
+            target_link_libraries(demo shapes)
+            add_executable(tool tool.c)
+            target_link_libraries(tool shapes)
+            add_custom_target(check ALL COMMAND tool > tool.out BYPRODUCTS tool.out DEPENDS tool)
+            """,
+        "include/shapes.h": """\
+            #ifndef SHAPES_H
+            #define SHAPES_H
+            #ifdef __cplusplus
+            extern "C" {
+            #endif
+            double area(double w, double h);
+            double scale(double x);
+            const char *shape_name(int sides);
+            #ifdef __cplusplus
+            }
+            #endif
+            #endif
+            """,
+        "include/units.h": "#define UNIT 1.0\n",
+        "lib/area.c": '#include "shapes.h"\n#include "units.h"\ndouble area(double w, double h) { return w * h * UNIT; }\n',
+        "lib/scale.c": '#include "shapes.h"\ndouble scale(double x) { return 2 * x; }\n',
+        "lib/names.cc": textwrap.dedent("""\
+            #include <string>
+            #include "shapes.h"
+            static const std::string names[] = {"none", "one", "two", "triangle", "square"};
+            extern "C" const char *shape_name(int sides) { return names[sides % 5].c_str(); }
+            """),
+        "main.cc": textwrap.dedent("""\
+            #include <cstdio>
+            #include "shapes.h"
+            #include "version.h"
+            int main() { std::printf("%s %s %g\\n", VERSION, shape_name(4), area(2, scale(3))); }
+            """),
+        "tool.c": '#include <stdio.h>\n#include "shapes.h"\n#include "units.h"\nint main(void) { printf("%g\\n", area(UNIT, 2)); return 0; }\n',
+        "version.h.in": '#define VERSION "1.0"\n',
+    }
+    for rel, text in files.items():
+        path = src / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return src / "include/units.h"
+
+
+def test_cmake_project_builds_like_ninja(tmp_path):
+    src = tmp_path / "src"
+    header = write_project(src)
+    times = compare(src, tmp_path, header)
+    report("small CMake project (tests/test_ninja_cmake.py)", times)
+
+
+def _ninja_sdist() -> Path | None:
+    candidates = [os.environ.get("FARMER_NINJA_SDIST", "")]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.cache/farmer-tests/ninja-*.tar.gz")))
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+@pytest.mark.slow
+def test_ninja_source_builds_like_ninja(tmp_path):
+    sdist = _ninja_sdist()
+    if sdist is None:
+        pytest.skip("ninja's sdist not found: `pip download --no-binary :all: --no-deps ninja` "
+                    "(or fetch ninja-X.tar.gz from PyPI) and set FARMER_NINJA_SDIST to it")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "sdist", filter="data")
+    upstream = next((tmp_path / "sdist").glob("*/ninja-upstream"))
+    src = tmp_path / "src"
+    shutil.copytree(upstream, src)
+    times = compare(src, tmp_path, src / "src/graph.h", ("-DBUILD_TESTING=OFF",))
+    report(f"ninja's source ({sdist.name})", times)
