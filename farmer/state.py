@@ -91,19 +91,50 @@ class State:
         try:
             return self._connect()
         except sqlite3.DatabaseError as e:
-            aside = self.path.with_name(f"state.db.corrupt-{int(time.time())}")
-            for suffix in ("", "-wal", "-shm"):
-                src = Path(str(self.path) + suffix)
-                if src.exists():
-                    os.replace(src, Path(str(aside) + suffix))
-            self.warnings.append(
-                f"{self.path} could not be read ({e}); moved it to {aside.name} and starting from scratch"
-            )
+            if not (_corrupt(e) or self.path.is_dir()):
+                raise  # the file system failed (full, read-only): not the database's fault
+            self.warnings.append(self._set_aside(e))
             return self._connect()
+
+    def _set_aside(self, e: Exception) -> str:
+        """Move an unreadable database (and its -wal and -shm) aside; removing state only
+        ever costs rebuilding."""
+        aside = self.path.with_name(f"state.db.corrupt-{int(time.time())}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                os.replace(src, Path(str(aside) + suffix))
+        return f"{self.path} could not be read ({e}); moved it to {aside.name} and starting from scratch"
+
+    def _corruption_found(self, e: sqlite3.DatabaseError) -> None:
+        """Corruption found after opening (a page read or written only now): the same as at
+        opening, the build goes on from scratch."""
+        if self.readonly or not _corrupt(e):
+            raise e
+        try:
+            self.db.close()
+        except sqlite3.Error:
+            pass
+        print(f"farmer: warning: {self._set_aside(e)}", file=sys.stderr)
+        self.db = self._connect()
+
+    def _rows(self, query: str) -> list[tuple]:
+        try:
+            return self.db.execute(query).fetchall()
+        except sqlite3.DatabaseError as e:
+            if self.readonly and _corrupt(e):
+                print(f"farmer: warning: {self.path} could not be read ({e}); "
+                      "as if nothing was built", file=sys.stderr)
+                return []
+            self._corruption_found(e)
+            return []
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:  # somebody else's database
+                raise sqlite3.DatabaseError(f"not a farmer database: tables {', '.join(sorted(tables))}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
@@ -112,6 +143,8 @@ class State:
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             elif row[0] != str(SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"schema version {row[0]}, this farmer uses {SCHEMA_VERSION}")
+            if tables and row is None:
+                raise sqlite3.DatabaseError("not a farmer database: no schema version")
             # A foreign or older database with tables of another shape fails here.
             db.execute("SELECT id, data FROM trace LIMIT 1").fetchall()
             db.execute("SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat LIMIT 1").fetchall()
@@ -126,13 +159,13 @@ class State:
     def stat_cache(self) -> dict[str, tuple[StatKey, str]]:
         return {
             path: ((m, s, i, c), d)
-            for path, m, s, i, c, d in self.db.execute(
+            for path, m, s, i, c, d in self._rows(
                 "SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat")
         }
 
     def traces(self) -> dict[str, Trace]:
         out = {}
-        for tid, data in self.db.execute("SELECT id, data FROM trace"):
+        for tid, data in self._rows("SELECT id, data FROM trace"):
             try:
                 out[tid] = Trace(tid, *marshal.loads(data))
             except (EOFError, ValueError, TypeError):
@@ -141,7 +174,7 @@ class State:
 
     def history(self) -> dict[str, list[Sample]]:
         out: dict[str, list[Sample]] = {}
-        for row in self.db.execute(
+        for row in self._rows(
                 "SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history ORDER BY at"):
             out.setdefault(row[0], []).append(Sample(*row))
         return out
@@ -153,6 +186,14 @@ class State:
         """Write one batch in one transaction."""
         if not (traces or forget or samples or stats):
             return
+        try:
+            self._save(traces, forget, samples, stats)
+        except sqlite3.DatabaseError as e:
+            self._corruption_found(e)  # re-raises what is not corruption
+            self._save(traces, forget, samples, stats)
+
+    def _save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
+              stats: dict[str, tuple[StatKey, str] | None]) -> None:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -180,7 +221,8 @@ class State:
                     db.executemany("INSERT OR REPLACE INTO stat VALUES (?,?,?,?,?,?)", keep)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # a failed COMMIT may have rolled back already
+                db.execute("ROLLBACK")
             raise
 
     def close(self) -> None:
@@ -192,3 +234,11 @@ class State:
             self.db.close()
         except sqlite3.Error as e:  # closing never decides a build's outcome
             print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
+
+
+def _corrupt(e: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file is damaged or not a database (not: full, locked, I/O)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is None:  # raised by farmer itself: a foreign or older database
+        return type(e) is sqlite3.DatabaseError
+    return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)

@@ -120,6 +120,13 @@ def normalize(path: str, task: str, what: str) -> str:
     return norm
 
 
+def _chain(names: list[str]) -> str:
+    """A cycle for an error line: a long one shows its ends."""
+    if len(names) > 12:
+        names = names[:6] + [f"... ({len(names) - 10} more) ..."] + names[-4:]
+    return " -> ".join(names)
+
+
 def check_inside(root: Path, comps: list[Computation]) -> None:
     """What farmer writes (outputs' folders, and their removal when a computation fails)
     stays inside the root, also through symlinks that exist when the graph is made."""
@@ -350,7 +357,7 @@ class _Resolver:
         if not self._resolving:
             self._gather_first(name, needed_by)
         if name in self._resolving:
-            chain = " -> ".join(self._resolving[self._resolving.index(name):] + [name])
+            chain = _chain(self._resolving[self._resolving.index(name):] + [name])
             raise UsageError(f"@ references form a cycle: {chain}")
         self._resolving.append(name)
         try:
@@ -388,7 +395,7 @@ class _Resolver:
                 if dep in self._refs or dep in done:
                     continue
                 if dep in path:
-                    chain = " -> ".join(path[path.index(dep):] + [dep])
+                    chain = _chain(path[path.index(dep):] + [dep])
                     raise UsageError(f"@ references form a cycle: {chain}")
                 path.append(dep)
                 stack.append(iter(self._alias_refs(dep)))

@@ -46,11 +46,12 @@ def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
         return "command changed"
     if trace.world != world:
         return f"world {comp.world} changed"
+    # A trace records a missing input as "missing" (a depfile may list a file that is gone).
     for path, digest in trace.inputs:
-        if digest_or_changed(digests, path) != digest:
+        if (digest_or_changed(digests, path) or "missing") != digest:
             return f"input {path} changed"
     for path, digest in trace.discovered:
-        if digest_or_changed(digests, path) != digest:
+        if (digest_or_changed(digests, path) or "missing") != digest:
             return f"input {path} changed"
     for path, digest in trace.outputs:
         now = digest_or_changed(digests, path)
