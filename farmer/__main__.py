@@ -1,3 +1,25 @@
-from farmer.cli import main
+"""`python -m farmer`, and the `farmer` script: the command line (farmer/cli.py)."""
 
-main()
+import os
+import signal
+
+
+def _early(signum: int, frame: object) -> None:
+    """A signal while Python still imports farmer: nothing has started, leave quietly."""
+    os.write(2, b"farmer: interrupted\n")
+    os._exit(128 + signum)
+
+
+def run() -> None:
+    sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job: kept
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _early)
+    from farmer.cli import main
+
+    signal.signal(signal.SIGINT, sigint)
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import sys
 from pathlib import Path
@@ -166,7 +167,32 @@ def clean(targets, directory, farmfile) -> None:
     click.echo(inspect.clean(spec, g, list(targets)))
 
 
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP outside a build's own handling: the same clean exit as Ctrl-C.
+    (Not a KeyboardInterrupt: click would turn that into Abort, exit 130.)"""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
 def main() -> None:
+    try:
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, _stop)
+        _main()
+    finally:
+        # The outcome is decided: a signal now (a second Ctrl-C while farmer exits) must
+        # not turn the exit status into a KeyboardInterrupt or a death by signal.
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+
+
+def _main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as e:
@@ -174,7 +200,8 @@ def main() -> None:
     except click.ClickException as e:
         print(f"farmer: error: {e.format_message().rstrip('.')}; see farmer --help", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort:  # click's word for a KeyboardInterrupt
+        print("farmer: interrupted", file=sys.stderr)
         sys.exit(130)
     except (UsageError, LockHeld) as e:
         print(f"farmer: error: {e}", file=sys.stderr)
@@ -187,9 +214,9 @@ def main() -> None:
     except sqlite3.Error as e:
         print(f"farmer: error: .farmer/state.db: {e}; remove .farmer/ to start afresh", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stopped) as e:
         print("farmer: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(128 + getattr(e, "signum", signal.SIGINT))
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(1)
