@@ -49,7 +49,11 @@ _HIDDEN_FILES = {os.path.abspath(__file__), runpy.__file__, "<frozen runpy>"}
 # -- setup and tasks ----------------------------------------------------------------------
 
 def run_setup(chain: list[tuple[str, list[str]]], world_globals: dict) -> None:
-    """Run each world's setup lines, root world first, in one globals dict."""
+    """Run each world's setup lines, root world first, in one globals dict, as `python3 -c`
+    would in the project root (the working directory): its modules are importable."""
+    root = os.getcwd()
+    if root not in sys.path:
+        sys.path.insert(0, root)
     for name, lines in chain:
         for number, line in enumerate(lines, 1):
             filename = f"<world {name} setup line {number}>"
