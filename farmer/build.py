@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,12 +52,13 @@ class BuildOptions:
     trace_file: str | None = None
 
 
-def targets_of(spec: Spec, graph: Graph, targets: list[str]) -> list[int]:
+def targets_of(spec: Spec, graph: Graph, targets: list[str],
+               exists: Callable[[str], bool] | None = None) -> list[int]:
     if targets:
-        return select(graph, targets)
+        return select(graph, targets, exists)
     if spec.default is not None:
-        return select(graph, spec.default)
-    return check_inputs(graph, list(graph.order))
+        return select(graph, spec.default, exists)
+    return check_inputs(graph, list(graph.order), exists)
 
 
 @dataclass(slots=True)
@@ -67,24 +69,39 @@ class Session:
     graph: Graph
     state: State
     digests: Digests
-    traces: dict[str, Trace]
+    traces: dict[str, Trace]  # read from state.db when first needed, unless all are here
     selected: list[int]
     worlds: dict[str, str]  # world fingerprints, taken when first needed
     verdicts: dict[int, str | None] = field(default_factory=dict)
+    all_traces: bool = True
+    # From the last good build's proof (farmer/noop.py): ids whose files all kept their stat
+    # data since, so up to date without a look at their traces; and those files' stat data.
+    clean: set[str] = field(default_factory=set)
+    kept_stats: dict[str, tuple] = field(default_factory=dict)
+    proof: noop.Proof | None = None
+    rechecked: set[int] = field(default_factory=set)  # checked against their traces this build
+
+    def trace(self, cid: str) -> Trace | None:
+        if cid not in self.traces and not self.all_traces:
+            self.traces[cid] = self.state.trace(cid)
+        return self.traces.get(cid)
 
     def check(self, i: int) -> str | None:
         """The computation's own verdict, taken once per build (see `recheck`)."""
         verdict = self.verdicts.get(i, "")
         if verdict == "":
-            verdict = self.verdicts[i] = self.recheck(i)
+            comp = self.graph.computations[i]
+            clean = comp.id in self.clean and not comp.always
+            verdict = self.verdicts[i] = None if clean else self.recheck(i)
         return verdict
 
     def recheck(self, i: int) -> str | None:
         """A fresh verdict: after a producer ran, its outputs may or may not have changed."""
+        self.rechecked.add(i)
         comp = self.graph.computations[i]
         if comp.kind is None:
             return None
-        return out_of_date(comp, self.traces.get(comp.id), self.world_fingerprint(comp.world),
+        return out_of_date(comp, self.trace(comp.id), self.world_fingerprint(comp.world),
                            self.digests)
 
     def world_fingerprint(self, name: str | None) -> str | None:
@@ -106,19 +123,26 @@ class Session:
     def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
         comps = self.graph.computations
         sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
-        history = self.state.history() if to_run else {}  # only estimates need it
+        # Only estimates need history, and only of the tasks that run (their others fill in).
+        history = self.state.history({comps[i].task for i in to_run}) if to_run else {}
         est = estimates.estimate(comps, list(to_run), history, sizes)
         return predict(comps, self.selected, to_run, est, jobs, self.spec.pools, compare)
 
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
                  readonly: bool = False) -> Session:
-    selected = targets_of(spec, graph, targets)
     state = State(farmer_dir, readonly=readonly)
     for warning in state.warnings:
         print(f"farmer: warning: {warning}", file=sys.stderr)
-    digests = Digests(state.stat_cache())
-    return Session(spec, graph, state, digests, state.traces(), selected, {})
+    proof = noop.read(farmer_dir, spec.path, spec.digest, targets) if spec.digest else None
+    if proof is None:
+        selected = targets_of(spec, graph, targets)
+        return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {})
+    # Most computations are clean: read only the traces and stat entries the others need.
+    clean, kept = proof.clean()
+    selected = targets_of(spec, graph, targets, lambda p: p in kept or os.path.exists(p))
+    return Session(spec, graph, state, Digests({}, state.stat_entry), {}, selected, {},
+                   all_traces=False, clean=clean, kept_stats=kept, proof=proof)
 
 
 class _BuildHooks:
@@ -173,7 +197,7 @@ class _BuildHooks:
         if self.opts.explain:
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
         self.running[index] = time.monotonic()
-        self.reporter.started(comp, self.scheduler.done if self.scheduler else 0, len(self.s.selected))
+        self.reporter.started(comp, self.done(), len(self.s.selected))
         self._progress()
 
     def finished(self, outcome: Outcome) -> Outcome:
@@ -220,6 +244,11 @@ class _BuildHooks:
             self.flush()
         self._progress()
         return outcome
+
+    def done(self) -> int:
+        """Computations finished so far, up-to-date ones included (SPEC: `[done/total]`)."""
+        ran_or_checked = self.scheduler.done if self.scheduler else 0
+        return len(self.s.selected) - len(self.prediction.to_run) + ran_or_checked
 
     def interrupted(self) -> int | None:
         return self.signal
@@ -285,13 +314,13 @@ class _BuildHooks:
         if now - self._last_eta > _ETA_EVERY_S:
             self._eta, self._last_eta = self._remaining(now), now
         running = [self.comps[i] for i in self.running]
-        self.reporter.progress(self.scheduler.done, len(self.s.selected), running, self._eta)
+        self.reporter.progress(self.done(), len(self.s.selected), running, self._eta)
 
     def _remaining(self, now: float) -> float:
         """Re-simulate what is left: running computations first, for what remains of their
         estimates, then everything not settled yet."""
         settled = self.scheduler.settled
-        left = [i for i in self.s.selected if i not in settled and i not in self.outcomes]
+        left = [i for i in self.scheduler.selected if i not in settled and i not in self.outcomes]
         est = self.prediction.estimates
         durations = {i: est.get(i, 0.0) for i in left}
         latency = critical.expected_latency(self.comps, left, durations)
@@ -328,9 +357,10 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
     lock = ProjectLock(farmer_dir)
     if not opts.dry_run:
         lock.acquire()
-        noop.forget(farmer_dir)  # this build may change what the proof rests on
     try:
         session = open_session(spec, graph, farmer_dir, opts.targets, readonly=opts.dry_run)
+        if not opts.dry_run:
+            noop.forget(farmer_dir)  # read above; this build may change what it rests on
         try:
             return _build(session, opts, farmer_dir, started_at, t0)
         finally:
@@ -372,11 +402,15 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
 
         executor = with_worlds(executor, session.spec, comps, to_run, logs, t0, opts.timeout,
                                reporter.message)
-    scheduler = Scheduler(comps, session.selected, prediction.latency, opts.jobs, session.spec.pools,
+    # Only what the plan would run goes through the scheduler: nothing else can change,
+    # because every consumer of something that runs is in the plan too.
+    scheduler = Scheduler(comps, [i for i in session.selected if i in to_run], prediction.latency,
+                          opts.jobs, session.spec.pools,
                           opts.keep_going, executor, hooks)
     hooks.scheduler = scheduler
     try:
-        settled = scheduler.run()
+        settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected if i not in to_run}
+        settled.update(scheduler.run())
     finally:
         executor.close()
         signal.set_wakeup_fd(old_wakeup)
@@ -434,33 +468,57 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
 
 def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) -> None:
     """Everything selected is up to date now: record the stat of every file that verdict
-    rests on, so that the next build of the same targets can check just those."""
+    rests on, so that the next build of the same targets can check just those. With the
+    last build's proof at hand, only what was checked against traces this build is redone."""
     comps = session.graph.computations
     spec = session.spec
     if not spec.digest or any(comps[i].always for i in session.selected):
         return
-    cache = session.digests.cache
-    files = {}
+    cache, kept, old = session.digests.cache, session.kept_stats, session.proof
+    if old is not None:
+        redo = [i for i in session.selected if comps[i].id not in session.clean or i in session.rechecked]
+        proof = noop.Proof(list(old.paths), list(old.stats), dict(old.files_of), old.total, old.tasks)
+    else:
+        redo = session.selected
+        settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
+        tasks = _last_build(session, settled, {}, opts, datetime.now(timezone.utc), "ok", 0, 0, 0)["tasks"]
+        proof = noop.Proof([], [], {}, len(tasks), json.dumps(tasks, separators=(",", ":")))
+    position = {p: n for n, p in enumerate(proof.paths)}
     world_inputs = {w.name: [os.path.normpath(p) for p in w.inputs] for w in spec.worlds.values()}
-    for i in session.selected:
+    for i in redo:
         comp = comps[i]
-        trace = session.traces.get(comp.id)
+        trace = session.trace(comp.id)
         paths = comp.inputs + comp.outputs
         if trace is not None:
             paths = paths + [p for p, _ in trace.discovered]
-        if comp.world is not None:
-            world: str | None = comp.world
-            while world is not None:
-                paths = paths + world_inputs[world]
-                world = spec.worlds[world].parent
+        world: str | None = comp.world
+        while world is not None:
+            paths = paths + world_inputs[world]
+            world = spec.worlds[world].parent
+        indices = []
         for p in paths:
-            entry = cache.get(p)
-            if entry is None:
-                return  # not hashed in this build: no proof
-            files[p] = entry[0]
-    settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
-    tasks = _last_build(session, settled, {}, opts, datetime.now(timezone.utc), "ok", 0, 0, 0)["tasks"]
-    noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, files, tasks)
+            n = position.get(p)
+            if n is None:
+                entry = cache.get(p)
+                key = entry[0] if entry is not None else kept.get(p)
+                if key is None:
+                    return  # neither hashed in this build nor known unchanged: no proof
+                n = position[p] = len(proof.paths)
+                proof.paths.append(p)
+                proof.stats.append(key)
+            indices.append(n)
+        proof.files_of[comp.id] = indices
+    for p, entry in cache.items():  # what was hashed this build, as it was hashed
+        n = position.get(p)
+        if n is not None:
+            proof.stats[n] = entry[0]
+    if old is not None:  # a file of a re-checked computation that changed and was not hashed
+        for i in redo:
+            for n in proof.files_of[comps[i].id]:
+                p = proof.paths[n]
+                if p not in cache and p not in kept:
+                    return
+    noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, proof)
 
 
 def _last_build(session: Session, settled: dict[int, Settled], outcomes: dict[int, Outcome],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat as statmod
 import time
+from collections.abc import Callable
 
 import xxhash
 
@@ -53,8 +54,10 @@ class Digests:
     entries to write back.
     """
 
-    def __init__(self, cache: dict[str, tuple[StatKey, str]]) -> None:
+    def __init__(self, cache: dict[str, tuple[StatKey, str]],
+                 lookup: Callable[[str], tuple[StatKey, str] | None] | None = None) -> None:
         self.cache = cache
+        self.lookup = lookup  # where entries missing from `cache` may be found (state.db)
         self.changed: dict[str, tuple[StatKey, str] | None] = {}
         self.hashed = 0  # files actually read, for reporting and tests
         self._now: dict[str, str | None] = {}  # digests already taken in this build
@@ -72,10 +75,14 @@ class Digests:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return self._missing(path)
+        except PermissionError:
+            return self._unreadable(path)
         if not statmod.S_ISREG(st.st_mode):
             raise NotAFile(path)
         key = real = stat_key(st)
         cached = self.cache.get(path)
+        if cached is None and self.lookup is not None:
+            cached = self.lookup(path)
         if cached is not None and cached[0] == key:
             digest = cached[1]
         else:
@@ -84,6 +91,8 @@ class Digests:
                 digest = hash_file(path)
             except (FileNotFoundError, NotADirectoryError):  # removed since the stat
                 return self._missing(path)
+            except PermissionError:
+                return self._unreadable(path)
             self.hashed += 1
             if started - st.st_mtime_ns < _RACY_NS or started - st.st_ctime_ns < _RACY_NS:
                 key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # never matches: hash again
@@ -92,6 +101,13 @@ class Digests:
             self.changed[path] = entry
         self._now[path] = digest
         self._seen[path] = (real, key != real)
+        return digest
+
+    def _unreadable(self, path: str) -> str:
+        """A file farmer may not read (chmod 000): nothing vouches for its content, so its
+        digest matches no other and what reads it is never up to date (the command that
+        reads it fails on its own, with its own message)."""
+        digest = self._now[path] = f"unreadable-{time.time_ns()}"
         return digest
 
     def _missing(self, path: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from farmer import __version__
 from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import hash_text
-from farmer.traversal import Computation, Graph, list_files, listing_digest, mark_missing
+from farmer.traversal import Computation, Graph, list_files, listing_digest
 
 _FORMAT = 1
 _FIELDS = tuple(f.name for f in fields(Computation))
@@ -45,12 +45,12 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
         if listing_digest(list_files(root, prefix)) != digest:
             return None
     comps = [Computation(*row) for row in rows]
-    mark_missing(comps, producer, root)
     default, variables, pools, worlds = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
+    # Which inputs are missing now is learnt at selection (traversal.check_inputs).
     return spec, Graph(root=root, computations=comps, producer=producer, by_task=by_task,
-                       order=order, by_id=by_id, listings=listings)
+                       order=order, by_id=by_id, listings=listings, missing_known=False)
 
 
 def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:

@@ -69,6 +69,7 @@ class State:
         self.path = farmer_dir / "state.db"
         self.warnings: list[str] = []
         self.readonly = readonly
+        self.write_failed = False
         self.db = self._open_readonly() if readonly else self._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
@@ -118,9 +119,9 @@ class State:
         print(f"farmer: warning: {self._set_aside(e)}", file=sys.stderr)
         self.db = self._connect()
 
-    def _rows(self, query: str) -> list[tuple]:
+    def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
         try:
-            return self.db.execute(query).fetchall()
+            return self.db.execute(query, params).fetchall()
         except sqlite3.DatabaseError as e:
             if self.readonly and _corrupt(e):
                 print(f"farmer: warning: {self.path} could not be read ({e}); "
@@ -172,10 +173,26 @@ class State:
                 continue  # unreadable: as if never built
         return out
 
-    def history(self) -> dict[str, list[Sample]]:
+    def trace(self, cid: str) -> Trace | None:
+        rows = self._rows("SELECT data FROM trace WHERE id=?", (cid,))
+        try:
+            return Trace(cid, *marshal.loads(rows[0][0])) if rows else None
+        except (EOFError, ValueError, TypeError):
+            return None  # unreadable: as if never built
+
+    def stat_entry(self, path: str) -> tuple[StatKey, str] | None:
+        rows = self._rows("SELECT mtime_ns, size, ino, ctime_ns, digest FROM stat WHERE path=?", (path,))
+        return ((rows[0][0], rows[0][1], rows[0][2], rows[0][3]), rows[0][4]) if rows else None
+
+    def history(self, tasks: set[str] | None = None) -> dict[str, list[Sample]]:
+        """Measured runs, oldest first, of every computation (of `tasks` only, if given)."""
+        query = "SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history"
+        params: tuple = ()
+        if tasks is not None and len(tasks) < 500:  # SQLite caps the number of parameters
+            params = tuple(tasks)
+            query += f" WHERE task IN ({','.join('?' * len(params))})"
         out: dict[str, list[Sample]] = {}
-        for row in self._rows(
-                "SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history ORDER BY at"):
+        for row in self._rows(query + " ORDER BY at", params):
             out.setdefault(row[0], []).append(Sample(*row))
         return out
 
@@ -189,7 +206,10 @@ class State:
         try:
             self._save(traces, forget, samples, stats)
         except sqlite3.DatabaseError as e:
-            self._corruption_found(e)  # re-raises what is not corruption
+            if self.readonly or not _corrupt(e):
+                self.write_failed = True  # (full, read-only, I/O): the caller says so, once
+                raise
+            self._corruption_found(e)
             self._save(traces, forget, samples, stats)
 
     def _save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
@@ -233,7 +253,8 @@ class State:
                 self.db.execute("PRAGMA journal_mode=DELETE")
             self.db.close()
         except sqlite3.Error as e:  # closing never decides a build's outcome
-            print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
+            if not self.write_failed:
+                print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
 
 
 def _corrupt(e: sqlite3.DatabaseError) -> bool:

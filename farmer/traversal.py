@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,7 @@ class Graph:
     order: list[int]  # a topological order: producers before consumers
     by_id: dict[str, int]
     listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
+    missing_known: bool = True  # Computation.missing is current (see check_inputs)
     paths_first: bool = False  # a target that is an output path and a task name means the path
 
     def closure(self, seeds: list[int]) -> list[int]:
@@ -608,7 +610,8 @@ def _find_cycle(comps: list[Computation], stuck: set[int]) -> list[int]:
     return cycle
 
 
-def select(graph: Graph, targets: list[str]) -> list[int]:
+def select(graph: Graph, targets: list[str],
+           exists: Callable[[str], bool] | None = None) -> list[int]:
     """The computations to build for `targets` (task names or output paths), with everything
     they need, in topological order."""
     seeds: list[int] = []
@@ -624,11 +627,19 @@ def select(graph: Graph, targets: list[str]) -> list[int]:
             seeds.append(graph.by_id[target])
         else:
             raise UsageError(f"unknown target {target!r}: not a task name or a declared output")
-    return check_inputs(graph, graph.closure(seeds))
+    return check_inputs(graph, graph.closure(seeds), exists)
 
 
-def check_inputs(graph: Graph, selected: list[int]) -> list[int]:
-    """`selected`, or an error naming the first input that neither exists nor is made."""
+def check_inputs(graph: Graph, selected: list[int],
+                 exists: Callable[[str], bool] | None = None) -> list[int]:
+    """`selected`, or an error naming the first input that neither exists nor is made.
+    A graph read from the cache learns now, and only for `selected`, what is missing
+    (`exists` may know files to exist without a look)."""
+    if not graph.missing_known:
+        there = exists or os.path.exists
+        for i in selected:
+            comp = graph.computations[i]
+            comp.missing = [p for p in comp.inputs if p not in graph.producer and not there(p)]
     for i in selected:
         comp = graph.computations[i]
         if comp.missing:

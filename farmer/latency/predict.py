@@ -43,8 +43,11 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
                           simulation=simulate.Simulation(0.0, [], []), critical_path=[],
                           critical_path_s=0.0, total_work_s=0.0, fifo_makespan_s=0.0 if compare else None,
                           unit_makespan_s=0.0 if compare else None)
-    latency = critical.expected_latency(comps, selected, durations)
-    sim = simulate.simulate(comps, selected, to_run, durations, latency, jobs, pools)
+    # What does not run takes no time and lies on no path between things that run (every
+    # consumer of something that runs runs too): leave it out of the simulation.
+    running = [i for i in selected if i in to_run]
+    latency = critical.expected_latency(comps, running, durations)
+    sim = simulate.simulate(comps, running, to_run, durations, latency, jobs, pools)
     path = [i for i in critical.critical_path(comps, latency) if i in to_run]
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
@@ -54,11 +57,10 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     if compare:
         # make: the order the Makefile lists things in. ninja >= 1.12: the longest chain
         # counted in steps, every step weighing the same.
-        fifo = {i: -float(rank) for rank, i in enumerate(sorted(selected))}
-        ones = {i: (1.0 if i in to_run else 0.0) for i in selected}
-        unit = critical.expected_latency(comps, selected, ones)
+        fifo = {i: -float(rank) for rank, i in enumerate(sorted(running))}
+        unit = critical.expected_latency(comps, running, dict.fromkeys(running, 1.0))
         prediction.fifo_makespan_s = simulate.simulate(
-            comps, selected, to_run, durations, fifo, jobs, pools).makespan_s
+            comps, running, to_run, durations, fifo, jobs, pools).makespan_s
         prediction.unit_makespan_s = simulate.simulate(
-            comps, selected, to_run, durations, unit, jobs, pools).makespan_s
+            comps, running, to_run, durations, unit, jobs, pools).makespan_s
     return prediction
