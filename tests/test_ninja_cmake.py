@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, farmer_env
+from conftest import farmer_env
 
 TOOLS = {"cmake": shutil.which("cmake"), "ninja": shutil.which("ninja"),
          "cc": shutil.which("cc"), "c++": shutil.which("c++")}
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs cmake, ninja and a C/C++ compiler: missing "
            + ", ".join(k for k, v in TOOLS.items() if not v))
 
+NOOP_RUNS = 5
 STARTED = re.compile(r"^\[\d+/\d+\] (.*)$")
 
 
@@ -108,9 +110,10 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
 
     configure(src, trees.path, *extra)
     _, times["ninja full"] = run(["ninja"], trees.path)
-    cp, times["ninja no-op"] = run(["ninja"], trees.path)
-    ninja_again = started(cp.stdout)  # custom targets run every time
-    assert not compiled(cp.stdout)
+    noops = [run(["ninja"], trees.path) for _ in range(NOOP_RUNS)]
+    times["ninja no-op"] = statistics.median(t for _, t in noops)
+    ninja_again = started(noops[0][0].stdout)  # custom targets run every time
+    assert not compiled(noops[0][0].stdout)
     outputs = outputs_of(trees.path)
     by_ninja = digests(trees.path, outputs)
     trees.park("ninja")
@@ -120,9 +123,11 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
     assert "Re-running CMake" not in cp.stdout  # the fresh build.ninja is taken as built
     assert digests(trees.path, outputs) == by_ninja
     assert len(by_ninja) >= 3
-    cp, times["farmer no-op"] = farmer(trees.path, "build")
-    # What ran again is ninja's (a custom target without DESC: ninja shows its command).
-    assert len(started(cp.stdout)) == len(ninja_again) and not compiled(cp.stdout), cp.stdout
+    noops = [farmer(trees.path, "build") for _ in range(NOOP_RUNS)]
+    times["farmer no-op"] = statistics.median(t for _, t in noops)
+    for cp, _ in noops:
+        # What ran again is ninja's (a custom target without DESC: ninja shows its command).
+        assert len(started(cp.stdout)) == len(ninja_again) and not compiled(cp.stdout), cp.stdout
     trees.park("farmer")
 
     header.write_text(header.read_text() + "\n#define FARMER_TEST_EDIT 1\n")
@@ -145,15 +150,24 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
     return times
 
 
-def report(name: str, times: dict[str, float]) -> None:
-    print(f"\n{name}: seconds, ninja vs farmer")
+def rounds(src: Path, top: Path, header: str, extra: tuple[str, ...] = ()) -> None:
+    """`compare` FARMER_NINJA_ROUNDS times (default 1), each on a fresh copy of the source,
+    and print the median timings with the load average."""
+    runs = []
+    for r in range(int(os.environ.get("FARMER_NINJA_ROUNDS", "1"))):
+        copy = top / f"round{r}" / "src"
+        shutil.copytree(src, copy)
+        runs.append(compare(copy, copy.parent, copy / header, extra))
+    times = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+    print(f"\n{src.name}: median of {len(runs)} round(s), seconds; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for what in ("full", "no-op", "header edit"):
         print(f"  {what:12} ninja {times['ninja ' + what]:8.3f}   farmer {times['farmer ' + what]:8.3f}")
 
 
-def write_project(src: Path) -> Path:
+def write_project(src: Path) -> None:
     """A small C/C++ project: a static library, a generated header, two programs and a
-    custom target. Returns the header to edit."""
+    custom target; include/units.h is the header to edit."""
     files = {
         "CMakeLists.txt": """\
             cmake_minimum_required(VERSION 3.16)
@@ -206,14 +220,12 @@ def write_project(src: Path) -> Path:
         path = src / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    return src / "include/units.h"
 
 
 def test_cmake_project_builds_like_ninja(tmp_path):
-    src = tmp_path / "src"
-    header = write_project(src)
-    times = compare(src, tmp_path, header)
-    report("small CMake project (tests/test_ninja_cmake.py)", times)
+    src = tmp_path / "demo"
+    write_project(src)
+    rounds(src, tmp_path, "include/units.h")
 
 
 def _ninja_sdist() -> Path | None:
@@ -231,7 +243,6 @@ def test_ninja_source_builds_like_ninja(tmp_path):
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path / "sdist", filter="data")
     upstream = next((tmp_path / "sdist").glob("*/ninja-upstream"))
-    src = tmp_path / "src"
+    src = tmp_path / sdist.name.removesuffix(".tar.gz")
     shutil.copytree(upstream, src)
-    times = compare(src, tmp_path, src / "src/graph.h", ("-DBUILD_TESTING=OFF",))
-    report(f"ninja's source ({sdist.name})", times)
+    rounds(src, tmp_path, "src/graph.h", ("-DBUILD_TESTING=OFF",))
