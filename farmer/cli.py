@@ -212,7 +212,10 @@ def _main() -> None:
         print(f"farmer: error:{where}: {e.strerror or e}", file=sys.stderr)
         sys.exit(2)
     except sqlite3.Error as e:
-        print(f"farmer: error: .farmer/state.db: {e}; remove .farmer/ to start afresh", file=sys.stderr)
+        # Full, read-only, I/O: the disk's trouble, and the state is intact; else damage.
+        hint = ("check the disk's free space and permissions" if isinstance(e, sqlite3.OperationalError)
+                else "remove .farmer/ to start afresh")
+        print(f"farmer: error: .farmer/state.db: {e}; {hint}", file=sys.stderr)
         sys.exit(2)
     except (KeyboardInterrupt, _Stopped) as e:
         print("farmer: interrupted", file=sys.stderr)
