@@ -39,6 +39,9 @@ def main() -> int:
     ap.add_argument("--prof", type=Path, help="profile output (default in the work dir)")
     ap.add_argument("--work", type=Path, default=bench.BENCH_DIR / "work")
     ap.add_argument("--fresh", action="store_true", help="regenerate even if present")
+    ap.add_argument("--change", action="store_true",
+                    help="profile the `change` scenario instead: append a line to the "
+                         "source bench/run.py edits, then build")
     ap.add_argument("--farmer-rev", metavar="REV",
                     help="profile farmer/ as of this commit (git archive) instead of the "
                          "working tree")
@@ -74,6 +77,14 @@ def main() -> int:
             return 1
         print(f"{what}: {time.perf_counter() - t0:.3f} s", file=sys.stderr)
 
+    expect_ran = 0
+    if args.change:
+        src, outs = bench.pick_change_source(bench.make_graph(args.size))
+        with open(d / src, "a") as f:
+            f.write(f"profile change {time.time_ns()}\n")
+        expect_ran = len(outs)
+        print(f"appended a line to {src} ({expect_ran} outputs downstream)", file=sys.stderr)
+
     t0 = time.perf_counter()
     cp = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof)] + build[1:],
                         env=env, capture_output=True, text=True, cwd=d)
@@ -83,11 +94,12 @@ def main() -> int:
         return 1
     try:
         lb = json.loads((d / ".farmer" / "last-build.json").read_text())
-        not_utd = sum(1 for t in lb.get("tasks", []) if t.get("status") != "up-to-date")
-        note = "a true no-op" if not_utd == 0 else f"NOT a no-op: {not_utd} not up to date"
+        ran = sum(1 for t in lb.get("tasks", []) if t.get("status") != "up-to-date")
+        note = (f"{ran} ran, as expected" if ran == expect_ran
+                else f"UNEXPECTED: {ran} not up to date, expected {expect_ran}")
     except (OSError, ValueError):
         note = "last-build.json unreadable"
-    print(f"\nprofiled no-op build of {args.size} steps: {wall:.3f} s wall under cProfile "
+    print(f"\nprofiled {'change' if args.change else 'no-op'} build of {args.size} steps: {wall:.3f} s wall under cProfile "
           f"({note}); profile in {prof}\n")
 
     st = pstats.Stats(str(prof))
