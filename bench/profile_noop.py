@@ -51,7 +51,8 @@ def main() -> int:
     prof = (args.prof or d.parent / f"{d.name}.prof").resolve()
     env = bench.farmer_env_base(args.work.resolve())
     if args.farmer_rev:
-        src, desc = bench.export_farmer(args.farmer_rev, args.work.resolve())
+        src, desc = bench.export_farmer(args.farmer_rev, args.work.resolve(),
+                                         "farmer-src-profile")
         env["PYTHONPATH"] = str(src)
         print(f"farmer at {args.farmer_rev} = {desc}", file=sys.stderr)
     else:

@@ -422,10 +422,10 @@ def farmer_env_base(work: Path) -> dict:
     return env
 
 
-def export_farmer(rev: str, work: Path) -> tuple[Path, str]:
-    """`git archive REV farmer/` into work/farmer-src/: measure a commit, not whatever
+def export_farmer(rev: str, work: Path, name: str = "farmer-src") -> tuple[Path, str]:
+    """`git archive REV farmer/` into work/NAME/: measure a commit, not whatever
     the shared working tree holds right now. Returns (dir, 'sha subject')."""
-    dest = work / "farmer-src"
+    dest = work / name
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
