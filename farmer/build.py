@@ -181,6 +181,7 @@ class _BuildHooks:
         before = []
         for path in comp.inputs:  # the content the run reads, recorded in its trace
             if digests.moved(path):  # changed since it was digested earlier in this build
+                digests.unstable.add(path)
                 digests.forget(path)
             before.append((path, _digest_text(digests, path)))
         self._inputs_before[index] = before
@@ -268,6 +269,7 @@ class _BuildHooks:
             if digests.moved(path, strict=True):
                 digests.forget(path)
                 if _digest_text(digests, path) != before:
+                    digests.unstable.add(path)
                     self.reporter.message(f"farmer: warning: input {path} changed while {comp.id} ran; "
                                           "it will run again next build")
 
@@ -474,6 +476,8 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
     spec = session.spec
     if not spec.digest or any(comps[i].always for i in session.selected):
         return
+    if session.digests.unstable:  # a file changed while the build ran: no snapshot holds
+        return
     cache, kept, old = session.digests.cache, session.kept_stats, session.proof
     if old is not None:
         redo = [i for i in session.selected if comps[i].id not in session.clean or i in session.rechecked]
@@ -491,6 +495,12 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
         paths = comp.inputs + comp.outputs
         if trace is not None:
             paths = paths + [p for p, _ in trace.discovered]
+            # The stat recorded must be that of the content the trace names: a file hashed
+            # again after the trace was taken (it changed while the build ran) breaks that.
+            for p, digest in trace.inputs + trace.discovered + trace.outputs:
+                entry = cache.get(p)
+                if entry is not None and entry[1] != digest:
+                    return
         world: str | None = comp.world
         while world is not None:
             paths = paths + world_inputs[world]
@@ -509,6 +519,8 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
             indices.append(n)
         proof.files_of[comp.id] = indices
     for p, entry in cache.items():  # what was hashed this build, as it was hashed
+        if p in kept and entry[0] != kept[p]:
+            return  # seen unchanged at the start, yet changed since: clean ones may rest on it
         n = position.get(p)
         if n is not None:
             proof.stats[n] = entry[0]

@@ -64,6 +64,7 @@ class Digests:
         # The stat each path had when its digest was taken (None: missing), and whether it
         # was then fresh enough ("racy") that a same-tick rewrite could keep that stat.
         self._seen: dict[str, tuple[StatKey | None, bool]] = {}
+        self.unstable: set[str] = set()  # files seen to change during this build
 
     def digest(self, path: str) -> str | None:
         """The content digest of `path`, or None when it does not exist (a dangling symlink

@@ -41,6 +41,7 @@ def test_source_edited_while_its_consumer_runs(project):
         assert project.wait_for("started"), "the command never started"
         time.sleep(0.05)
         project.write("src.txt", "new content\n")
+        time.sleep(0.3)  # the edit is not "racy" (fresh) when farmer looks at it again
         project.write("go", "")
         out, err = p.communicate(timeout=30)
     finally:
@@ -73,7 +74,7 @@ def test_command_changes_its_own_source(project):
         [task.grow]
         inputs = ["src.txt"]
         outputs = ["out/grow.txt", "out/order.txt"]
-        cmd = "cat src.txt > out/grow.txt; echo x > out/order.txt; if [ -e flag ]; then echo b >> src.txt; rm flag; fi"
+        cmd = "cat src.txt > out/grow.txt; echo x > out/order.txt; if [ -e flag ]; then echo b >> src.txt; rm flag; sleep 0.25; fi"
 
         [task.reader]
         inputs = ["src.txt", "out/order.txt"]

@@ -15,11 +15,25 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from farmer.executors.shell import Direct, direct
 from farmer.scheduler import Outcome
 from farmer.traversal import Computation
 
 _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
                   signal.SIGCHLD}
+
+
+def _direct_actions(plain: Direct, log: Path) -> list[tuple]:
+    """stdin from /dev/null; stdout to the log, or to the `>` file with stderr to the log."""
+    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 2, str(log), write, 0o644)]
+    if plain.stdout is None:
+        actions.append((os.POSIX_SPAWN_DUP2, 2, 1))
+    else:
+        mode = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if plain.append else os.O_TRUNC)
+        actions.append((os.POSIX_SPAWN_OPEN, 1, plain.stdout, mode, 0o666))
+    return actions
 
 
 def log_path(logs: Path, comp_id: str) -> Path:
@@ -74,18 +88,25 @@ class ProcessExecutor:
         console = comp.console
         if console:
             log.write_bytes(b"")
+        actions = [] if console else [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ]
+        group = {} if console else {"setpgroup": 0}
         try:
-            pid = os.posix_spawnp(
-                argv[0], argv, env,
-                file_actions=[] if console else [
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
-                    (os.POSIX_SPAWN_DUP2, 1, 2),
-                ],
-                **({} if console else {"setpgroup": 0}),
-                setsigdef=_RESET_SIGNALS,
-                setsigmask=(),
-            )
+            pid = None
+            plain = direct(comp.action) if comp.kind == "cmd" and not console and comp.action else None
+            if plain is not None:
+                try:  # no shell needed: one exec instead of two
+                    pid = os.posix_spawnp(plain.argv[0], plain.argv, env,
+                                          file_actions=_direct_actions(plain, log), **group,
+                                          setsigdef=_RESET_SIGNALS, setsigmask=())
+                except OSError:
+                    pass  # let the shell run it and say what is wrong, as it would have
+            if pid is None:
+                pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **group,
+                                      setsigdef=_RESET_SIGNALS, setsigmask=())
         except OSError as e:
             log.write_text(f"farmer: cannot start {argv[0]}: {e.strerror}\n")
             self._finished.append(Outcome(comp.index, False, "exit 127", 127, now - self.t0, now - self.t0))
