@@ -24,9 +24,10 @@ The script is written the way a worlds user writes one: it imports (a no-op in a
 where the module is in sys.modules already) and loads the dataset only when the world
 has not (`if "DATA" not in globals()`), so it runs unchanged under make.
 
-Every timed run is a clean build (out/ and .farmer/ removed); the figure is the median
-wall time (perf_counter around the tool's process). All three must write byte-identical
-outputs, which is checked. Stdlib only.
+Every timed run is a clean build (out/ and .farmer/ removed). Figures: the median and the
+best wall time (perf_counter around the tool's process), and the median CPU time of the
+tool and all its processes (which other load on the machine hardly changes). All three
+must write byte-identical outputs, which is checked. Stdlib only.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -166,15 +168,21 @@ def clean(work: Path) -> None:
         shutil.rmtree(work / d, ignore_errors=True)
 
 
-def run(cmd: list[str], work: Path) -> float:
+def run(cmd: list[str], work: Path) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the tool and every process under it: all
+    are reaped by their parents, so RUSAGE_CHILDREN counts them. CPU time hardly moves when
+    other work shares the machine; wall time does."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     cp = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if cp.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed in {work} ({cp.returncode}):\n{cp.stderr}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def digest(work: Path, tasks: int) -> str:
@@ -203,30 +211,37 @@ def bench(workload: str, tasks: int, jobs: int, repeat: int, dataset_mb: int) ->
     farmer = [sys.executable, "-m", "farmer", "build", "-j", str(jobs)]
     tools = {"farmer": farmer, "fresh": farmer + ["--no-worlds"], "make": ["make", "-s", "-j", str(jobs)]}
     times: dict[str, list[float]] = {t: [] for t in tools}
+    cpus: dict[str, list[float]] = {t: [] for t in tools}
     digests = {}
     for r in range(repeat):
         for name, cmd in tools.items():
             clean(work)
-            times[name].append(run(cmd, work))
+            wall, cpu = run(cmd, work)
+            times[name].append(wall)
+            cpus[name].append(cpu)
             digests[name] = digest(work, tasks)
         print(f"  {workload} run {r + 1}/{repeat}: " +
-              ", ".join(f"{t} {times[t][-1]:.2f} s" for t in tools), flush=True)
+              ", ".join(f"{t} {times[t][-1]:.2f} s ({cpus[t][-1]:.1f} s CPU)" for t in tools),
+              flush=True)
     if len(set(digests.values())) != 1:
         raise SystemExit(f"outputs differ between tools: {digests}")
-    median = {t: statistics.median(v) for t, v in times.items()}
-    return {"workload": workload, "tasks": tasks, "jobs": jobs, "repeat": repeat, "median": median,
-            "runs": times}
+    return {"workload": workload, "tasks": tasks, "jobs": jobs, "repeat": repeat,
+            "median": {t: statistics.median(v) for t, v in times.items()},
+            "best": {t: min(v) for t, v in times.items()},
+            "cpu": {t: statistics.median(v) for t, v in cpus.items()}, "runs": times}
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| workload | farmer (worlds) | farmer --no-worlds | make -j | make / farmer | "
-             "--no-worlds / farmer |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| workload | figure | farmer (worlds) | farmer --no-worlds | make -j | "
+             "make / farmer | --no-worlds / farmer |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
-        m = r["median"]
-        lines.append(f"| {r['workload']} ({r['tasks']} tasks, -j {r['jobs']}) | {m['farmer']:.2f} s | "
-                     f"{m['fresh']:.2f} s | {m['make']:.2f} s | {m['make'] / m['farmer']:.1f}x | "
-                     f"{m['fresh'] / m['farmer']:.1f}x |")
+        name = f"{r['workload']} ({r['tasks']} tasks, -j {r['jobs']})"
+        for key, label in (("median", "wall, median"), ("best", "wall, best"), ("cpu", "CPU, median")):
+            m = r[key]
+            lines.append(f"| {name} | {label} | {m['farmer']:.2f} s | {m['fresh']:.2f} s | "
+                         f"{m['make']:.2f} s | {m['make'] / m['farmer']:.1f}x | "
+                         f"{m['fresh'] / m['farmer']:.1f}x |")
     return "\n".join(lines)
 
 
@@ -250,6 +265,7 @@ def main() -> None:
         m = r["median"]
         print(f"{r['workload']}: farmer with worlds is {m['make'] / m['farmer']:.1f}x faster than "
               f"make -j {r['jobs']} and {m['fresh'] / m['farmer']:.1f}x faster than --no-worlds")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.out:
         with open(args.out, "a") as f:
             f.write(f"\nMachine: {machine()}\n\n{text}\n")

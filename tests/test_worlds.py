@@ -451,3 +451,28 @@ def test_what_will_not_run_does_not_keep_a_world_forking(project):
     st = project.statuses()
     assert (st["out/cutoff.txt"], st["out/skipped.txt"], st["out/last.txt"]) == ("up-to-date", "skipped", "ran")
     assert project.read("out/last.txt") == "True"
+
+
+def test_world_inputs_with_vars_feed_the_fingerprint(project):
+    project.farmfile(
+        """
+        [vars]
+        table = "data/table.json"
+
+        [world.w]
+        inputs = ["{table}"]
+        setup = ["TABLE = open('data/table.json').read()"]
+
+        [task.t]
+        world = "w"
+        outputs = ["out/t.txt"]
+        python = '''-c "open('out/t.txt', 'w').write(TABLE)"'''
+        """
+    )
+    project.write("data/table.json", "1")
+    assert project.build().returncode == 0
+    project.write("data/table.json", "2")
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.reasons()["out/t.txt"] == "world w changed"
+    assert project.read("out/t.txt") == "2"

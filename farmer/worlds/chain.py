@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from farmer import template
 from farmer.farmfile import Spec
 from farmer.grains import Digests, hash_text
 from farmer.uptodate import digest_or_changed
@@ -18,7 +19,10 @@ def fingerprints(spec: Spec, digests: Digests) -> dict[str, str]:
         if name not in out:
             w = spec.worlds[name]
             parent = fp(w.parent) if w.parent else ""
-            inputs = [f"{p}={digest_or_changed(digests, os.path.normpath(p))}" for p in w.inputs]
+            # Paths as traversal resolves them: `[vars]` substituted (unknown names were
+            # reported there already).
+            paths = [os.path.normpath(template.render(p, {}, {}, spec.vars, False)) for p in w.inputs]
+            inputs = [f"{p}={digest_or_changed(digests, p)}" for p in paths]
             env = [f"{k}={v}" for k, v in sorted(w.env.items())]
             out[name] = hash_text(parent, sys.version, "\0setup", *w.setup, "\0inputs", *inputs,
                                   "\0env", *env)
