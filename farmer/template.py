@@ -67,6 +67,17 @@ def names(text: str) -> set[str]:
     return {p.name for p in parse(text) if isinstance(p, Ref)}
 
 
+@lru_cache(maxsize=None)
+def _format_string(text: str) -> tuple[str, frozenset[str]] | None:
+    """`text` as a str.format string, when it names no files (which may need quoting)."""
+    parts = parse(text)
+    if any(isinstance(p, Ref) and (p.index is not None or p.name in FILE_KEYS) for p in parts):
+        return None
+    fmt = "".join(p.replace("{", "{{").replace("}", "}}") if isinstance(p, str) else "{" + p.name + "}"
+                  for p in parts)
+    return fmt, frozenset(p.name for p in parts if isinstance(p, Ref))
+
+
 def render(
     text: str,
     wildcards: dict[str, str],
@@ -75,6 +86,9 @@ def render(
     quote: bool,
 ) -> str:
     """Expand `text`. `files` holds only the file keys available where `text` is used."""
+    fast = _format_string(text)
+    if fast is not None and fast[1] <= wildcards.keys():
+        return fast[0].format_map(wildcards)  # every name is a wildcard: C does the work
     parts = parse(text)
     if len(parts) == 1 and isinstance(parts[0], str):
         return parts[0]

@@ -110,9 +110,12 @@ def normalize(path: str, task: str, what: str) -> str:
     """A project-relative path, or an error when it leaves the root."""
     if not path:
         raise UsageError(f"task {task!r}: an empty path in {what}")
-    if os.path.isabs(path):
+    if path[0] == "/":
         raise UsageError(f"task {task!r}: {what} path {path!r} is absolute; use a path relative to the project root")
-    norm = os.path.normpath(path)
+    if "//" in path or "./" in path or path[-1] in "/.":
+        norm = os.path.normpath(path)
+    else:
+        norm = path  # already normal, the usual case: spare normpath
     if norm == ".." or norm.startswith("../"):
         raise UsageError(f"task {task!r}: {what} path {path!r} is outside the project root")
     if _CONTROL.search(norm):
@@ -256,12 +259,15 @@ def _foreach_instances(task: TaskSpec, files: _Files, outputs: dict[str, str]) -
     regex, prefix = _pattern_regex(foreach)
     candidates = set(files.under(prefix))
     candidates.update(p for p, owner in outputs.items() if owner != task.name)
+    # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
+    # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
+    own = [_pattern_regex(t)[0] for t in task.outputs]
     matches = []
     for path in sorted(candidates):
         if path.startswith(".farmer/"):
             continue
         m = regex.match(path)
-        if m:
+        if m and not any(r.match(path) for r in own):
             matches.append(m.groupdict())
     return matches
 
@@ -282,9 +288,9 @@ class _Instance:
     outputs: list[str]
 
 
-def _instances_of(task: TaskSpec, spec: Spec, files: _Files, outputs: dict[str, str]) -> list[_Instance]:
+def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]]) -> list[_Instance]:
     result = []
-    for wildcards in _foreach_instances(task, files, outputs):
+    for wildcards in matches:
         raw_inputs = [_render(t, task, wildcards, {}, spec.vars, False, "inputs") for t in task.inputs]
         outs = [normalize(_render(t, task, wildcards, {}, spec.vars, False, "outputs"), task.name, "output")
                 for t in task.outputs]
@@ -309,16 +315,19 @@ def _expand_tasks(spec: Spec, files: _Files) -> list[_Instance]:
                 owner.setdefault(out, name)
 
     pattern_tasks = []
+    matched: dict[str, list[dict[str, str]]] = {}
     for name, task in spec.tasks.items():
-        record(name, _instances_of(task, spec, files, owner))
+        matched[name] = _foreach_instances(task, files, owner)
+        record(name, _instances_of(task, spec, matched[name]))
         if isinstance(task.foreach, str):
             pattern_tasks.append(name)
     for _round in range(len(pattern_tasks) + 2):
         changed = False
         for name in pattern_tasks:
-            new = _instances_of(spec.tasks[name], spec, files, owner)
-            if [i.wildcards for i in new] != [i.wildcards for i in instances[name]]:
-                record(name, new)
+            now = _foreach_instances(spec.tasks[name], files, owner)
+            if now != matched[name]:  # expand again only what matches differently
+                matched[name] = now
+                record(name, _instances_of(spec.tasks[name], spec, now))
                 changed = True
         if not changed:
             break
