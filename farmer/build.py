@@ -416,14 +416,20 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     finally:
         executor.close()
         signal.set_wakeup_fd(old_wakeup)
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
+        for s in old_handlers:  # the outcome is decided: a signal now changes nothing
+            signal.signal(s, _ignore_signal)
         os.close(wake_r)
         os.close(wake_w)
         reporter.close()
         hooks.flush()
-    return _finish(session, opts, farmer_dir, started_at, t0, settled, hooks.outcomes, hooks.signal,
-                   scheduler.slot_of, prediction)
+    # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
+    # the next build, which installs its own).
+    return _finish(session, opts, farmer_dir, started_at, t0, settled, hooks.outcomes,
+                   hooks.signal, scheduler.slot_of, prediction)
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    pass
 
 
 def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,

@@ -192,6 +192,19 @@ def main() -> None:
             signal.signal(s, signal.SIG_IGN)
 
 
+def _interrupted(code: int) -> None:
+    """Leave at once with 128 + the signal. (Not through sys.exit: a KeyboardInterrupt that
+    passed through an exec() of a string, as dataclasses do while farmer imports, leaves
+    CPython 3.11 set to kill itself with SIGINT at exit, whatever the exit status.)"""
+    print("farmer: interrupted", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def _main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -201,8 +214,7 @@ def _main() -> None:
         print(f"farmer: error: {e.format_message().rstrip('.')}; see farmer --help", file=sys.stderr)
         sys.exit(2)
     except click.exceptions.Abort:  # click's word for a KeyboardInterrupt
-        print("farmer: interrupted", file=sys.stderr)
-        sys.exit(130)
+        _interrupted(130)
     except (UsageError, LockHeld) as e:
         print(f"farmer: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
@@ -218,8 +230,7 @@ def _main() -> None:
         print(f"farmer: error: .farmer/state.db: {e}; {hint}", file=sys.stderr)
         sys.exit(2)
     except (KeyboardInterrupt, _Stopped) as e:
-        print("farmer: interrupted", file=sys.stderr)
-        sys.exit(128 + getattr(e, "signum", signal.SIGINT))
+        _interrupted(128 + getattr(e, "signum", signal.SIGINT))
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(1)
