@@ -249,3 +249,51 @@ def test_interrupts_at_random_points(project):
 @pytest.mark.slow
 def test_interrupts_at_random_points_many(project):
     run_random_interrupts(project, seed=17, points=20)
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
+def test_interrupt_kills_worlds(project, sig, code):
+    """World processes (a parent world, its forked child world and the tasks forked from
+    them) go with the build, and a finished world task keeps its trace."""
+    secs = project.unique_sleep(30).split()[1]
+    project.farmfile(
+        f"""
+        [world.base]
+        setup = ["import os, time"]
+
+        [world.child]
+        parent = "base"
+        setup = ["X = 1"]
+
+        [task.done]
+        world = "base"
+        outputs = ["out/done.txt"]
+        python = '''-c "open('out/done.txt', 'w').write('done')"'''
+
+        [task.long]
+        foreach = {{k = ["1", "2"]}}
+        world = "child"
+        inputs = ["out/done.txt"]
+        outputs = ["out/long-{{k}}.txt"]
+        python = '''-c "open('started-{{k}}', 'w').close(); time.sleep({secs}); open('out/long-{{k}}.txt', 'w').write('l')"'''
+        """
+    )
+    p = project.popen("build", "-j", "3")
+    try:
+        for k in "12":
+            assert project.wait_for(f"started-{k}", timeout=30), "world tasks never started"
+        out, err, elapsed = stop(p, sig)
+        assert p.returncode == code, (p.returncode, out, err)
+        assert elapsed < 2.0, elapsed
+        assert "Traceback" not in err, err
+        assert wait_no_process_in(project, timeout=1) == [], "a world outlived the interrupted build"
+        t = project.tasks()
+        assert t["out/done.txt"]["status"] == "ran"
+        assert all(t[f"out/long-{k}.txt"]["reason"] == "interrupted" for k in "12"), t
+    finally:
+        if p.poll() is None:
+            p.kill()
+    project.farmfile(project.read("Farmfile").replace(f"time.sleep({secs})", "time.sleep(0)"))
+    r = project.build()
+    assert r.returncode == 0, r
+    assert project.statuses()["out/done.txt"] == "up-to-date"
