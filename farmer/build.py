@@ -29,7 +29,7 @@ from farmer.lock import ProjectLock
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
 from farmer.state import Sample, State, Trace
 from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
-from farmer.traversal import Graph, check_inputs, select
+from farmer.graph import Graph, check_inputs, select
 from farmer.uptodate import out_of_date, plan
 from farmer.worlds.chain import fingerprints
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from farmer import __version__
 from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import hash_text
-from farmer.traversal import Computation, Graph, list_files, listing_digest
+from farmer.graph import Computation, Graph
+from farmer.matching import list_files, listing_digest
 
 _FORMAT = 1
 _FIELDS = tuple(f.name for f in fields(Computation))

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from farmer.errors import UsageError
 from farmer.executors.process import log_path
 from farmer.farmfile import Spec
 from farmer.lock import ProjectLock
 from farmer.state import State
-from farmer.traversal import Graph, select
+from farmer.graph import Graph, select
 
 
 def _edges(graph: Graph, selected: list[int]) -> list[tuple[int, int]]:

@@ -105,7 +105,7 @@ def read(farmer_dir: Path, farmfile: Path, digest: str, targets: list[str]) -> P
     if fmt != _FORMAT or key != _key(farmfile, digest, targets):
         return None
     if listings:
-        from farmer.traversal import list_files, listing_digest
+        from farmer.matching import list_files, listing_digest
 
         root = farmfile.parent
         for prefix, listed in listings.items():

@@ -8,7 +8,8 @@ from pathlib import Path
 from farmer import farmfile, graphcache
 from farmer.farmfile import Spec
 from farmer.grains import hash_text
-from farmer.traversal import Graph, traverse
+from farmer.graph import Graph
+from farmer.traversal import traverse
 
 
 def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:

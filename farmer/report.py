@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # kept off the import path of a no-op build
-    from farmer.traversal import Computation
+    from farmer.graph import Computation
 
 _SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has it all
 

@@ -14,7 +14,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Protocol
 
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 UP_TO_DATE = "up-to-date"
 RAN = "ran"

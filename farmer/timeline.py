@@ -8,7 +8,7 @@ from pathlib import Path
 
 from farmer.latency.predict import Prediction
 from farmer.report import write_json_atomically
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _FILL = "▓▒"  # alternating, so neighbouring computations in a row stay apart

@@ -12,98 +12,17 @@ import itertools
 import json
 import os
 import re
-import shlex
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from farmer import template
 from farmer.errors import UsageError
 from farmer.farmfile import Spec, TaskSpec
-from farmer.grains import hash_text
+from farmer.graph import Computation, Graph, topological_order
+from farmer.matching import GLOB_CHARS, Files, glob_regex, pattern_regex
 from farmer.uptodate import action_fingerprint
 
-_GLOB_CHARS = re.compile(r"[*?\[]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SKIP_DIRS = {".farmer", ".git"}
-_DRIVER = str(Path(__file__).with_name("worlds") / "driver.py")
-
-
-@dataclass(slots=True)
-class Computation:
-    index: int
-    id: str
-    task: str
-    wildcards: dict[str, str]
-    inputs: list[str]  # declared inputs, expanded and resolved, in declared order
-    outputs: list[str]
-    depfile: str | None
-    kind: str | None  # "cmd", "python" or None for an alias
-    action: str | None  # the expanded cmd, or the expanded python line
-    env: dict[str, str]
-    world: str | None
-    cost: float | None
-    cpus: int
-    pool: str | None
-    timeout: float | None
-    always: bool
-    cache: bool
-    world_setup: str | None = None  # JSON of the world chain's setup, for a fresh interpreter
-    missing: list[str] = field(default_factory=list)  # inputs neither existing nor produced
-    fingerprint: str = ""  # the action fingerprint (uptodate.action_fingerprint)
-    producers: list[int] = field(default_factory=list)
-    consumers: list[int] = field(default_factory=list)
-    # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
-    order_only: list[str] = field(default_factory=list)  # ordering only: never hashed
-    validates: list[int] = field(default_factory=list)  # built with it, not needed by it
-    description: str | None = None  # shown instead of TASK ID when it starts
-    generator: bool = False  # the command is left out of the action fingerprint
-    remove_depfile: bool = False  # the depfile is deleted once read (`deps = gcc`)
-    rspfile: str | None = None  # written with rspfile_content before the run, deleted after
-    rspfile_content: str | None = None
-    optional_outputs: bool = False  # an output missing after a run is no failure: it reruns
-    console: bool = False  # runs on the terminal (stdin/stdout), not into its log
-
-    def argv(self) -> list[str]:
-        """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
-        task a fresh `python3` that runs the world chain's setup first (`--no-worlds`)."""
-        if self.kind == "cmd":
-            return ["/bin/sh", "-c", self.action or ""]
-        args = shlex.split(self.action or "")
-        if self.world is not None:
-            return [sys.executable, _DRIVER, "--setup", self.world_setup or "[]", "--", *args]
-        return [sys.executable, *args]
-
-
-@dataclass(slots=True)
-class Graph:
-    root: Path
-    computations: list[Computation]
-    producer: dict[str, int]  # output path -> index of the computation that declares it
-    by_task: dict[str, list[int]]
-    order: list[int]  # a topological order: producers before consumers
-    by_id: dict[str, int]
-    listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
-    missing_known: bool = True  # Computation.missing is current (see check_inputs)
-    paths_first: bool = False  # a target that is an output path and a task name means the path
-
-    def closure(self, seeds: list[int]) -> list[int]:
-        """`seeds` and everything they need (and what they validate), in topological order."""
-        wanted = set(seeds)
-        stack = list(seeds)
-        comps = self.computations
-        while stack:
-            comp = comps[stack.pop()]
-            for p in comp.producers:
-                if p not in wanted:
-                    wanted.add(p)
-                    stack.append(p)
-            for p in comp.validates:
-                if p not in wanted:
-                    wanted.add(p)
-                    stack.append(p)
-        return [i for i in self.order if i in wanted]
 
 
 def normalize(path: str, task: str, what: str) -> str:
@@ -156,112 +75,19 @@ def check_inside(root: Path, comps: list[Computation]) -> None:
                                  "root through a symlink; declare a path inside the root")
 
 
-def list_files(root: Path | str, prefix: str) -> list[str]:
-    """Files under `root/prefix`, as sorted root-relative paths; `.farmer` and `.git` skipped."""
-    found: list[str] = []
-    top = os.path.join(root, prefix) if prefix else str(root)
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-        rel = os.path.relpath(dirpath, root)
-        base = "" if rel == "." else rel + "/"
-        found.extend(base + f for f in filenames)
-    found.sort()
-    return found
-
-
-def listing_digest(files: list[str]) -> str:
-    return hash_text(*files)
-
-
-class _Files:
-    """Existing files under the root, listed once per directory prefix (for foreach and
-    globs). The listings' digests let a cached graph tell when a match set may differ."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._under: dict[str, list[str]] = {}
-
-    def under(self, prefix: str) -> list[str]:
-        if prefix not in self._under:
-            self._under[prefix] = list_files(self.root, prefix)
-        return self._under[prefix]
-
-    def digests(self) -> dict[str, str]:
-        return {prefix: listing_digest(files) for prefix, files in self._under.items()}
-
-
-def _pattern_regex(pattern: str) -> tuple[re.Pattern[str], str]:
-    """A foreach pattern as a regex (a wildcard matches one or more characters, `/` too)
-    and the fixed directory prefix before its first wildcard."""
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    out = []
-    seen: set[str] = set()
-    prefix_done = False
-    prefix = ""
-    for part in template.parse(pattern):
-        if isinstance(part, str):
-            out.append(re.escape(part))
-            if not prefix_done:
-                prefix += part
-        else:
-            prefix_done = True
-            if part.name in seen:
-                out.append(f"(?P={part.name})")
-            else:
-                seen.add(part.name)
-                out.append(f"(?P<{part.name}>.+)")
-    directory = prefix.rpartition("/")[0]
-    return re.compile("".join(out) + r"\Z"), directory
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """`*`, `?`, `[...]` stay inside one path component; `**` spans components."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:[^/.][^/]*/)*")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append("(?:[^/.][^/]*(?:/[^/.][^/]*)*)?")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 2)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def _foreach_instances(task: TaskSpec, files: _Files, outputs: dict[str, str]) -> list[dict[str, str]]:
+def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) -> list[dict[str, str]]:
     foreach = task.foreach
     if foreach is None:
         return [{}]
     if isinstance(foreach, dict):
         keys = sorted(foreach)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]
-    regex, prefix = _pattern_regex(foreach)
+    regex, prefix = pattern_regex(foreach)
     candidates = set(files.under(prefix))
     candidates.update(p for p, owner in outputs.items() if owner != task.name)
     # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
     # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
-    own = [_pattern_regex(t)[0] for t in task.outputs]
+    own = [pattern_regex(t)[0] for t in task.outputs]
     matches = []
     for path in sorted(candidates):
         if path.startswith(".farmer/"):
@@ -298,7 +124,7 @@ def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]]) -> 
     return result
 
 
-def _expand_tasks(spec: Spec, files: _Files) -> list[_Instance]:
+def _expand_tasks(spec: Spec, files: Files) -> list[_Instance]:
     """Instances of every task. Foreach patterns may match other tasks' declared outputs,
     so pattern tasks are re-matched until no task's set of matches changes."""
     instances: dict[str, list[_Instance]] = {}
@@ -351,7 +177,7 @@ def _computation_id(inst: _Instance) -> str:
 class _Resolver:
     """Turns raw input strings into paths: `@task` references, globs, plain files."""
 
-    def __init__(self, spec: Spec, files: _Files, by_task: dict[str, list[_Instance]],
+    def __init__(self, spec: Spec, files: Files, by_task: dict[str, list[_Instance]],
                  producer: dict[str, int]) -> None:
         self.spec = spec
         self.files = files
@@ -421,10 +247,10 @@ class _Resolver:
     def resolve(self, raw: str, task: str, own_outputs: set[str]) -> list[str]:
         if raw.startswith("@"):
             return self.task_ref(raw[1:], task)
-        if _GLOB_CHARS.search(raw):
+        if GLOB_CHARS.search(raw):
             norm = normalize(raw, task, "input")
-            pattern = _glob_regex(norm)
-            prefix = norm[: _GLOB_CHARS.search(norm).start()].rpartition("/")[0]
+            pattern = glob_regex(norm)
+            prefix = norm[: GLOB_CHARS.search(norm).start()].rpartition("/")[0]
             matched = {p for p in self.files.under(prefix) if pattern.match(p)}
             # Declared outputs match too, so a clean build sees the same inputs as a rebuild.
             matched.update(p for p in self.producer if pattern.match(p))
@@ -435,7 +261,7 @@ class _Resolver:
 
 
 def traverse(spec: Spec) -> Graph:
-    files = _Files(spec.root)
+    files = Files(spec.root)
     instances = _expand_tasks(spec, files)
 
     producer: dict[str, int] = {}
@@ -514,7 +340,7 @@ def traverse(spec: Spec) -> Graph:
             comps[p].consumers.append(comp.index)
     for name in spec.tasks:
         by_task.setdefault(name, [])
-    order = _topological_order(comps)
+    order = topological_order(comps)
     for target in spec.default or []:
         name = target[1:] if target.startswith("@") else target
         if name not in by_task and os.path.normpath(target) not in producer and target not in by_id:
@@ -558,7 +384,7 @@ def _world_env(spec: Spec, name: str | None) -> dict[str, str]:
     return env
 
 
-def _world_inputs(spec: Spec, files: _Files, producer: dict[str, int]) -> dict[str, list[str]]:
+def _world_inputs(spec: Spec, files: Files, producer: dict[str, int]) -> dict[str, list[str]]:
     """Each world's input paths, its ancestors' included."""
     own = {}
     for name, w in spec.worlds.items():
@@ -582,77 +408,3 @@ def _world_setup(spec: Spec, name: str | None) -> str | None:
     return json.dumps([(w.name, w.setup) for w in _world_chain(spec, name)])
 
 
-def _topological_order(comps: list[Computation]) -> list[int]:
-    waiting = [len(c.producers) for c in comps]
-    order = [c.index for c in comps if not c.producers]
-    head = 0
-    while head < len(order):
-        for c in comps[order[head]].consumers:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                order.append(c)
-        head += 1
-    if len(order) != len(comps):
-        cycle = _find_cycle(comps, {i for i, w in enumerate(waiting) if w > 0})
-        tasks = []
-        for i in cycle:
-            if comps[i].task not in tasks:
-                tasks.append(comps[i].task)
-        path = " -> ".join(comps[i].id for i in cycle + cycle[:1])
-        raise UsageError(f"dependency cycle between tasks {', '.join(tasks)}: {path}; break one of these edges")
-    return order
-
-
-def _find_cycle(comps: list[Computation], stuck: set[int]) -> list[int]:
-    """One cycle among the computations Kahn's algorithm could not order."""
-    start = min(stuck)
-    position: dict[int, int] = {}
-    path: list[int] = []
-    node = start
-    # Every stuck node has a stuck producer, so walking producers must revisit a node.
-    while node not in position:
-        position[node] = len(path)
-        path.append(node)
-        node = next(p for p in comps[node].producers if p in stuck)
-    cycle = path[position[node]:]
-    cycle.reverse()  # producers first
-    return cycle
-
-
-def select(graph: Graph, targets: list[str],
-           exists: Callable[[str], bool] | None = None) -> list[int]:
-    """The computations to build for `targets` (task names or output paths), with everything
-    they need, in topological order."""
-    seeds: list[int] = []
-    for target in targets:
-        name = target[1:] if target.startswith("@") else target
-        norm = os.path.normpath(target)
-        if name in graph.by_task and not (graph.paths_first and norm in graph.producer):
-            seeds.extend(graph.by_task[name])
-            continue
-        if norm in graph.producer:
-            seeds.append(graph.producer[norm])
-        elif target in graph.by_id:
-            seeds.append(graph.by_id[target])
-        else:
-            raise UsageError(f"unknown target {target!r}: not a task name or a declared output")
-    return check_inputs(graph, graph.closure(seeds), exists)
-
-
-def check_inputs(graph: Graph, selected: list[int],
-                 exists: Callable[[str], bool] | None = None) -> list[int]:
-    """`selected`, or an error naming the first input that neither exists nor is made.
-    A graph read from the cache learns now, and only for `selected`, what is missing
-    (`exists` may know files to exist without a look)."""
-    if not graph.missing_known:
-        there = exists or os.path.exists
-        for i in selected:
-            comp = graph.computations[i]
-            comp.missing = [p for p in comp.inputs if p not in graph.producer and not there(p)]
-    for i in selected:
-        comp = graph.computations[i]
-        if comp.missing:
-            raise UsageError(
-                f"missing input {comp.missing[0]!r} needed by task {comp.task!r}: "
-                "no such file and no task declares it as output")
-    return selected

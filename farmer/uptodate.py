@@ -12,7 +12,7 @@ from farmer.grains import Digests, NotAFile, hash_text
 from farmer.state import Trace
 
 if TYPE_CHECKING:  # traversal fingerprints computations with this module
-    from farmer.traversal import Computation
+    from farmer.graph import Computation
 
 
 def action_fingerprint(comp: Computation) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from farmer import ninja
 from farmer.errors import UsageError
-from farmer.traversal import select
+from farmer.graph import select
 from farmer.uptodate import action_fingerprint
 
 

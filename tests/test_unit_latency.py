@@ -7,7 +7,7 @@ import pytest
 
 from farmer.latency import critical, estimates, simulate
 from farmer.state import Sample
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 def make_comps(n: int, edges=(), task=None, cost=None, cpus=None, pools=None, kinds=None):

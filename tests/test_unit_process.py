@@ -9,7 +9,7 @@ import time
 import pytest
 
 from farmer.executors.process import ProcessExecutor, log_path
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 def comp(index: int, cmd: str, cid: str | None = None, timeout=None, env=None) -> Computation:

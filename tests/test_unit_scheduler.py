@@ -8,7 +8,7 @@ import heapq
 import pytest
 
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 def make_comps(n: int, edges=(), cpus=None, pools=None) -> list[Computation]:

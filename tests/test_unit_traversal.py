@@ -10,7 +10,8 @@ import pytest
 
 from farmer import farmfile
 from farmer.errors import UsageError
-from farmer.traversal import Graph, select, traverse
+from farmer.graph import Graph, select
+from farmer.traversal import traverse
 
 
 def make(tmp_path, text: str, files=()) -> Graph:

@@ -16,7 +16,7 @@ from farmer.executors.process import ProcessExecutor
 from farmer.executors.world import WorldExecutor
 from farmer.farmfile import Spec
 from farmer.scheduler import Outcome
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 class CompositeExecutor:

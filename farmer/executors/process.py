@@ -17,7 +17,7 @@ from pathlib import Path
 
 from farmer.executors.shell import Direct, direct
 from farmer.scheduler import Outcome
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
                   signal.SIGCHLD}

@@ -28,7 +28,7 @@ from pathlib import Path
 from farmer.executors.process import log_path
 from farmer.farmfile import WorldSpec
 from farmer.scheduler import Outcome
-from farmer.traversal import Computation
+from farmer.graph import Computation
 from farmer.worlds.link import Job, Proc, exit_code, killpg, spawn, status_text
 from farmer.worlds.manager import FifoDir, Futures, WorldTree
 from farmer.worlds.protocol import ProtocolError

@@ -3,7 +3,7 @@ among the computations that consume its outputs (the critical path from it to th
 
 from __future__ import annotations
 
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 def expected_latency(comps: list[Computation], order: list[int],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from farmer.state import Sample
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 DEFAULT_S = 1.0
 # Weight of a sample relative to the next newer one: with three samples the two older

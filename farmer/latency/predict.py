@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from farmer.latency import critical, simulate
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 @dataclass(slots=True)

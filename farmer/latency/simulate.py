@@ -7,7 +7,7 @@ import heapq
 from dataclasses import dataclass
 
 from farmer.scheduler import Outcome, Scheduler
-from farmer.traversal import Computation
+from farmer.graph import Computation
 
 
 @dataclass(slots=True)

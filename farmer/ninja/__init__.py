@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from farmer.farmfile import Spec
-from farmer.traversal import Graph
+from farmer.graph import Graph
 
 _MAX_REGENERATIONS = 3
 

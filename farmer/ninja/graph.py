@@ -18,7 +18,7 @@ from farmer.errors import UsageError
 from farmer.farmfile import Spec
 from farmer.ninja.lexer import evaluate
 from farmer.ninja.parser import Edge, Manifest, shell_escape
-from farmer.traversal import Computation, Graph, _topological_order
+from farmer.graph import Computation, Graph, topological_order
 from farmer.uptodate import action_fingerprint
 
 CONSOLE = "console"
@@ -184,7 +184,7 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
     for comp in comps:
         for p in comp.producers:
             comps[p].consumers.append(comp.index)
-    order = _topological_order(comps)
+    order = topological_order(comps)
     pools = {name: depth for name, depth in manifest.pools.items() if depth > 0}
     pools[CONSOLE] = 1
     defaults: list[str] | None = None

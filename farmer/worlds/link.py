@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from farmer.traversal import Computation
+from farmer.graph import Computation
 from farmer.worlds.protocol import Decoder, encode
 
 DRIVER = str(Path(__file__).resolve().with_name("driver.py"))

@@ -1,0 +1,167 @@
+"""The graph of computations: what each computation is, how they connect, and the
+questions asked of the whole (order, cycles, what a set of targets needs)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from farmer.errors import UsageError
+
+_DRIVER = str(Path(__file__).with_name("worlds") / "driver.py")
+
+
+@dataclass(slots=True)
+class Computation:
+    index: int
+    id: str
+    task: str
+    wildcards: dict[str, str]
+    inputs: list[str]  # declared inputs, expanded and resolved, in declared order
+    outputs: list[str]
+    depfile: str | None
+    kind: str | None  # "cmd", "python" or None for an alias
+    action: str | None  # the expanded cmd, or the expanded python line
+    env: dict[str, str]
+    world: str | None
+    cost: float | None
+    cpus: int
+    pool: str | None
+    timeout: float | None
+    always: bool
+    cache: bool
+    world_setup: str | None = None  # JSON of the world chain's setup, for a fresh interpreter
+    missing: list[str] = field(default_factory=list)  # inputs neither existing nor produced
+    fingerprint: str = ""  # the action fingerprint (uptodate.action_fingerprint)
+    producers: list[int] = field(default_factory=list)
+    consumers: list[int] = field(default_factory=list)
+    # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
+    order_only: list[str] = field(default_factory=list)  # ordering only: never hashed
+    validates: list[int] = field(default_factory=list)  # built with it, not needed by it
+    description: str | None = None  # shown instead of TASK ID when it starts
+    generator: bool = False  # the command is left out of the action fingerprint
+    remove_depfile: bool = False  # the depfile is deleted once read (`deps = gcc`)
+    rspfile: str | None = None  # written with rspfile_content before the run, deleted after
+    rspfile_content: str | None = None
+    optional_outputs: bool = False  # an output missing after a run is no failure: it reruns
+    console: bool = False  # runs on the terminal (stdin/stdout), not into its log
+
+    def argv(self) -> list[str]:
+        """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
+        task a fresh `python3` that runs the world chain's setup first (`--no-worlds`)."""
+        if self.kind == "cmd":
+            return ["/bin/sh", "-c", self.action or ""]
+        args = shlex.split(self.action or "")
+        if self.world is not None:
+            return [sys.executable, _DRIVER, "--setup", self.world_setup or "[]", "--", *args]
+        return [sys.executable, *args]
+
+
+@dataclass(slots=True)
+class Graph:
+    root: Path
+    computations: list[Computation]
+    producer: dict[str, int]  # output path -> index of the computation that declares it
+    by_task: dict[str, list[int]]
+    order: list[int]  # a topological order: producers before consumers
+    by_id: dict[str, int]
+    listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
+    missing_known: bool = True  # Computation.missing is current (see check_inputs)
+    paths_first: bool = False  # a target that is an output path and a task name means the path
+
+    def closure(self, seeds: list[int]) -> list[int]:
+        """`seeds` and everything they need (and what they validate), in topological order."""
+        wanted = set(seeds)
+        stack = list(seeds)
+        comps = self.computations
+        while stack:
+            comp = comps[stack.pop()]
+            for p in comp.producers:
+                if p not in wanted:
+                    wanted.add(p)
+                    stack.append(p)
+            for p in comp.validates:
+                if p not in wanted:
+                    wanted.add(p)
+                    stack.append(p)
+        return [i for i in self.order if i in wanted]
+
+
+def topological_order(comps: list[Computation]) -> list[int]:
+    waiting = [len(c.producers) for c in comps]
+    order = [c.index for c in comps if not c.producers]
+    head = 0
+    while head < len(order):
+        for c in comps[order[head]].consumers:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                order.append(c)
+        head += 1
+    if len(order) != len(comps):
+        cycle = _find_cycle(comps, {i for i, w in enumerate(waiting) if w > 0})
+        tasks = []
+        for i in cycle:
+            if comps[i].task not in tasks:
+                tasks.append(comps[i].task)
+        path = " -> ".join(comps[i].id for i in cycle + cycle[:1])
+        raise UsageError(f"dependency cycle between tasks {', '.join(tasks)}: {path}; break one of these edges")
+    return order
+
+
+def _find_cycle(comps: list[Computation], stuck: set[int]) -> list[int]:
+    """One cycle among the computations Kahn's algorithm could not order."""
+    start = min(stuck)
+    position: dict[int, int] = {}
+    path: list[int] = []
+    node = start
+    # Every stuck node has a stuck producer, so walking producers must revisit a node.
+    while node not in position:
+        position[node] = len(path)
+        path.append(node)
+        node = next(p for p in comps[node].producers if p in stuck)
+    cycle = path[position[node]:]
+    cycle.reverse()  # producers first
+    return cycle
+
+
+def select(graph: Graph, targets: list[str],
+           exists: Callable[[str], bool] | None = None) -> list[int]:
+    """The computations to build for `targets` (task names or output paths), with everything
+    they need, in topological order."""
+    seeds: list[int] = []
+    for target in targets:
+        name = target[1:] if target.startswith("@") else target
+        norm = os.path.normpath(target)
+        if name in graph.by_task and not (graph.paths_first and norm in graph.producer):
+            seeds.extend(graph.by_task[name])
+            continue
+        if norm in graph.producer:
+            seeds.append(graph.producer[norm])
+        elif target in graph.by_id:
+            seeds.append(graph.by_id[target])
+        else:
+            raise UsageError(f"unknown target {target!r}: not a task name or a declared output")
+    return check_inputs(graph, graph.closure(seeds), exists)
+
+
+def check_inputs(graph: Graph, selected: list[int],
+                 exists: Callable[[str], bool] | None = None) -> list[int]:
+    """`selected`, or an error naming the first input that neither exists nor is made.
+    A graph read from the cache learns now, and only for `selected`, what is missing
+    (`exists` may know files to exist without a look)."""
+    if not graph.missing_known:
+        there = exists or os.path.exists
+        for i in selected:
+            comp = graph.computations[i]
+            comp.missing = [p for p in comp.inputs if p not in graph.producer and not there(p)]
+    for i in selected:
+        comp = graph.computations[i]
+        if comp.missing:
+            raise UsageError(
+                f"missing input {comp.missing[0]!r} needed by task {comp.task!r}: "
+                "no such file and no task declares it as output")
+    return selected
