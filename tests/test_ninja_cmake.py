@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,10 +48,16 @@ NOOP_RUNS = 5
 STARTED = re.compile(r"^\[\d+/\d+\] (.*)$")
 
 
+CPU: dict[str, float] = {}  # CPU seconds (user + sys) of the last run of each tool, children included
+
+
 def run(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     cp = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     elapsed = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU["last"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert cp.returncode == 0, f"{' '.join(cmd)} failed in {cwd}:\n{cp.stdout}\n{cp.stderr}"
     return cp, elapsed
 
@@ -110,8 +117,12 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
 
     configure(src, trees.path, *extra)
     _, times["ninja full"] = run(["ninja"], trees.path)
-    noops = [run(["ninja"], trees.path) for _ in range(NOOP_RUNS)]
-    times["ninja no-op"] = statistics.median(t for _, t in noops)
+    times["ninja full cpu"] = CPU["last"]
+    noops = []
+    for _ in range(NOOP_RUNS):
+        noops.append((*run(["ninja"], trees.path), CPU["last"]))
+    times["ninja no-op"] = statistics.median(t for _, t, _ in noops)
+    times["ninja no-op cpu"] = statistics.median(c for _, _, c in noops)
     ninja_again = started(noops[0][0].stdout)  # custom targets run every time
     assert not compiled(noops[0][0].stdout)
     outputs = outputs_of(trees.path)
@@ -120,12 +131,16 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
 
     configure(src, trees.path, *extra)
     cp, times["farmer full"] = farmer(trees.path, "build")
+    times["farmer full cpu"] = CPU["last"]
     assert "Re-running CMake" not in cp.stdout  # the fresh build.ninja is taken as built
     assert digests(trees.path, outputs) == by_ninja
     assert len(by_ninja) >= 3
-    noops = [farmer(trees.path, "build") for _ in range(NOOP_RUNS)]
-    times["farmer no-op"] = statistics.median(t for _, t in noops)
-    for cp, _ in noops:
+    noops = []
+    for _ in range(NOOP_RUNS):
+        noops.append((*farmer(trees.path, "build"), CPU["last"]))
+    times["farmer no-op"] = statistics.median(t for _, t, _ in noops)
+    times["farmer no-op cpu"] = statistics.median(c for _, _, c in noops)
+    for cp, _, _ in noops:
         # What ran again is ninja's (a custom target without DESC: ninja shows its command).
         assert len(started(cp.stdout)) == len(ninja_again) and not compiled(cp.stdout), cp.stdout
     trees.park("farmer")
@@ -136,12 +151,14 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
     ninja_compiles = compiled(cp.stdout)
     assert ninja_compiles, "the header edit should make ninja compile something"
     cp, times["ninja header edit"] = run(["ninja"], trees.path)
+    times["ninja header edit cpu"] = CPU["last"]
     assert compiled(cp.stdout) == ninja_compiles
     by_ninja = digests(trees.path, outputs)
     trees.park("ninja")
 
     trees.use("farmer")
     cp, times["farmer header edit"] = farmer(trees.path, "build")
+    times["farmer header edit cpu"] = CPU["last"]
     assert compiled(cp.stdout) == ninja_compiles, cp.stdout
     assert digests(trees.path, outputs) == by_ninja
     cp, _ = farmer(trees.path, "build")
@@ -161,8 +178,10 @@ def rounds(src: Path, top: Path, header: str, extra: tuple[str, ...] = ()) -> No
     times = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
     print(f"\n{src.name}: median of {len(runs)} round(s), seconds; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"  {'':12} {'ninja wall':>11} {'farmer wall':>12} {'ninja cpu':>10} {'farmer cpu':>11}")
     for what in ("full", "no-op", "header edit"):
-        print(f"  {what:12} ninja {times['ninja ' + what]:8.3f}   farmer {times['farmer ' + what]:8.3f}")
+        print(f"  {what:12} {times['ninja ' + what]:11.3f} {times['farmer ' + what]:12.3f} "
+              f"{times['ninja ' + what + ' cpu']:10.3f} {times['farmer ' + what + ' cpu']:11.3f}")
 
 
 def write_project(src: Path) -> None:
