@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -189,7 +190,9 @@ def snapshot_outside(base: Path) -> dict[str, tuple]:
 
 def check_run(r: Run, root: Path, lb_before: bytes | None) -> None:
     assert not r.hung, f"farmer hung: {r!r}"
-    assert "Traceback" not in r.output, r
+    assert "Traceback" not in r.stderr, r
+    # (a failing python task's own traceback is its output, shown on stdout: none of farmer's)
+    assert not re.search(r'File "[^"]*/farmer/(?!worlds/driver\.py)[^"]*"', r.stdout), r
     assert r.returncode in (0, 1, 2), r
     lb_path = root / ".farmer" / "last-build.json"
     if r.returncode == 2:
@@ -257,6 +260,9 @@ def check_contents(root: Path, io_dir: Path, build: Run) -> None:
     for comp in json.loads(g.stdout)["computations"]:
         if not comp["command"] or not comp["command"].startswith("for f in "):
             continue
+        if any(os.path.samefile(root / i, root / o) for i in comp["inputs"] for o in comp["outputs"]
+               if (root / o).exists()):
+            continue  # it reads its own output under another name (a symlink): garbage in
         expected = b"".join((root / i).read_bytes() for i in comp["inputs"])
         for out in comp["outputs"]:
             assert (root / out).read_bytes() == expected, (comp, build)
@@ -633,13 +639,15 @@ def _fuzz_mutated(data) -> None:
         exercise(blob, base, second_build=False)
 
 
-@settings(max_examples=FAST_EXAMPLES, **FUZZ_SETTINGS)
+# The default runs are derandomized (the same examples every time: no flaky CI); the slow
+# ones explore new examples on every run.
+@settings(max_examples=FAST_EXAMPLES, derandomize=True, **FUZZ_SETTINGS)
 @given(st.data())
 def test_fuzz_generated_farmfiles(data):
     _fuzz_generated(data)
 
 
-@settings(max_examples=FAST_EXAMPLES // 2, **FUZZ_SETTINGS)
+@settings(max_examples=FAST_EXAMPLES // 2, derandomize=True, **FUZZ_SETTINGS)
 @given(st.data())
 def test_fuzz_mutated_farmfiles(data):
     _fuzz_mutated(data)
