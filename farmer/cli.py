@@ -220,8 +220,8 @@ def _main() -> None:
         sys.exit(e.exit_code)
     except OSError as e:
         # The file system said no (read-only, full, permissions): say what and where.
-        where = f" {e.filename}" if e.filename else ""
-        print(f"farmer: error:{where}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"farmer: error: {where}{e.strerror or e}", file=sys.stderr)
         sys.exit(2)
     except sqlite3.Error as e:
         # Full, read-only, I/O: the disk's trouble, and the state is intact; else damage.
