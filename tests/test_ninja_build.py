@@ -274,3 +274,15 @@ def test_dry_run_plan_query_graph(project):
     assert r.returncode == 0 and "cmd: cp b.txt c.txt" in r.stdout and "task: cp" in r.stdout, r
     r = project.farmer("graph", *NINJA, "all")
     assert r.returncode == 0 and '"b.txt" -> "c.txt"' in r.stdout, r
+
+
+def test_an_edit_in_an_included_file_reruns_what_it_changes(project):
+    # CMake keeps its rules in CMakeFiles/rules.ninja: the top file stays the same.
+    project.write("build.ninja", "include rules.ninja\nbuild a.txt: w\nbuild b.txt: v\n")
+    project.write("rules.ninja", "rule w\n  command = echo 1 > $out\nrule v\n  command = echo v > $out\n")
+    assert build(project).returncode == 0
+    r = build(project)
+    assert ran(r) == [] and project.read("a.txt") == "1\n", r
+    project.write("rules.ninja", project.read("rules.ninja").replace("echo 1", "echo 2"))
+    r = build(project)
+    assert ran(r) == ["w a.txt"] and project.read("a.txt") == "2\n", r

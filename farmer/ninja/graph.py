@@ -191,8 +191,9 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
     if manifest.has_default:
         # A default that names a source file asks for nothing to be built.
         defaults = [d for d in manifest.defaults if d in producer or missing(d)]
+    # The digest covers every file the manifest was read from (a no-op proof rests on it).
     spec = Spec(path=manifest.path, root=root, default=defaults, vars={}, pools=pools,
-                worlds={}, tasks={})
+                worlds={}, tasks={}, digest="ninja:" + manifest.digest)
     graph = Graph(root=root, computations=comps, producer=dict(producer), by_task=by_task,
                   order=order, by_id=by_id, paths_first=True)
     return spec, graph

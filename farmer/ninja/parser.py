@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import xxhash
+
 from farmer.errors import UsageError
 from farmer.ninja import lexer as lx
 from farmer.ninja.lexer import EvalString, Lexer, evaluate, is_empty
@@ -109,6 +111,7 @@ class Manifest:
     defaults: list[str] = field(default_factory=list)
     has_default: bool = False
     files: list[str] = field(default_factory=list)  # every manifest file read, in order
+    digest: str = ""  # of every manifest file's name and bytes, in the order read
     warnings: list[str] = field(default_factory=list)
 
 
@@ -155,6 +158,7 @@ class Parser:
     def __init__(self, manifest: Manifest) -> None:
         self.m = manifest
         self._stack: list[str] = []
+        self._hash = xxhash.xxh3_128()
 
     # -- files ----------------------------------------------------------------------------
 
@@ -170,6 +174,9 @@ class Parser:
                 raise UsageError(f"{name}: cannot read the ninja manifest: {reason}") from None
             raise parent.error(f"loading '{name}': {reason}") from None
         self.m.files.append(name)
+        self._hash.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        self._hash.update(raw)
+        self._hash.update(b"\0")
         self._stack.append(name)
         try:
             self.parse(Lexer(name, raw.decode("utf-8", "surrogateescape")), scope)
@@ -378,7 +385,9 @@ def parse_manifest(path: Path) -> Manifest:
     manifest = Manifest(path=path, root=path.parent)
     top = Scope()
     top.rules["phony"] = PHONY
-    Parser(manifest).load(path.name, top)
+    parser = Parser(manifest)
+    parser.load(path.name, top)
+    manifest.digest = parser._hash.hexdigest()
     return manifest
 
 
