@@ -28,23 +28,27 @@ class _EdgeEnv:
     """Variable lookup for one edge, in ninja's order: `$in`/`$out`, the edge's bindings,
     the rule's (evaluated here, late), then the file scopes outwards."""
 
-    __slots__ = ("edge", "escape", "stack")
+    __slots__ = ("edge", "escape", "stack", "made")
 
     def __init__(self, edge: Edge, escape: bool) -> None:
         self.edge = edge
         self.escape = escape
         self.stack: list[str] = []
+        self.made: dict[str, str] = {}  # $in, $out, $in_newline, made once
 
     def lookup(self, var: str) -> str:
         edge = self.edge
-        if var == "in" or var == "in_newline":
-            paths = edge.ins[:edge.explicit_ins]
-            if self.escape:
-                paths = [shell_escape(p) for p in paths]
-            return (" " if var == "in" else "\n").join(paths)
-        if var == "out":
-            paths = edge.outs[:edge.explicit_outs]
-            return " ".join(shell_escape(p) for p in paths) if self.escape else " ".join(paths)
+        if var == "in" or var == "in_newline" or var == "out":
+            text = self.made.get(var)
+            if text is None:
+                if var == "out":
+                    paths = edge.outs[:edge.explicit_outs]
+                else:
+                    paths = edge.ins[:edge.explicit_ins]
+                if self.escape:
+                    paths = [shell_escape(p) for p in paths]
+                text = self.made[var] = ("\n" if var == "in_newline" else " ").join(paths)
+            return text
         scope = edge.scope
         value = scope.vars.get(var)
         if value is not None:
@@ -203,22 +207,28 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
              validates: list[int]) -> Computation:
     shell = _EdgeEnv(edge, escape=True)
     plain = _EdgeEnv(edge, escape=False)
+    names = manifest.names
+
+    def get(env: _EdgeEnv, var: str) -> str:  # a name bound nowhere needs no lookup
+        return env.lookup(var) if var in names else ""
+
     command = shell.lookup("command")
-    if plain.lookup("dyndep"):
+    dyndep = get(plain, "dyndep")
+    if dyndep:
         raise UsageError(f"{edge.where}: dyndep is not supported by farmer "
-                         f"(dyndep = {plain.lookup('dyndep')}); build this manifest with ninja")
-    depfile = plain.lookup("depfile") or None
-    deps = plain.lookup("deps")
+                         f"(dyndep = {dyndep}); build this manifest with ninja")
+    depfile = get(plain, "depfile") or None
+    deps = get(plain, "deps")
     if deps not in ("", "gcc"):
         if deps == "msvc":
             raise UsageError(f"{edge.where}: deps = msvc is not supported by farmer; only gcc-style depfiles")
         raise UsageError(f"{edge.where}: unknown deps type '{deps}'")
     if deps == "gcc" and not depfile:
         raise UsageError(f"{edge.where}: deps = gcc needs a depfile")
-    rspfile = plain.lookup("rspfile") or None
-    description = shell.lookup("description") or None
-    generator = bool(plain.lookup("generator"))
-    pool = _pool(manifest, edge, plain)
+    rspfile = get(plain, "rspfile") or None
+    description = get(shell, "description") or None
+    generator = bool(get(plain, "generator"))
+    pool = _pool(manifest, edge, plain) if "pool" in names else None
     return Computation(
         index=index, id=cid, task=edge.rule.name, wildcards={}, inputs=inputs,
         outputs=list(edge.outs), depfile=os.path.normpath(depfile) if depfile else None,

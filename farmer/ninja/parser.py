@@ -112,6 +112,7 @@ class Manifest:
     has_default: bool = False
     files: list[str] = field(default_factory=list)  # every manifest file read, in order
     digest: str = ""  # of every manifest file's name and bytes, in the order read
+    names: set[str] = field(default_factory=set)  # every variable name bound anywhere
     warnings: list[str] = field(default_factory=list)
 
 
@@ -198,6 +199,7 @@ class Parser:
                 if name == "ninja_required_version":
                     self._check_version(lexer, text, start)
                 scope.vars[name] = text
+                self.m.names.add(name)
             elif kind == lx.NEWLINE:
                 pass
             elif kind == lx.EOF:
@@ -241,6 +243,7 @@ class Parser:
             if key not in RULE_KEYS:
                 raise lexer.error(f"unexpected variable '{key}'")
             bindings[key] = value
+        self.m.names.update(bindings)
         if is_empty(bindings.get("rspfile", [""])) != is_empty(bindings.get("rspfile_content", [""])):
             raise lexer.error("rspfile and rspfile_content need to be both specified")
         if is_empty(bindings.get("command", [""])):
@@ -339,6 +342,7 @@ class Parser:
             while True:
                 key, value = self._let(lexer)
                 edge_scope.vars[key] = evaluate(value, scope.lookup)
+                self.m.names.add(key)
                 if not lexer.peek(lx.INDENT):
                     break
 
