@@ -77,8 +77,13 @@ with open(out, "w") as f:
 '''
 
 IMPORTS_SETUP = [
-    "import numpy, networkx",
+    "import io, numpy, networkx",
     "import rich.console, rich.markdown, rich.syntax, rich.table",
+    # Exercise the libraries once, so that their lazy caches are built here, in the world,
+    # and not again in every fork (generic calls, not the analysis itself).
+    "rich.console.Console(file=io.StringIO(), color_system=None).print(rich.table.Table('a', 'b'))",
+    "_g = networkx.gnm_random_graph(10, 20, seed=0)",
+    "networkx.degree_centrality(_g), networkx.clustering(_g), networkx.number_connected_components(_g)",
 ]
 
 DATASET_SCRIPT = '''\
