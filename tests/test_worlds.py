@@ -476,3 +476,28 @@ def test_world_inputs_with_vars_feed_the_fingerprint(project):
     assert r.returncode == 0, r
     assert project.reasons()["out/t.txt"] == "world w changed"
     assert project.read("out/t.txt") == "2"
+
+
+def test_python_line_that_cannot_be_split_fails_that_task(project):
+    project.farmfile(
+        """
+        [world.w]
+        setup = ["X = 1"]
+
+        [task.bad]
+        world = "w"
+        outputs = ["out/bad.txt"]
+        python = '''-c "unbalanced'''
+
+        [task.good]
+        world = "w"
+        outputs = ["out/good.txt"]
+        python = '''-c "open('out/good.txt', 'w').write(str(X))"'''
+        """
+    )
+    r = project.build("-k")
+    assert r.returncode == 1, r
+    assert "Traceback" not in r.output
+    t = project.tasks()
+    assert t["out/bad.txt"]["reason"] == "exit 2" and t["out/good.txt"]["status"] == "ran"
+    assert "No closing quotation" in project.read(".farmer/logs/out%2Fbad.txt.log")

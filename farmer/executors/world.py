@@ -225,6 +225,12 @@ class WorldExecutor:
 
     def _dispatch(self, proc: Proc, job: Job) -> None:
         comp = job.comp
+        try:
+            args = shlex.split(comp.action or "")
+        except ValueError as e:  # as python3 would refuse its command line
+            self._report(job, False, "exit 2", f"farmer: cannot split the python line: {e}\n",
+                         exit_code=2)
+            return
         job.id = self._new_id()
         last = self.futures.is_last(proc.name) and not proc.jobs and not proc.waiting \
             and not proc.forked_worlds and not proc.pending_children
@@ -233,7 +239,7 @@ class WorldExecutor:
         job.ran = True
         job.deadline = job.dispatched + job.timeout if job.timeout else None
         proc.jobs[job.id] = job
-        self._send(proc, "run", job=job.id, args=shlex.split(comp.action or ""),
+        self._send(proc, "run", job=job.id, args=args,
                    log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode)
         if last:  # the world ends with this job; a later task starts a new one
             proc.state = "closing"

@@ -202,6 +202,7 @@ class World:
     def setup_and_serve(self, chain: list[tuple[str, list[str]]]) -> None:
         saved_argv = sys.argv
         sys.argv = [""]
+        started = time.monotonic()
         try:
             run_setup(chain, self.globals)
         except BaseException as e:  # noqa: BLE001 - a failing setup is reported, not raised
@@ -211,6 +212,8 @@ class World:
             self.send("setup-failed", traceback=text)
             os._exit(1)
         sys.argv = saved_argv
+        print(f"farmer: world {self.name} (pid {os.getpid()}) set up in "
+              f"{time.monotonic() - started:.3f} s", file=sys.stderr)
         _flush_std()
         # The setup's objects never change again here: out of the collector's sight, a fork's
         # collections do not touch (and so copy) every page of them.
