@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from farmer import __version__, depfile, noop, report
+from farmer import depfile, noop, report
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.farmfile import Spec
 from farmer.grains import Digests, NotAFile
@@ -28,7 +28,7 @@ from farmer.latency.simulate import simulate
 from farmer.lock import ProjectLock
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
 from farmer.state import Sample, State, Trace
-from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
+from farmer.timeline import Span, write_chrome_trace
 from farmer.graph import Graph, check_inputs, select
 from farmer.uptodate import out_of_date, plan
 from farmer.worlds.chain import fingerprints
@@ -461,9 +461,10 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
             counts.failed += 1
         elif s.status == SKIPPED:
             counts.skipped += 1
-    report.write_json_atomically(farmer_dir / "last-build.json", _last_build(
-        session, settled, outcomes, opts, started_at, status, wall, critical_s,
-        prediction.makespan_s))
+    report.write_json_atomically(farmer_dir / "last-build.json", {
+        **report.last_build_header(started_at, opts.jobs, status, wall, critical_s,
+                                   prediction.makespan_s),
+        "tasks": report.last_build_tasks(comps, session.selected, settled, outcomes)})
     if opts.trace_file:
         spans = [Span(i, slot_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slot_of]
         path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
@@ -491,7 +492,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
     else:
         redo = session.selected
         settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
-        tasks = _last_build(session, settled, {}, opts, datetime.now(timezone.utc), "ok", 0, 0, 0)["tasks"]
+        tasks = report.last_build_tasks(comps, session.selected, settled, {})
         proof = noop.Proof([], [], {}, len(tasks), json.dumps(tasks, separators=(",", ":")))
     position = {p: n for n, p in enumerate(proof.paths)}
     world_inputs = {w.name: [os.path.normpath(p) for p in w.inputs] for w in spec.worlds.values()}
@@ -537,59 +538,3 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
                 if p not in cache and p not in kept:
                     return
     noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, proof)
-
-
-def _last_build(session: Session, settled: dict[int, Settled], outcomes: dict[int, Outcome],
-                opts: BuildOptions, started_at: datetime, status: str, wall: float,
-                critical_s: float, predicted: float) -> dict:
-    comps = session.graph.computations
-    tasks = []
-    for i in session.selected:
-        comp = comps[i]
-        s = settled[i]
-        o = outcomes.get(i)
-        tasks.append({
-            "id": comp.id, "task": comp.task, "outputs": comp.outputs, "status": s.status,
-            "reason": s.reason, "world": comp.world,
-            "start_s": _round(o.start_s) if o else None, "end_s": _round(o.end_s) if o else None,
-            "duration_s": _round(o.end_s - o.start_s) if o else None,
-            "cpu_s": _round(o.cpu_s) if o and o.cpu_s is not None else None,
-            "max_rss_kb": o.max_rss_kb if o else None,
-            "exit_code": o.exit_code if o else None,
-        })
-    return {
-        "farmer_version": __version__,
-        "started_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "jobs": opts.jobs, "status": status, "wall_s": _round(wall),
-        "critical_path_s": _round(critical_s), "predicted_makespan_s": _round(predicted),
-        "tasks": tasks,
-    }
-
-
-def _round(x: float) -> float:
-    return round(x, 4)
-
-
-def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
-             from_scratch: bool, as_json: bool, trace_file: str | None) -> int:
-    """`farmer plan`: what would run and why; with `--simulate`, how long it would take.
-    Reads state, writes nothing (but the trace file asked for)."""
-    session = open_session(spec, graph, spec.root / ".farmer", targets, readonly=True)
-    try:
-        comps = graph.computations
-        if from_scratch:
-            to_run = {i: "never built" for i in session.selected if comps[i].kind is not None}
-        else:
-            to_run = session.plan()
-        prediction = session.predict(to_run, jobs, compare=simulated)
-    finally:
-        session.state.close()
-    if trace_file:
-        spans = [Span(s.index, s.slot, s.start_s, s.end_s) for s in prediction.simulation.timeline]
-        write_chrome_trace(Path(trace_file), spans, comps, set(prediction.critical_path),
-                           "farmer plan --simulate")
-    if as_json:
-        print(json.dumps(plan_json(prediction, comps, simulated), indent=1))
-    else:
-        print(plan_text(prediction, comps, len(session.selected), simulated))
-    return 0

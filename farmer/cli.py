@@ -124,7 +124,7 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
               help="Write the simulated schedule as Chrome trace-event JSON to FILE.")
 def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
     """What a build would run and why, in the order the scheduler would consider it."""
-    from farmer.build import run_plan
+    from farmer.planning import run_plan
 
     trace_file = os.path.abspath(trace_file) if trace_file else None
     spec, g = _load(directory, farmfile)

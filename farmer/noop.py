@@ -131,12 +131,9 @@ def try_build(farmfile: Path, targets: list[str], jobs: int) -> int | None:
         if proof is None or not proof.unchanged():
             return None
         wall = time.monotonic() - t0
-        from farmer.report import Counts, summary_line, write_text_atomically
+        from farmer.report import Counts, last_build_header, summary_line, write_text_atomically
 
-        head = json.dumps({
-            "farmer_version": __version__, "started_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "jobs": jobs, "status": "ok", "wall_s": round(wall, 4), "critical_path_s": 0.0,
-            "predicted_makespan_s": 0.0}, separators=(",", ":"))
+        head = json.dumps(last_build_header(started_at, jobs, "ok", wall, 0.0, 0.0), separators=(",", ":"))
         write_text_atomically(farmer_dir / "last-build.json", head[:-1] + ',"tasks":' + proof.tasks + "}\n")
         print(summary_line(Counts(up_to_date=proof.total), wall, 0.0, "ok"), flush=True)
     return 0

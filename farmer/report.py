@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from farmer import __version__
+
 if TYPE_CHECKING:  # kept off the import path of a no-op build
+    from datetime import datetime
+
     from farmer.graph import Computation
+    from farmer.scheduler import Outcome, Settled
 
 _SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has it all
 
@@ -133,6 +138,42 @@ class LiveReporter:
 
     def close(self) -> None:
         self.live.stop()
+
+
+def last_build_header(started_at: datetime, jobs: int, status: str, wall_s: float,
+                      critical_path_s: float, predicted_makespan_s: float) -> dict:
+    """last-build.json (SPEC section 4) but its tasks."""
+    return {
+        "farmer_version": __version__,
+        "started_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "jobs": jobs, "status": status, "wall_s": _round(wall_s),
+        "critical_path_s": _round(critical_path_s),
+        "predicted_makespan_s": _round(predicted_makespan_s),
+    }
+
+
+def last_build_tasks(comps: list[Computation], selected: list[int], settled: dict[int, Settled],
+                     outcomes: dict[int, Outcome]) -> list[dict]:
+    """last-build.json's tasks; a computation that did not run has null times."""
+    tasks = []
+    for i in selected:
+        comp = comps[i]
+        s = settled[i]
+        o = outcomes.get(i)
+        tasks.append({
+            "id": comp.id, "task": comp.task, "outputs": comp.outputs, "status": s.status,
+            "reason": s.reason, "world": comp.world,
+            "start_s": _round(o.start_s) if o else None, "end_s": _round(o.end_s) if o else None,
+            "duration_s": _round(o.end_s - o.start_s) if o else None,
+            "cpu_s": _round(o.cpu_s) if o and o.cpu_s is not None else None,
+            "max_rss_kb": o.max_rss_kb if o else None,
+            "exit_code": o.exit_code if o else None,
+        })
+    return tasks
+
+
+def _round(x: float) -> float:
+    return round(x, 4)
 
 
 def write_json_atomically(path: Path, data: dict) -> None:

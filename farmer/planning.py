@@ -1,0 +1,35 @@
+"""`farmer plan`: what a build would run and why, and with `--simulate` how long it would
+take. It reads the state and writes nothing (but the trace file asked for)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from farmer.build import open_session
+from farmer.farmfile import Spec
+from farmer.graph import Graph
+from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
+
+
+def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
+             from_scratch: bool, as_json: bool, trace_file: str | None) -> int:
+    session = open_session(spec, graph, spec.root / ".farmer", targets, readonly=True)
+    try:
+        comps = graph.computations
+        if from_scratch:
+            to_run = {i: "never built" for i in session.selected if comps[i].kind is not None}
+        else:
+            to_run = session.plan()
+        prediction = session.predict(to_run, jobs, compare=simulated)
+    finally:
+        session.state.close()
+    if trace_file:
+        spans = [Span(s.index, s.slot, s.start_s, s.end_s) for s in prediction.simulation.timeline]
+        write_chrome_trace(Path(trace_file), spans, comps, set(prediction.critical_path),
+                           "farmer plan --simulate")
+    if as_json:
+        print(json.dumps(plan_json(prediction, comps, simulated), indent=1))
+    else:
+        print(plan_text(prediction, comps, len(session.selected), simulated))
+    return 0
