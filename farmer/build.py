@@ -22,6 +22,7 @@ from farmer import depfile, noop, report
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.farmfile import Spec
 from farmer.grains import Digests, NotAFile
+from farmer.graph import Graph, check_inputs, select
 from farmer.latency import critical, estimates
 from farmer.latency.predict import Prediction, predict
 from farmer.latency.simulate import simulate
@@ -29,7 +30,6 @@ from farmer.lock import ProjectLock
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
 from farmer.state import Sample, State, Trace
 from farmer.timeline import Span, write_chrome_trace
-from farmer.graph import Graph, check_inputs, select
 from farmer.uptodate import out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
@@ -407,8 +407,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     # Only what the plan would run goes through the scheduler: nothing else can change,
     # because every consumer of something that runs is in the plan too.
     scheduler = Scheduler(comps, [i for i in session.selected if i in to_run], prediction.latency,
-                          opts.jobs, session.spec.pools,
-                          opts.keep_going, executor, hooks)
+                          opts.jobs, session.spec.pools, opts.keep_going, executor, hooks)
     hooks.scheduler = scheduler
     try:
         settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected if i not in to_run}
