@@ -99,7 +99,7 @@ def test_deps_gcc_discovers_headers_and_deletes_the_depfile(project):
     r = build(project)
     assert r.returncode == 0, r
     assert not project.exists("obj/main.o.d") and not project.exists("obj/other.o.d")
-    assert "config.h" in project.farmer(*NINJA and ("query", "-f", "build.ninja", "obj/main.o")).stdout
+    assert "config.h" in project.farmer("query", *NINJA, "obj/main.o").stdout  # discovered
     project.write("config.h", "#define VALUE 0 /* same value, new text */\n")
     r = build(project)
     # The object is recompiled; it comes out the same, so nothing is linked again.
@@ -286,3 +286,19 @@ def test_an_edit_in_an_included_file_reruns_what_it_changes(project):
     project.write("rules.ninja", project.read("rules.ninja").replace("echo 1", "echo 2"))
     r = build(project)
     assert ran(r) == ["w a.txt"] and project.read("a.txt") == "2\n", r
+
+
+def test_clean_never_deletes_what_a_phony_names(project):
+    # CMake: `build CMakeLists.txt ...: phony` for every file its regeneration reads.
+    project.write("build.ninja", """\
+        rule cp
+          command = cp $in $out
+        build CMakeLists.txt: phony
+        build copy.txt: cp CMakeLists.txt
+        build all: phony copy.txt
+        """)
+    project.write("CMakeLists.txt", "project(x)\n")
+    assert build(project).returncode == 0
+    r = project.farmer("clean", *NINJA)
+    assert r.returncode == 0, r
+    assert project.exists("CMakeLists.txt") and not project.exists("copy.txt")
