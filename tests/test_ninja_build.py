@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import assert_error
+from conftest import assert_error, farmer_env
 
 NINJA = ("-f", "build.ninja")
 
@@ -207,6 +209,14 @@ def test_console_pool_writes_to_the_terminal(project):
     assert "on the console" in r.stdout and "to stderr" in r.stderr
     logs = {p.name: p.read_text() for p in (project.root / ".farmer/logs").iterdir()}
     assert logs["a.log"] == "" and "into the log" in logs["b.log"]
+
+
+def test_console_pool_reads_the_terminal_stdin(project):
+    project.write("build.ninja", "rule ask\n  command = cat > $out\n  pool = console\nbuild answer.txt: ask\n")
+    cp = subprocess.run([sys.executable, "-m", "farmer", "build", *NINJA], cwd=project.root,
+                        input="typed in\n", capture_output=True, text=True, env=farmer_env(), timeout=60)
+    assert cp.returncode == 0, cp
+    assert project.read("answer.txt") == "typed in\n"
 
 
 def test_rspfile_is_written_and_removed(project):
