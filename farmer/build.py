@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from farmer.uptodate import out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
 _FLUSH_EVERY_S = 1.0
+_STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
 _ETA_EVERY_S = 0.25
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -158,6 +160,7 @@ class _BuildHooks:
         self.logs = logs
         self.t0 = t0
         self.signal: int | None = None
+        self._signal_at = 0.0
         self.outcomes: dict[int, Outcome] = {}
         self.running: dict[int, float] = {}  # index -> monotonic start
         self.scheduler: Scheduler | None = None
@@ -278,9 +281,9 @@ class _BuildHooks:
         inputs = self._inputs_before.pop(comp.index, None) or [(p, _digest_text(digests, p)) for p in comp.inputs]
         discovered: list[tuple[str, str]] = []
         if comp.depfile:
-            try:
-                text = Path(comp.depfile).read_text(errors="surrogateescape")
-            except FileNotFoundError:
+            text = _depfile_text(comp.depfile)
+            if text is None:
+                self.reporter.message(f"farmer: warning: {comp.depfile}: not a regular file; no inputs discovered")
                 text = ""
             try:
                 declared = set(comp.inputs)
@@ -334,7 +337,27 @@ class _BuildHooks:
                         self.s.spec.pools).makespan_s
 
     def on_signal(self, signum: int, frame: object) -> None:
-        self.signal = signum
+        if self.signal is None:
+            self.signal, self._signal_at = signum, time.monotonic()
+        elif time.monotonic() - self._signal_at > _STUCK_S:
+            # Stopping has not ended (something blocks, a FIFO say): leave the hard way. The
+            # finally blocks on the way out still kill what runs and record what finished.
+            stop = KeyboardInterrupt()
+            stop.signum = signum  # type: ignore[attr-defined]
+            raise stop
+
+
+def _depfile_text(path: str) -> str | None:
+    """A depfile's text ("" when there is none), or None when it is not a regular file (a
+    FIFO would block farmer for ever)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read().decode("utf-8", "surrogateescape")
 
 
 def _unlink(path: str) -> None:

@@ -213,8 +213,8 @@ def _main() -> None:
     except click.ClickException as e:
         print(f"farmer: error: {e.format_message().rstrip('.')}; see farmer --help", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Abort:  # click's word for a KeyboardInterrupt
-        _interrupted(130)
+    except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
+        _interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
     except (UsageError, LockHeld) as e:
         print(f"farmer: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)

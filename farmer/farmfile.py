@@ -8,7 +8,9 @@ table header and the key (`_Lines`), which is exact for the ordinary one-key-per
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,13 +200,21 @@ def load(path: Path) -> Spec:
 
 def read(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        # Non-blocking: a FIFO in the Farmfile's place must not hang farmer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise UsageError(
             f"{path}: no such Farmfile; write one (see Farmfile.example) or pass -f FILE"
         ) from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path}: not a regular file; a Farmfile is a TOML text file")
+        try:
+            return f.read()
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
 
 
 def parse_text(path: Path, raw: bytes) -> Spec:

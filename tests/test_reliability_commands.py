@@ -307,3 +307,18 @@ def test_farmer_stays_responsive_while_a_command_floods_its_log(project):
     assert wait_no_process(sleep) == []
     assert len(out) < 400_000
     assert project.tasks()["out/flood.txt"]["reason"] == "interrupted"
+
+
+def test_depfile_that_is_a_fifo_does_not_hang_farmer(project):
+    """Reading a FIFO would block for ever: farmer reads only regular depfiles."""
+    project.farmfile(
+        """
+        [task.f]
+        outputs = ["out/f.txt"]
+        depfile = "out/f.d"
+        cmd = "echo f > {outputs}; rm -f {depfile}; mkfifo {depfile}"
+        """
+    )
+    r = project.build(timeout=20)
+    assert r.returncode == 0, r
+    assert "farmer: warning: out/f.d: not a regular file; no inputs discovered" in r.stdout, r

@@ -248,7 +248,7 @@ def test_kill_9_leaves_no_stale_lock(project):
 
 # ------------------------------------------------------------- corrupt state --
 
-def _built_project(project, n: int = 30):
+def _built_project(project, n: int = 12):
     """`n` computations with big traces (each reads 20 inputs with long names), so that the
     trace table spans many pages with few commands to run."""
     for i in range(20):

@@ -736,6 +736,15 @@ def test_hostile_farmfile_one_line_error(tmp_path, name, text, words):
     assert not (root / ".farmer" / "last-build.json").exists()
 
 
+def test_farmfile_that_is_a_fifo(project):
+    """Reading a FIFO would block for ever: one line instead, at once."""
+    os.mkfifo(project.root / "Farmfile")
+    r = project.build(timeout=20)
+    assert_error(r, "Farmfile", "not a regular file")
+    r = project.farmer("plan", timeout=20)
+    assert_error(r, "Farmfile", "not a regular file")
+
+
 @pytest.mark.parametrize("name", ["unknown-key", "nul-in-cmd", "symlink-out", "deep-toml", "self-alias"])
 def test_hostile_farmfile_through_the_command_line(project, tmp_path, name):
     """The same, through a fresh `python -m farmer` (not a fork of the test process)."""

@@ -297,3 +297,21 @@ def test_interrupt_kills_worlds(project, sig, code):
     r = project.build()
     assert r.returncode == 0, r
     assert project.statuses()["out/done.txt"] == "up-to-date"
+
+
+def test_a_signal_while_stopping_is_stuck_stops_at_once():
+    """If stopping does not end (farmer blocked somewhere), a signal more than half a second
+    after the first raises out of whatever blocks; one sooner is absorbed by the graceful stop."""
+    from types import SimpleNamespace
+
+    from farmer.build import _STUCK_S, _BuildHooks
+
+    hooks = SimpleNamespace(signal=None, _signal_at=0.0)
+    _BuildHooks.on_signal(hooks, signal.SIGTERM, None)
+    assert hooks.signal == signal.SIGTERM
+    _BuildHooks.on_signal(hooks, signal.SIGINT, None)  # at once: absorbed
+    assert hooks.signal == signal.SIGTERM
+    hooks._signal_at -= _STUCK_S + 0.1
+    with pytest.raises(KeyboardInterrupt) as stop:
+        _BuildHooks.on_signal(hooks, signal.SIGHUP, None)
+    assert stop.value.signum == signal.SIGHUP
