@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,6 +92,7 @@ def test_stale_lock_file_never_blocks(project):
     assert project.read(".farmer/lock").strip().isdigit()
 
 
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1) to start a daemon")
 def test_lock_is_not_inherited_by_commands(project):
     """A command that leaves a daemon behind (its own session, still running) does not keep
     the project locked: the lock's descriptor is close-on-exec."""
