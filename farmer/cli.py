@@ -40,7 +40,7 @@ def _load(directory: str | None, farmfile: str, write_cache: bool = False):
         ctx.meta["farmer.ninja_loaded"] = True
         if ctx.get_parameter_source("farmfile") == click.core.ParameterSource.DEFAULT:
             farmfile = "build.ninja"
-        return ninja.load(Path(farmfile).absolute())
+        return ninja.load(Path(farmfile).absolute(), write_cache)
     return project.load(Path(farmfile).absolute(), write_cache)
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 
+from farmer.errors import UsageError
 from farmer.farmfile import Spec
 from farmer.graph import Graph
 
@@ -23,16 +25,31 @@ def is_manifest(name: str) -> bool:
     return name.endswith(".ninja")
 
 
-def load(path: Path) -> tuple[Spec, Graph]:
-    """Read the manifest at `path` and make its graph; the manifest's directory becomes the
-    working directory, as with `ninja -C`."""
+def load(path: Path, write_cache: bool = False) -> tuple[Spec, Graph]:
+    """Read the manifest at `path` and make its graph (from the graph cache while no manifest
+    file changed); the manifest's directory becomes the working directory, as with
+    `ninja -C`. Only commands that hold the lock write the cache (`write_cache`)."""
+    from farmer.ninja import cache
     from farmer.ninja.graph import build_graph
-    from farmer.ninja.parser import parse_manifest, warn
+    from farmer.ninja.parser import parse_manifest
 
-    manifest = parse_manifest(path)
-    warn(manifest)
-    os.chdir(manifest.root)
-    return build_graph(manifest)
+    path = path.absolute()
+    farmer_dir = path.parent / ".farmer"
+    if not path.parent.is_dir():
+        raise UsageError(f"{path}: cannot read the ninja manifest: no such directory")
+    os.chdir(path.parent)
+    cached = cache.load(farmer_dir, path)
+    if cached is not None:
+        spec, graph, warnings = cached
+    else:
+        manifest = parse_manifest(path)
+        spec, graph, checks = build_graph(manifest)
+        warnings = manifest.warnings
+        if write_cache:
+            cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
+    for w in warnings:
+        print(f"farmer: warning: {w}", file=sys.stderr)
+    return spec, graph
 
 
 def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
@@ -53,7 +70,7 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
         code = run_build(spec, graph, dataclasses.replace(opts, targets=[name], trace_file=None))
         if code != 0:
             return spec, graph, code
-        spec, graph = load(spec.path)
+        spec, graph = load(spec.path, write_cache=True)
         # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
         j = graph.producer.get(name)
         if j is not None and graph.computations[j].kind is not None:

@@ -13,6 +13,7 @@ makes its consumers always run, like ninja's `build FORCE: phony`.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from farmer.errors import UsageError
 from farmer.farmfile import Spec
@@ -119,7 +120,17 @@ def _pool(manifest: Manifest, edge: Edge, env: _EdgeEnv) -> str | None:
     return name
 
 
-def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
+@dataclass(slots=True)
+class FileChecks:
+    """What of a graph depends on which files exist now, not on the manifest: kept apart so
+    that a cached graph can be brought up to date without reading the manifest again."""
+
+    needed: list[list[str]]  # per computation: paths nobody makes, which must exist
+    force: list[list[str]]  # per computation: inputs made by a phony without inputs
+    defaults: list[str] | None  # the `default` targets as written
+
+
+def build_graph(manifest: Manifest) -> tuple[Spec, Graph, FileChecks]:
     edges = manifest.edges
     producer = manifest.producer
     root = manifest.root
@@ -127,21 +138,15 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
     comps: list[Computation] = []
     by_task: dict[str, list[int]] = {}
     by_id: dict[str, int] = {}
-    exists: dict[str, bool] = {}
-
-    def missing(path: str) -> bool:
-        there = exists.get(path)
-        if there is None:
-            there = exists[path] = os.path.exists(os.path.join(root, path))
-        return not there
+    checks = FileChecks([], [], list(manifest.defaults) if manifest.has_default else None)
 
     for index, edge in enumerate(edges):
         hashed = edge.explicit_ins + edge.implicit_ins
         inputs: list[str] = []
         seen: set[str] = set()
         producers: set[int] = set()
-        lacking: list[str] = []
-        always = False
+        needed: list[str] = []
+        force: list[str] = []
         for k, path in enumerate(edge.ins):
             p = producer.get(path)
             phony_with_inputs = False
@@ -150,8 +155,8 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
                 if edges[p].is_phony:
                     producers.update(flat_waits[p] or ())
                     phony_with_inputs = bool(edges[p].ins)
-            elif missing(path):
-                lacking.append(path)
+            else:
+                needed.append(path)
             if k >= hashed:
                 continue
             for q in (flat_inputs[p] or () if phony_with_inputs else (path,)):
@@ -159,15 +164,15 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
                     seen.add(q)
                     inputs.append(q)
                     f = producer.get(q)
-                    if f is not None and edges[f].is_phony and not edges[f].ins and missing(q):
-                        always = True  # `build FORCE: phony`: no inputs, no file
+                    if f is not None and edges[f].is_phony and not edges[f].ins:
+                        force.append(q)
         validates = []
         for path in edge.validations:
             p = producer.get(path)
             if p is not None:
                 validates.append(p)
-            elif missing(path):
-                lacking.append(path)
+            else:
+                needed.append(path)
         cid = edge.outs[0]
         task = edge.rule.name
         if edge.is_phony:
@@ -178,11 +183,11 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
                 order_only=edge.order_only, validates=validates)
         else:
             comp = _command(manifest, edge, index, cid, inputs, validates)
-        comp.missing = lacking
-        comp.always = always and comp.kind is not None
         comp.fingerprint = action_fingerprint(comp)
         comp.producers = sorted(producers)
         comps.append(comp)
+        checks.needed.append(needed)
+        checks.force.append(force)
         by_id[cid] = index
         by_task.setdefault(task, []).append(index)
     for comp in comps:
@@ -191,16 +196,33 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph]:
     order = topological_order(comps)
     pools = {name: depth for name, depth in manifest.pools.items() if depth > 0}
     pools[CONSOLE] = 1
-    defaults: list[str] | None = None
-    if manifest.has_default:
-        # A default that names a source file asks for nothing to be built.
-        defaults = [d for d in manifest.defaults if d in producer or missing(d)]
     # The digest covers every file the manifest was read from (a no-op proof rests on it).
-    spec = Spec(path=manifest.path, root=root, default=defaults, vars={}, pools=pools,
+    spec = Spec(path=manifest.path, root=root, default=None, vars={}, pools=pools,
                 worlds={}, tasks={}, digest="ninja:" + manifest.digest)
     graph = Graph(root=root, computations=comps, producer=dict(producer), by_task=by_task,
                   order=order, by_id=by_id, paths_first=True)
-    return spec, graph
+    apply_file_checks(spec, graph, checks)
+    return spec, graph, checks
+
+
+def apply_file_checks(spec: Spec, graph: Graph, checks: FileChecks) -> None:
+    """Set what depends on the files that exist now: missing inputs (an error only for a
+    build that needs them), the computations a missing `build FORCE: phony` makes always run,
+    and the default targets (one that names a source file asks for nothing to be built)."""
+    root = spec.root
+    exists: dict[str, bool] = {}
+
+    def missing(path: str) -> bool:
+        there = exists.get(path)
+        if there is None:
+            there = exists[path] = os.path.exists(os.path.join(root, path))
+        return not there
+
+    for comp, needed, force in zip(graph.computations, checks.needed, checks.force):
+        comp.missing = [p for p in needed if missing(p)]
+        comp.always = comp.kind is not None and any(missing(p) for p in force)
+    if checks.defaults is not None:
+        spec.default = [d for d in checks.defaults if d in graph.producer or missing(d)]
 
 
 def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[str],

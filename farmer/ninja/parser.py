@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 import re
-import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import xxhash
 
 from farmer.errors import UsageError
+from farmer.grains import stat_key
 from farmer.ninja import lexer as lx
 from farmer.ninja.lexer import EvalString, Lexer, evaluate, is_empty
 
@@ -113,6 +114,7 @@ class Manifest:
     files: list[str] = field(default_factory=list)  # every manifest file read, in order
     digest: str = ""  # of every manifest file's name and bytes, in the order read
     names: set[str] = field(default_factory=set)  # every variable name bound anywhere
+    stats: list[tuple[str, tuple, int]] = field(default_factory=list)  # (path, stat, when), per file
     warnings: list[str] = field(default_factory=list)
 
 
@@ -168,6 +170,8 @@ class Parser:
         if len(self._stack) >= _MAX_INCLUDE_DEPTH or name in self._stack:
             raise parent.error(f"include cycle: {' -> '.join(self._stack + [name])}")
         try:
+            st = os.stat(path)  # before reading: a change after it shows in the next stat
+            taken = time.time_ns()
             raw = path.read_bytes()
         except OSError as e:
             reason = e.strerror or str(e)
@@ -175,6 +179,7 @@ class Parser:
                 raise UsageError(f"{name}: cannot read the ninja manifest: {reason}") from None
             raise parent.error(f"loading '{name}': {reason}") from None
         self.m.files.append(name)
+        self.m.stats.append((str(path), stat_key(st), taken))
         self._hash.update(name.encode("utf-8", "surrogateescape") + b"\0")
         self._hash.update(raw)
         self._hash.update(b"\0")
@@ -393,8 +398,3 @@ def parse_manifest(path: Path) -> Manifest:
     parser.load(path.name, top)
     manifest.digest = parser._hash.hexdigest()
     return manifest
-
-
-def warn(manifest: Manifest) -> None:
-    for w in manifest.warnings:
-        print(f"farmer: warning: {w}", file=sys.stderr)

@@ -1,0 +1,101 @@
+"""The graph of a ninja manifest, cached in `.farmer/ninja-graph.cache`, so that a build
+whose manifests are unchanged does not parse them again (a 20 000-edge manifest takes
+farmer over a second to read).
+
+The cache holds the stat data (mtime_ns, size, inode, ctime_ns) of every manifest file read
+(the top one, its includes and subninjas), taken before each was read, and is used only
+while every one of them is the same. A file changed within 100 ms of being read could change
+again within the same time stamp tick, so such a read is never cached (the next build
+caches it). What depends on which other files exist (missing inputs, FORCE-style phonies,
+defaults naming source files) is worked out again on every load (`FileChecks`). A cache that
+cannot be read is ignored; removing it only costs one parse.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import tempfile
+import time
+from dataclasses import fields
+from pathlib import Path
+
+from farmer import __version__
+from farmer.farmfile import Spec
+from farmer.graph import Computation, Graph
+from farmer.grains import hash_text, stat_key
+from farmer.ninja.graph import FileChecks, apply_file_checks
+
+NAME = "ninja-graph.cache"
+_FORMAT = 1
+_FIELDS = tuple(f.name for f in fields(Computation))
+_RACY_NS = 100_000_000
+
+
+def _code_stamp() -> list:
+    """The reader's own sources: a farmer that reads manifests differently ignores the cache."""
+    here = Path(__file__).parent
+    return [tuple(stat_key(os.stat(p))) for p in sorted(here.glob("*.py"))]
+
+
+def _key(manifest: Path) -> str:
+    return hash_text(str(manifest), __version__, sys.version, ",".join(_FIELDS), str(_FORMAT),
+                     repr(_code_stamp()))
+
+
+def load(farmer_dir: Path, manifest: Path) -> tuple[Spec, Graph, list[str]] | None:
+    """The cached spec, graph and warnings, or None when any manifest file changed."""
+    try:
+        data = marshal.loads((farmer_dir / NAME).read_bytes())
+        (fmt, key, files, warnings, (pools, digest), rows, producer, by_task, order, by_id,
+         (needed, force, defaults)) = data
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if fmt != _FORMAT or key != _key(manifest):
+        return None
+    try:
+        for path, recorded in files:
+            if stat_key(os.stat(path)) != tuple(recorded):
+                return None
+    except OSError:
+        return None
+    comps = [Computation(*row) for row in rows]
+    root = manifest.parent
+    spec = Spec(path=manifest, root=root, default=None, vars={}, pools=pools, worlds={},
+                tasks={}, digest=digest)
+    graph = Graph(root=root, computations=comps, producer=producer, by_task=by_task,
+                  order=order, by_id=by_id, paths_first=True)
+    apply_file_checks(spec, graph, FileChecks(needed, force, defaults))
+    return spec, graph, warnings
+
+
+def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
+         warnings: list[str], spec: Spec, graph: Graph, checks: FileChecks) -> None:
+    """Write the cache atomically, unless a manifest file was read too soon after it changed.
+    `files`: (absolute path, stat key, ns time the stat was taken) of every manifest file."""
+    for _, key, taken in files:
+        if taken - key[0] < _RACY_NS or taken - key[3] < _RACY_NS:
+            return
+    rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
+    data = (_FORMAT, _key(manifest), [(p, k) for p, k, _ in files], warnings,
+            (spec.pools, spec.digest), rows, graph.producer, graph.by_task, graph.order,
+            graph.by_id, (checks.needed, checks.force, checks.defaults))
+    tmp = None
+    try:
+        blob = marshal.dumps(data)
+        farmer_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=farmer_dir, prefix=NAME, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, farmer_dir / NAME)
+    except (OSError, ValueError):  # without the cache the next build only parses again
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def now_ns() -> int:
+    return time.time_ns()
