@@ -17,7 +17,6 @@ import marshal
 import os
 import sys
 import tempfile
-import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -95,7 +94,3 @@ def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
                 os.unlink(tmp)
             except OSError:
                 pass
-
-
-def now_ns() -> int:
-    return time.time_ns()
