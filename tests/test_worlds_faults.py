@@ -298,3 +298,80 @@ def _link(pid: int, n: str) -> str:
         return os.readlink(f"/proc/{pid}/fd/{n}")
     except OSError:
         return ""
+
+
+# -- slow: many tasks, interrupts at random moments ------------------------------------
+
+TREE = """
+[world.base]
+setup = ["import os, subprocess, sys, time", "MARK = '{marker}'"]
+
+[world.mid]
+parent = "base"
+setup = ["MID = 'mid'"]
+
+[world.leaf]
+parent = "mid"
+setup = ["LEAF = 'leaf'"]
+
+[task.b]
+foreach = {{i = {ids}}}
+world = "base"
+outputs = ["out/b{{i}}.txt"]
+python = '''-c "import sys; time.sleep({pause}); open(sys.argv[1], 'w').write('b' + sys.argv[2])" {{outputs}} {{i}}'''
+
+[task.l]
+foreach = {{i = {ids}}}
+world = "leaf"
+inputs = ["out/b{{i}}.txt"]
+outputs = ["out/l{{i}}.txt"]
+python = '''-c "import sys; time.sleep({pause}); open(sys.argv[1], 'w').write(MID + LEAF + open(sys.argv[2]).read())" {{outputs}} {{inputs}}'''
+"""
+
+
+@pytest.mark.slow
+def test_many_tasks_over_a_world_tree_match_no_worlds(project):
+    marker = f"farmer-world-{uuid.uuid4().hex}"
+    ids = [str(i) for i in range(150)]
+    project.farmfile(TREE.format(marker=marker, ids=ids, pause=0))
+    r = project.build("-j", "6", "--no-worlds", timeout=600)
+    assert r.returncode == 0, r
+    fresh = {p.name: p.read_text() for p in (project.root / "out").iterdir()}
+    project.farmer("clean")
+    r = project.build("-j", "6", timeout=120)
+    assert r.returncode == 0, r
+    assert {p.name: p.read_text() for p in (project.root / "out").iterdir()} == fresh
+    assert len(fresh) == 300
+    assert wait_no_process(marker) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_interrupt_at_a_random_moment_leaves_nothing_behind(project, seed):
+    import random
+
+    rng = random.Random(seed)
+    marker = f"farmer-world-{uuid.uuid4().hex}"
+    project.markers.append(marker)
+    project.farmfile(TREE.format(marker=marker, ids=[str(i) for i in range(40)], pause=0.05))
+    p = project.popen("build", "-j", "4")
+    time.sleep(rng.uniform(0.0, 1.5))
+    p.send_signal(rng.choice([signal.SIGINT, signal.SIGTERM]))
+    out, err = p.communicate(timeout=20)
+    assert p.returncode in (0, 130, 143), (p.returncode, out, err)
+    assert "Traceback" not in err, err
+    assert wait_no_process(marker) == [], "a world process or task survived"
+    assert wait_no_process_in(project) == []
+    assert not [d for d in os.listdir(_fifo_parent()) if d.startswith(f"farmer-worlds-{p.pid}-")]
+    r = project.build("-j", "4", timeout=120)  # and the next build finishes the job
+    assert r.returncode == 0, r
+    assert len(list((project.root / "out").iterdir())) == 80
+
+
+def _fifo_parent() -> str:
+    import tempfile
+
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
+        return runtime
+    return tempfile.gettempdir()
