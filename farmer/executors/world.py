@@ -29,7 +29,7 @@ from farmer.executors.process import log_path
 from farmer.farmfile import WorldSpec
 from farmer.scheduler import Outcome
 from farmer.graph import Computation
-from farmer.worlds.link import Job, Proc, exit_code, killpg, spawn, status_text
+from farmer.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
 from farmer.worlds.manager import FifoDir, Futures, WorldTree
 from farmer.worlds.protocol import ProtocolError
 
@@ -395,7 +395,7 @@ class WorldExecutor:
             if job.mode == "exec" and job.killed_for is None and proc.status and not proc.error:
                 # The job ran in the world process itself: how the process ended is how the
                 # job ended, as for a fresh python3 (no retry).
-                self._report(job, False, proc.status, None, exit_code=exit_code(proc.status))
+                self._report(job, False, proc.status, None, exit_code=code_of(proc.status))
             elif job.killed_for is not None:
                 self._report(job, False, job.killed_for, None)
             else:
@@ -425,7 +425,7 @@ class WorldExecutor:
             job.hits += 1
             job.id, job.pid, job.dispatched, job.deadline = 0, None, None, None
             if job.hits >= 2:
-                when = "while setting up" if before_ready else "under this task"
+                when = "while setting up" if before_ready else "while this task ran or waited in it"
                 self._report(job, False, f"world {proc.name} died ({why})",
                              f"farmer: world {proc.name} died {when} ({why}), and again on the "
                              f"restarted world; see .farmer/logs/worlds/{proc.name}.log\n")

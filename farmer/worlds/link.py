@@ -198,7 +198,7 @@ def status_text(code: int | None, sig: int | None) -> str:
     return f"signal {sig}" if sig is not None else f"exit {code}"
 
 
-def exit_code(status: str | None) -> int | None:
+def code_of(status: str | None) -> int | None:
     """"exit 3" -> 3, "signal 9" -> -9 (as Outcome.exit_code has it)."""
     word, _, number = (status or "").partition(" ")
     if not number.isdigit():
