@@ -140,11 +140,16 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
     if proof is None:
         selected = targets_of(spec, graph, targets)
         return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {})
-    # Most computations are clean: read only the traces and stat entries the others need.
     clean, kept = proof.clean()
     selected = targets_of(spec, graph, targets, lambda p: p in kept or os.path.exists(p))
-    return Session(spec, graph, state, Digests({}, state.stat_entry), {}, selected, {},
-                   all_traces=False, clean=clean, kept_stats=kept, proof=proof)
+    comps = graph.computations
+    dirty = sum(1 for i in selected if comps[i].id not in clean)
+    if dirty > 1000 and dirty > len(selected) // 8:  # one query beats thousands of small ones
+        digests, traces, lazy = Digests(state.stat_cache()), state.traces(), False
+    else:  # most are clean: read only the traces and stat entries the others need
+        digests, traces, lazy = Digests({}, state.stat_entry), {}, True
+    return Session(spec, graph, state, digests, traces, selected, {}, all_traces=not lazy,
+                   clean=clean, kept_stats=kept, proof=proof)
 
 
 class _BuildHooks:
