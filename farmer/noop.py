@@ -122,9 +122,12 @@ def try_build(farmfile: Path, targets: list[str], jobs: int) -> int | None:
     farmer_dir = farmfile.parent / ".farmer"
     if not (farmer_dir / NAME).exists():
         return None
+    from farmer.errors import UsageError
+    from farmer.farmfile import read as read_farmfile
+
     try:
-        text = farmfile.read_bytes()
-    except OSError:
+        text = read_farmfile(farmfile)  # not read_bytes: a FIFO in its place would block for ever
+    except UsageError:
         return None  # the full path says what is wrong
     with ProjectLock(farmer_dir):
         proof = read(farmer_dir, farmfile, hash_text(text.decode("utf-8", "surrogateescape")), targets)

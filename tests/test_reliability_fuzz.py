@@ -736,8 +736,14 @@ def test_hostile_farmfile_one_line_error(tmp_path, name, text, words):
     assert not (root / ".farmer" / "last-build.json").exists()
 
 
-def test_farmfile_that_is_a_fifo(project):
-    """Reading a FIFO would block for ever: one line instead, at once."""
+@pytest.mark.parametrize("built", [False, True], ids=["fresh", "after-a-build"])
+def test_farmfile_that_is_a_fifo(project, built):
+    """Reading a FIFO would block for ever: one line instead, at once (also on the no-op
+    path, which a successful build enables)."""
+    if built:
+        project.farmfile('[task.a]\noutputs = ["o"]\ncmd = "echo > {outputs}"\n')
+        assert project.build().returncode == 0
+        project.remove("Farmfile")
     os.mkfifo(project.root / "Farmfile")
     r = project.build(timeout=20)
     assert_error(r, "Farmfile", "not a regular file")
