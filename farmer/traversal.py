@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -309,6 +310,12 @@ def traverse(spec: Spec) -> Graph:
         kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
         text = task.cmd if task.cmd is not None else task.python
         action = _render(text, task, inst.wildcards, file_scope, spec.vars, True, kind) if text is not None else None
+        if kind == "python":
+            try:  # it is split into an argv, not given to a shell: it must split
+                shlex.split(action)
+            except ValueError as e:
+                raise UsageError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
+                                 "close its quotes") from None
         env = _world_env(spec, task.world)
         env.update((k, _render(v, task, inst.wildcards, file_scope, spec.vars, False, f"env.{k}"))
                    for k, v in task.env.items())
