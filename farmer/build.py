@@ -385,14 +385,23 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
     started_at = datetime.now(timezone.utc)
     t0 = time.monotonic()  # the build's start: every time in last-build.json counts from here
     lock = ProjectLock(farmer_dir)
+    early: list[int] = []  # a signal while planning: the build stops before it runs anything
     if not opts.dry_run:
         lock.acquire()
+
+        def defer(signum: int, frame: object) -> None:
+            if early:  # a second one: stop at once
+                os._exit(128 + early[0])
+            early.append(signum)
+
+        for s in _SIGNALS:
+            signal.signal(s, defer)
     try:
         session = open_session(spec, graph, farmer_dir, opts.targets, readonly=opts.dry_run)
         if not opts.dry_run:
             noop.forget(farmer_dir)  # read above; this build may change what it rests on
         try:
-            return _build(session, opts, farmer_dir, started_at, t0)
+            return _build(session, opts, farmer_dir, started_at, t0, early)
         finally:
             session.state.close()
     finally:
@@ -400,10 +409,13 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
 
 
 def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,
-           t0: float) -> int:
+           t0: float, early: list[int]) -> int:
     comps = session.graph.computations
     prediction = session.predict(session.plan(), opts.jobs)
     to_run = prediction.to_run
+    if early:  # interrupted while planning: nothing ran, last-build.json says so
+        settled = {i: Settled(SKIPPED, "build stopped") for i in session.selected}
+        return _finish(session, opts, farmer_dir, started_at, t0, settled, {}, early[0], {}, prediction)
     if opts.dry_run:
         for i in prediction.simulation.start_order:
             print(f"{comps[i].task} {comps[i].id}: {to_run[i]}")
@@ -421,6 +433,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
     reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter()
     hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)
+    hooks.signal = early[0] if early else None  # one that came since the check above
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
     old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
