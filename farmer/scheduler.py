@@ -97,7 +97,6 @@ class Scheduler:
         self._producers_ran: set[int] = set()
         self._ready: list[tuple[float, int]] = []  # (-expected latency, index): a max-heap
         self._reasons: dict[int, str] = {}  # why each ready or running computation runs
-        self._free = self.jobs
         self._pool_used = dict.fromkeys(pools, 0)
         self._slots: dict[int, list[int]] = {}  # CPU slots each running computation holds
         self._free_slots = list(range(self.jobs))
@@ -123,7 +122,7 @@ class Scheduler:
             if self.executor.running() == 0:
                 if self.stopping or not self._ready:
                     break
-            held_back = bool(self._ready) and not self.stopping and self._free > 0
+            held_back = bool(self._ready) and not self.stopping and bool(self._free_slots)
             for outcome in self.executor.wait(0.5 if held_back else None):
                 self._complete(outcome)
         self._settle_rest()
@@ -163,7 +162,7 @@ class Scheduler:
 
     def _start_what_fits(self) -> None:
         passed_over = []
-        while self._ready and self._free > 0:
+        while self._ready and self._free_slots:
             if not self.hooks.may_start(self.executor.running()):
                 break
             item = heapq.heappop(self._ready)
@@ -171,10 +170,9 @@ class Scheduler:
             comp = self.comps[i]
             cpus = min(comp.cpus, self.jobs)
             pool = comp.pool
-            if cpus > self._free or (pool is not None and self._pool_used[pool] >= self.pools[pool]):
+            if cpus > len(self._free_slots) or (pool is not None and self._pool_used[pool] >= self.pools[pool]):
                 passed_over.append(item)
                 continue
-            self._free -= cpus
             self._free_slots.sort()
             self._slots[i], self._free_slots = self._free_slots[:cpus], self._free_slots[cpus:]
             self.slot_of[i] = self._slots[i][0]
@@ -192,7 +190,6 @@ class Scheduler:
         i = outcome.index
         comp = self.comps[i]
         slots = self._slots.pop(i)
-        self._free += len(slots)
         self._free_slots.extend(slots)
         if comp.pool is not None:
             self._pool_used[comp.pool] -= 1
