@@ -43,6 +43,10 @@ def hash_text(*parts: str) -> str:
     return h.hexdigest()
 
 
+def hash_bytes(data: bytes) -> str:
+    return xxhash.xxh3_128_hexdigest(data)
+
+
 class NotAFile(Exception):
     """A path that exists but is not a regular file (a directory, a socket...)."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from farmer import __version__
 from farmer.farmfile import Spec, WorldSpec
-from farmer.grains import hash_text
+from farmer.grains import hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 from farmer.matching import list_files, listing_digest
 
@@ -30,7 +30,7 @@ NAME = "graph.cache"
 
 def key(farmfile: Path, text: bytes) -> str:
     return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS)) + \
-        hash_text(text.decode("utf-8", "surrogateescape"))
+        hash_bytes(text)
 
 
 def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from farmer import __version__
-from farmer.grains import StatKey, hash_text, stat_key
+from farmer.grains import StatKey, hash_bytes, hash_text, stat_key
 from farmer.lock import ProjectLock
 
 NAME = "noop.snapshot"
@@ -130,7 +130,7 @@ def try_build(farmfile: Path, targets: list[str], jobs: int) -> int | None:
     except UsageError:
         return None  # the full path says what is wrong
     with ProjectLock(farmer_dir):
-        proof = read(farmer_dir, farmfile, hash_text(text.decode("utf-8", "surrogateescape")), targets)
+        proof = read(farmer_dir, farmfile, hash_bytes(text), targets)
         if proof is None or not proof.unchanged():
             return None
         wall = time.monotonic() - t0

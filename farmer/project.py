@@ -7,7 +7,7 @@ from pathlib import Path
 
 from farmer import farmfile, graphcache
 from farmer.farmfile import Spec
-from farmer.grains import hash_text
+from farmer.grains import hash_bytes
 from farmer.graph import Graph
 from farmer.traversal import traverse
 
@@ -20,16 +20,13 @@ def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
     cached = graphcache.load(farmer_dir, path, text)
     if cached is not None:
         os.chdir(path.parent)
-        cached[0].digest = source_digest(text)
+        cached[0].digest = hash_bytes(text)
         return cached
     spec = farmfile.parse_text(path, text)
-    spec.digest = source_digest(text)
+    spec.digest = hash_bytes(text)
     os.chdir(spec.root)
     graph = traverse(spec)
     if write_cache:
         graphcache.save(farmer_dir, path, text, spec, graph)
     return spec, graph
 
-
-def source_digest(text: bytes) -> str:
-    return hash_text(text.decode("utf-8", "surrogateescape"))
