@@ -7,10 +7,13 @@ they only let farmer skip re-reading a file whose content cannot have changed.
 
 from __future__ import annotations
 
+import marshal
 import os
 import stat as statmod
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import xxhash
 
@@ -41,6 +44,25 @@ def hash_text(*parts: str) -> str:
         h.update(part.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
     return h.hexdigest()
+
+
+def save_marshalled(path: Path, data: object) -> None:
+    """Write a cache file atomically (a temporary file renamed over it). Failing to write a
+    cache only costs the next build time, so that is not an error."""
+    tmp = None
+    try:
+        blob = marshal.dumps(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def hash_bytes(data: bytes) -> str:

@@ -10,15 +10,13 @@ vanished since are re-checked on load. A cache that cannot be read is ignored.
 from __future__ import annotations
 
 import marshal
-import os
 import sys
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
 from farmer.farmfile import Spec, WorldSpec
-from farmer.grains import hash_bytes, hash_text
+from farmer.grains import hash_bytes, hash_text, save_marshalled
 from farmer.graph import Computation, Graph
 from farmer.matching import list_files, listing_digest
 
@@ -60,15 +58,4 @@ def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
     data = (_FORMAT, key(farmfile, text), rows, graph.producer, graph.by_task, graph.order,
             graph.by_id, graph.listings, (spec.default, spec.vars, spec.pools, worlds))
-    try:
-        blob = marshal.dumps(data)
-        farmer_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=farmer_dir, prefix=NAME, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, farmer_dir / NAME)
-    except (OSError, ValueError):
-        try:
-            os.unlink(tmp)
-        except (OSError, UnboundLocalError):
-            pass
+    save_marshalled(farmer_dir / NAME, data)

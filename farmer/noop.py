@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from farmer import __version__
-from farmer.grains import StatKey, hash_bytes, hash_text, stat_key
+from farmer.grains import StatKey, hash_bytes, hash_text, save_marshalled, stat_key
 from farmer.lock import ProjectLock
 
 NAME = "noop.snapshot"
@@ -86,12 +86,7 @@ def write(farmer_dir: Path, farmfile: Path, digest: str, targets: list[str],
           listings: dict[str, str], proof: Proof) -> None:
     data = (_FORMAT, _key(farmfile, digest, targets), listings, proof.paths, proof.stats,
             proof.files_of, proof.total, proof.tasks)
-    tmp = farmer_dir / (NAME + ".tmp")
-    try:
-        tmp.write_bytes(marshal.dumps(data))
-        os.replace(tmp, farmer_dir / NAME)
-    except OSError:  # without the proof the next build only takes longer
-        pass
+    save_marshalled(farmer_dir / NAME, data)
 
 
 def read(farmer_dir: Path, farmfile: Path, digest: str, targets: list[str]) -> Proof | None:

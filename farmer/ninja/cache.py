@@ -16,14 +16,13 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
 from farmer.farmfile import Spec
 from farmer.graph import Computation, Graph
-from farmer.grains import hash_text, stat_key
+from farmer.grains import hash_text, save_marshalled, stat_key
 from farmer.ninja.graph import FileChecks, apply_file_checks
 
 NAME = "ninja-graph.cache"
@@ -80,17 +79,4 @@ def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
     data = (_FORMAT, _key(manifest), [(p, k) for p, k, _ in files], warnings,
             (spec.pools, spec.digest), rows, graph.producer, graph.by_task, graph.order,
             graph.by_id, (checks.needed, checks.force, checks.defaults))
-    tmp = None
-    try:
-        blob = marshal.dumps(data)
-        farmer_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=farmer_dir, prefix=NAME, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, farmer_dir / NAME)
-    except (OSError, ValueError):  # without the cache the next build only parses again
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    save_marshalled(farmer_dir / NAME, data)  # without it the next build only parses again
