@@ -28,9 +28,9 @@ from farmer.latency import critical, estimates
 from farmer.latency.predict import Prediction, predict
 from farmer.latency.simulate import simulate
 from farmer.lock import ProjectLock
-from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled
+from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled, Span
 from farmer.state import Sample, State, Trace
-from farmer.timeline import Span, write_chrome_trace
+from farmer.timeline import write_chrome_trace
 from farmer.uptodate import out_of_date, plan
 from farmer.worlds.chain import fingerprints
 
@@ -465,7 +465,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: d
     # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
     # the next build, which installs its own).
     return _finish(session, opts, farmer_dir, started_at, t0, settled, hooks.outcomes,
-                   hooks.signal, scheduler.slot_of, prediction)
+                   hooks.signal, scheduler.slots_of, prediction)
 
 
 def _ignore_signal(signum: int, frame: object) -> None:
@@ -474,7 +474,7 @@ def _ignore_signal(signum: int, frame: object) -> None:
 
 def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,
             t0: float, settled: dict[int, Settled], outcomes: dict[int, Outcome],
-            signum: int | None, slot_of: dict[int, int], prediction: Prediction) -> int:
+            signum: int | None, slots_of: dict[int, list[int]], prediction: Prediction) -> int:
     """The end of every build that got the lock: last-build.json, the trace, the summary."""
     comps = session.graph.computations
     if not opts.dry_run:  # what was hashed this build need not be hashed the next
@@ -506,7 +506,7 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
                                    prediction.makespan_s),
         "tasks": report.last_build_tasks(comps, session.selected, settled, outcomes)})
     if opts.trace_file:
-        spans = [Span(i, slot_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slot_of]
+        spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
         path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
         write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
     if status == "ok":

@@ -9,7 +9,7 @@ from pathlib import Path
 from farmer.build import open_session
 from farmer.farmfile import Spec
 from farmer.graph import Graph
-from farmer.timeline import Span, plan_json, plan_text, write_chrome_trace
+from farmer.timeline import plan_json, plan_text, write_chrome_trace
 
 
 def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
@@ -25,8 +25,7 @@ def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated:
     finally:
         session.state.close()
     if trace_file:
-        spans = [Span(s.index, s.slot, s.start_s, s.end_s) for s in prediction.simulation.timeline]
-        write_chrome_trace(Path(trace_file), spans, comps, set(prediction.critical_path),
+        write_chrome_trace(Path(trace_file), prediction.simulation.timeline, comps, set(prediction.critical_path),
                            "farmer plan --simulate")
     if as_json:
         print(json.dumps(plan_json(prediction, comps, simulated), indent=1))

@@ -70,6 +70,21 @@ class Hooks(Protocol):
 
 
 @dataclass(slots=True)
+class Span:
+    """Where and when a computation ran: its CPU slots (the first names its row in a
+    timeline) and its start and end, in seconds from the build's start."""
+
+    index: int
+    slots: list[int]
+    start_s: float
+    end_s: float
+
+    @property
+    def slot(self) -> int:
+        return self.slots[0]
+
+
+@dataclass(slots=True)
 class Settled:
     status: str
     reason: str
@@ -100,7 +115,7 @@ class Scheduler:
         self._pool_used = dict.fromkeys(pools, 0)
         self._slots: dict[int, list[int]] = {}  # CPU slots each running computation holds
         self._free_slots = list(range(self.jobs))
-        self.slot_of: dict[int, int] = {}  # first slot each computation ran in (for timelines)
+        self.slots_of: dict[int, list[int]] = {}  # the slots each computation ran in (timelines)
         self._discarded: set[int] = set()  # told to the executor as never starting
 
     @property
@@ -175,7 +190,7 @@ class Scheduler:
                 continue
             self._free_slots.sort()
             self._slots[i], self._free_slots = self._free_slots[:cpus], self._free_slots[cpus:]
-            self.slot_of[i] = self._slots[i][0]
+            self.slots_of[i] = self._slots[i]
             if pool is not None:
                 self._pool_used[pool] += 1
             self.start_order.append(i)

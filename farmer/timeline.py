@@ -3,24 +3,16 @@ per CPU slot), parallelism over time, and Chrome trace-event JSON that Perfetto 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from farmer.graph import Computation
 from farmer.latency.predict import Prediction
 from farmer.report import write_json_atomically
-from farmer.graph import Computation
+from farmer.scheduler import Span
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _FILL = "▓▒"  # alternating, so neighbouring computations in a row stay apart
 _CRITICAL = "█"
-
-
-@dataclass(slots=True)
-class Span:
-    index: int
-    slot: int
-    start_s: float
-    end_s: float
 
 
 def gantt(spans: list[Span], comps: list[Computation], jobs: int, critical: set[int],
@@ -33,7 +25,7 @@ def gantt(spans: list[Span], comps: list[Computation], jobs: int, critical: set[
     rows = []
     for slot in range(jobs):
         cells = [" "] * width
-        mine = sorted((s for s in spans if s.slot == slot), key=lambda s: s.start_s)
+        mine = sorted((s for s in spans if slot in s.slots), key=lambda s: s.start_s)
         for n, s in enumerate(mine):
             a = int(s.start_s * scale)
             b = max(a + 1, int(round(s.end_s * scale)))
@@ -113,8 +105,7 @@ def plan_text(p: Prediction, comps: list[Computation], total: int, simulated: bo
         lines.append(f"  {p.estimates[i]:8.2f} s  {comps[i].task} {comps[i].id}: {p.to_run[i]}")
     if not simulated:
         return "\n".join(lines)
-    spans = [Span(s.index, s.slot, s.start_s, s.end_s) for s in p.simulation.timeline
-             if s.end_s > s.start_s]
+    spans = [s for s in p.simulation.timeline if s.end_s > s.start_s]
     on_path = set(p.critical_path)
     lines += [
         "",

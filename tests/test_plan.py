@@ -175,3 +175,18 @@ def test_bad_jobs_is_a_usage_error(chain: Path) -> None:
     r = farmer(chain, "plan", "-j", "0")
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and "-j 0" in r.stderr
+
+
+def test_a_computation_with_several_cpus_fills_every_slot_it_holds(tmp_path: Path) -> None:
+    (tmp_path / "Farmfile").write_text("""
+[task.wide]
+outputs = ["out/wide"]
+cost = 2
+cpus = 2
+cmd = "echo > {outputs}"
+""")
+    r = farmer(tmp_path, "plan", "--simulate", "-j", "2")
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("slot ")]
+    assert len(rows) == 2
+    assert all("█" in row and " " not in row.split("|")[1] for row in rows)  # busy all along

@@ -6,16 +6,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from farmer.scheduler import Outcome, Scheduler
+from farmer.scheduler import Outcome, Scheduler, Span
 from farmer.graph import Computation
-
-
-@dataclass(slots=True)
-class Slot:
-    index: int
-    slot: int
-    start_s: float
-    end_s: float
 
 
 class SimulatedExecutor:
@@ -75,7 +67,7 @@ class _SimHooks:
 class Simulation:
     makespan_s: float
     start_order: list[int]
-    timeline: list[Slot]
+    timeline: list[Span]
 
 
 def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, str],
@@ -87,6 +79,6 @@ def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, st
     scheduler = Scheduler(comps, selected, latency, jobs, pools, keep_going=True,
                           executor=executor, hooks=_SimHooks(to_run))
     scheduler.run()
-    timeline = [Slot(i, scheduler.slot_of[i], start, start + duration.get(i, 0.0))
+    timeline = [Span(i, scheduler.slots_of[i], start, start + duration.get(i, 0.0))
                 for i, start in executor.started.items()]
     return Simulation(executor.clock, scheduler.start_order, timeline)
