@@ -115,8 +115,8 @@ class Session:
 
     def outputs_written(self, paths: list[str]) -> None:
         """A world whose input was just rebuilt has a new fingerprint."""
-        if self.worlds and any(os.path.normpath(i) in paths
-                               for w in self.spec.worlds.values() for i in w.inputs):
+        if self.worlds and any(i in paths for inputs in self.graph.world_inputs.values()
+                               for i in inputs):
             self.worlds = {}
 
     def plan(self) -> dict[int, str]:
@@ -535,7 +535,6 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
         tasks = report.last_build_tasks(comps, session.selected, settled, {})
         proof = noop.Proof([], [], {}, len(tasks), json.dumps(tasks, separators=(",", ":")))
     position = {p: n for n, p in enumerate(proof.paths)}
-    world_inputs = {w.name: [os.path.normpath(p) for p in w.inputs] for w in spec.worlds.values()}
     for i in redo:
         comp = comps[i]
         trace = session.trace(comp.id)
@@ -548,10 +547,8 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
                 entry = cache.get(p)
                 if entry is not None and entry[1] != digest:
                     return
-        world: str | None = comp.world
-        while world is not None:
-            paths = paths + world_inputs[world]
-            world = spec.worlds[world].parent
+        if comp.world is not None:
+            paths = paths + session.graph.world_inputs[comp.world]
         indices = []
         for p in paths:
             n = position.get(p)

@@ -70,6 +70,8 @@ class Graph:
     order: list[int]  # a topological order: producers before consumers
     by_id: dict[str, int]
     listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
+    # Each world's input paths, its ancestors' included, as substituted and normalised.
+    world_inputs: dict[str, list[str]] = field(default_factory=dict)
     missing_known: bool = True  # Computation.missing is current (see check_inputs)
     paths_first: bool = False  # a target that is an output path and a task name means the path
 

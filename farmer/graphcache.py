@@ -20,7 +20,7 @@ from farmer.grains import hash_bytes, hash_text, save_marshalled
 from farmer.graph import Computation, Graph
 from farmer.matching import list_files, listing_digest
 
-_FORMAT = 1
+_FORMAT = 2
 _FIELDS = tuple(f.name for f in fields(Computation))
 _WORLD_FIELDS = tuple(f.name for f in fields(WorldSpec))
 NAME = "graph.cache"
@@ -34,7 +34,7 @@ def key(farmfile: Path, text: bytes) -> str:
 def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:
     try:
         data = marshal.loads((farmer_dir / NAME).read_bytes())
-        fmt, stored_key, rows, producer, by_task, order, by_id, listings, spec_data = data
+        fmt, stored_key, rows, producer, by_task, order, by_id, listings, world_inputs, spec_data = data
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or stored_key != key(farmfile, text):
@@ -49,7 +49,8 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
     # Which inputs are missing now is learnt at selection (traversal.check_inputs).
     return spec, Graph(root=root, computations=comps, producer=producer, by_task=by_task,
-                       order=order, by_id=by_id, listings=listings, missing_known=False)
+                       order=order, by_id=by_id, listings=listings, world_inputs=world_inputs,
+                       missing_known=False)
 
 
 def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:
@@ -57,5 +58,5 @@ def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph
     rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
     data = (_FORMAT, key(farmfile, text), rows, graph.producer, graph.by_task, graph.order,
-            graph.by_id, graph.listings, (spec.default, spec.vars, spec.pools, worlds))
+            graph.by_id, graph.listings, graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds))
     save_marshalled(farmer_dir / NAME, data)

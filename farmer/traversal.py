@@ -355,7 +355,7 @@ def traverse(spec: Spec) -> Graph:
             raise UsageError(f"{at}: default target {target!r} is not a task, a declared output "
                              "or a computation id; fix the name in [farmer] default")
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
-                 order=order, by_id=by_id, listings=files.digests())
+                 order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
 
 
 def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path) -> None:
