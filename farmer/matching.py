@@ -17,15 +17,41 @@ _SKIP_DIRS = {".farmer", ".git"}
 
 def list_files(root: Path | str, prefix: str) -> list[str]:
     """Files under `root/prefix`, as sorted root-relative paths; `.farmer` and `.git` skipped."""
+    return _scan(root, prefix)[0]
+
+
+def _scan(root: Path | str, prefix: str) -> tuple[list[str], set[str]]:
+    """`list_files`, and which of the files are symbolic links. What os.walk(top) would
+    list, from one os.scandir per directory: a symlink to a directory counts as a directory
+    and is not entered, an unreadable directory is left out."""
     found: list[str] = []
+    links: set[str] = set()
     top = os.path.join(root, prefix) if prefix else str(root)
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-        rel = os.path.relpath(dirpath, root)
-        base = "" if rel == "." else rel + "/"
-        found.extend(base + f for f in filenames)
+    rel = os.path.relpath(top, root)
+    stack = [(top, "" if rel == "." else rel + "/")]
+    while stack:
+        path, base = stack.pop()
+        files: list[str] = []
+        dirs: list[tuple[str, str]] = []
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if not is_dir:
+                        files.append(base + entry.name)
+                        if entry.is_symlink():
+                            links.add(base + entry.name)
+                    elif entry.name not in _SKIP_DIRS and not entry.is_symlink():
+                        dirs.append((entry.path, base + entry.name + "/"))
+        except OSError:
+            continue  # as os.walk: a directory that cannot be listed is skipped
+        found.extend(files)
+        stack.extend(dirs)
     found.sort()
-    return found
+    return found, links
 
 
 def listing_digest(files: list[str]) -> str:
@@ -39,11 +65,28 @@ class Files:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._under: dict[str, list[str]] = {}
+        self._links: set[str] = set()
+        self._plain: set[str] | None = None  # files listed, symlinks left out
 
     def under(self, prefix: str) -> list[str]:
         if prefix not in self._under:
-            self._under[prefix] = list_files(self.root, prefix)
+            self._under[prefix], links = _scan(self.root, prefix)
+            self._links |= links
+            self._plain = None
         return self._under[prefix]
+
+    def exists(self, path: str) -> bool:
+        """os.path.exists(root/path), answered from the listings when they saw it as a file
+        that is not a symlink (a symlink may dangle: those are looked at)."""
+        if self._plain is None:
+            self._plain = set()
+            for prefix, files in self._under.items():
+                # Only plain prefixes: `a/../b` lists root/a/../b, which a symlink `a` moves.
+                if prefix == "" or (os.path.normpath(prefix) == prefix and prefix[0] not in "./"
+                                    and ".." not in prefix.split("/")):
+                    self._plain.update(files)
+            self._plain -= self._links
+        return path in self._plain or os.path.exists(os.path.join(self.root, path))
 
     def digests(self) -> dict[str, str]:
         return {prefix: listing_digest(files) for prefix, files in self._under.items()}

@@ -84,19 +84,28 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
         keys = sorted(foreach)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]
     regex, prefix = pattern_regex(foreach)
-    candidates = set(files.under(prefix))
-    candidates.update(p for p, owner in outputs.items() if owner != task.name)
+    listed = files.under(prefix)
+    # A match starts with the pattern's fixed text, so only outputs under its directory count.
+    under = prefix + "/" if prefix else ""
+    name = task.name
+    declared = [p for p, owner in outputs.items() if owner != name and p.startswith(under)]
+    candidates = sorted(set(listed).union(declared)) if declared else listed  # listed: sorted
     # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
     # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
-    own = [pattern_regex(t)[0] for t in task.outputs]
-    matches = []
-    for path in sorted(candidates):
-        if path.startswith(".farmer/"):
-            continue
-        m = regex.match(path)
-        if m and not any(r.match(path) for r in own):
-            matches.append(m.groupdict())
-    return matches
+    own = [pattern_regex(t)[0].match for t in task.outputs]
+    match = regex.match
+    found = [m for path in candidates if (m := match(path)) and not path.startswith(".farmer/")]
+    if own:
+        found = [m for m in found if not any(r(m.string) for r in own)]
+    return [m.groupdict() for m in found]
+
+
+def _may_match(task: TaskSpec, paths: list[str]) -> bool:
+    """Whether one of `paths` could be matched by the foreach pattern of `task`."""
+    regex, prefix = pattern_regex(task.foreach)
+    under = prefix + "/" if prefix else ""
+    match = regex.match
+    return any(p.startswith(under) and match(p) for p in paths)
 
 
 def _render(text: str, task: TaskSpec, wildcards: dict[str, str], files: dict[str, list[str]],
@@ -130,14 +139,20 @@ def _expand_tasks(spec: Spec, files: Files) -> list[_Instance]:
     so pattern tasks are re-matched until no task's set of matches changes."""
     instances: dict[str, list[_Instance]] = {}
     owner: dict[str, str] = {}
+    # Every output path whose owner may have changed, in order; a pattern task needs matching
+    # again only if one of the paths logged since its last matching fits its pattern.
+    changed_paths: list[str] = []
+    checked: dict[str, int] = {}  # pattern task -> length of changed_paths at its last matching
 
     def record(name: str, new: list[_Instance]) -> None:
         for inst in instances.get(name, []):
+            changed_paths.extend(inst.outputs)
             for out in inst.outputs:
                 if owner.get(out) == name:
                     del owner[out]
         instances[name] = new
         for inst in new:
+            changed_paths.extend(inst.outputs)
             for out in inst.outputs:
                 owner.setdefault(out, name)
 
@@ -145,13 +160,18 @@ def _expand_tasks(spec: Spec, files: Files) -> list[_Instance]:
     matched: dict[str, list[dict[str, str]]] = {}
     for name, task in spec.tasks.items():
         matched[name] = _foreach_instances(task, files, owner)
+        checked[name] = len(changed_paths)
         record(name, _instances_of(task, spec, matched[name]))
         if isinstance(task.foreach, str):
             pattern_tasks.append(name)
     for _round in range(len(pattern_tasks) + 2):
         changed = False
         for name in pattern_tasks:
+            if not _may_match(spec.tasks[name], changed_paths[checked[name]:]):
+                checked[name] = len(changed_paths)
+                continue  # what it matches is what it matched
             now = _foreach_instances(spec.tasks[name], files, owner)
+            checked[name] = len(changed_paths)
             if now != matched[name]:  # expand again only what matches differently
                 matched[name] = now
                 record(name, _instances_of(spec.tasks[name], spec, now))
