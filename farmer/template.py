@@ -116,3 +116,74 @@ def render(
         else:
             raise TemplateError(f"unknown name {{{name}}}")
     return "".join(out)
+
+
+# -- compiled templates ---------------------------------------------------------------------
+# A foreach task renders the same few templates once per computation, 100k times for a big
+# project. `compile` turns a template into one generated Python function per task, with the
+# lookup order of `render` decided once: wildcards become dict lookups, [vars] are inlined as
+# text, file lists become joins. Anything `render` would reject (an unknown name, {outputs}
+# where it is not available) is not compiled, and an index past the end raises IndexError:
+# in both cases the caller renders with `render`, which gives the error its words.
+
+# shlex.quote leaves a string alone when it has only these characters; the space is the
+# separator of a joined list (checked apart).
+_UNSAFE = re.compile(r"[^\w@%+=:,./ -]", re.ASCII).search
+
+
+def quote_join(paths: list[str]) -> str:
+    """`" ".join(shlex.quote(p) for p in paths)`, checking the whole list at once."""
+    joined = " ".join(paths)
+    if _UNSAFE(joined) is None and joined.count(" ") == len(paths) - 1 and "" not in paths:
+        return joined
+    return " ".join(shlex.quote(p) for p in paths)
+
+
+def compile_list(texts: list[str], wildcards: frozenset[str], files: tuple[str, ...],
+                 variables: dict[str, str], quote: bool):
+    """One function `(wildcards, inputs, outputs, depfile) -> [rendered text, ...]` for
+    `texts`, equal to `[render(t, ...) for t in texts]` with `files` holding the keys in
+    `files`, or None when some text needs `render` (see above). `wildcards` is the set of
+    names every computation of the task has."""
+    items = []
+    for text in texts:
+        expr = _expression(text, wildcards, files, variables, quote)
+        if expr is None:
+            return None
+        items.append(expr)
+    namespace = {"_quote": shlex.quote, "_quote_join": quote_join, "_join": " ".join}
+    # eval of code made only from repr()s of literals and of names checked above
+    return eval(f"lambda w, inputs, outputs, depfile: [{', '.join(items)}]", namespace)  # noqa: S307
+
+
+_ARGS = {"inputs": "inputs", "outputs": "outputs", "depfile": "depfile"}
+
+
+def _expression(text: str, wildcards: frozenset[str], files: tuple[str, ...],
+                variables: dict[str, str], quote: bool) -> str | None:
+    pieces: list[str] = []
+    literal: list[str] = []
+    for part in parse(text):
+        if isinstance(part, str):
+            literal.append(part)
+            continue
+        name, index = part.name, part.index
+        if index is None and name in wildcards:
+            code = f"w[{name!r}]"
+        elif name in files:
+            if index is not None:
+                code = f"{'_quote' if quote else ''}({_ARGS[name]}[{index}])"
+            else:
+                code = f"{'_quote_join' if quote else '_join'}({_ARGS[name]})"
+        elif index is None and name in variables:
+            literal.append(variables[name])
+            continue
+        else:
+            return None
+        if literal:
+            pieces.append(repr("".join(literal)))
+            literal = []
+        pieces.append(code)
+    if literal or not pieces:
+        pieces.append(repr("".join(literal)))
+    return " + ".join(pieces)

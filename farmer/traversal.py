@@ -18,6 +18,7 @@ from pathlib import Path
 
 from farmer import template
 from farmer.errors import UsageError
+from farmer.expander import TaskExpander, all_normal, all_plain_inputs, all_shell_safe
 from farmer.farmfile import Spec, TaskSpec
 from farmer.graph import Computation, Graph, topological_order
 from farmer.matching import GLOB_CHARS, Files, glob_regex, pattern_regex
@@ -57,14 +58,31 @@ def check_inside(root: Path, comps: list[Computation]) -> None:
     stays inside the root, also through symlinks that exist when the graph is made."""
     real_root = os.path.realpath(root)
     inside: dict[str, bool] = {}  # directory -> whether it resolves inside the root
+    # directory -> names of the symlinks in it (one listing instead of an lstat per output;
+    # None: it could not be listed, look at each output)
+    links: dict[str, set[str] | None] = {}
+
+    def is_link(parent: str, path: str) -> bool:
+        names = links.get(parent, ())
+        if names == ():
+            try:
+                with os.scandir(os.path.join(root, parent)) as entries:
+                    names = links[parent] = {e.name for e in entries if e.is_symlink()}
+            except (FileNotFoundError, NotADirectoryError):
+                names = links[parent] = set()  # nothing there, so no symlink either
+            except OSError:
+                names = links[parent] = None
+        if names is None:
+            return os.path.islink(os.path.join(root, path))
+        return path.rpartition("/")[2] in names
 
     def leaves(path: str) -> bool:
-        parent = os.path.dirname(path)
+        parent = path.rpartition("/")[0]  # os.path.dirname of a normalized path
         ok = inside.get(parent)
         if ok is None:
             real = os.path.realpath(os.path.join(root, parent))
             ok = inside[parent] = real == real_root or real.startswith(real_root + os.sep)
-        if ok and os.path.islink(os.path.join(root, path)):
+        if ok and is_link(parent, path):
             real = os.path.realpath(os.path.join(root, path))
             ok = real.startswith(real_root + os.sep)
         return not ok
@@ -92,11 +110,15 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
     candidates = sorted(set(listed).union(declared)) if declared else listed  # listed: sorted
     # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
     # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
-    own = [pattern_regex(t)[0].match for t in task.outputs]
     match = regex.match
     found = [m for path in candidates if (m := match(path)) and not path.startswith(".farmer/")]
-    if own:
-        found = [m for m in found if not any(r(m.string) for r in own)]
+    if task.outputs:
+        own = [pattern_regex(t) for t in task.outputs]
+        # An output template's directory is a prefix of all it matches: one C-level test
+        # spares the regexes for every path outside those directories.
+        dirs = tuple(d + "/" if d else "" for _, d in own)
+        found = [m for m in found if not (m.string.startswith(dirs)
+                                          and any(r.match(m.string) for r, _ in own))]
     return [m.groupdict() for m in found]
 
 
@@ -116,15 +138,46 @@ def _render(text: str, task: TaskSpec, wildcards: dict[str, str], files: dict[st
         raise UsageError(f"task {task.name!r}: in {what} {text!r}: {e}") from None
 
 
+def _render_list(compiled, texts: list[str], whats: list[str], task: TaskSpec,
+                 wildcards: dict[str, str], spec: Spec, quote: bool, inputs: list[str],
+                 outputs: list[str], depfile: list[str] | None = None) -> list[str]:
+    """`texts` rendered with these files (`depfile` None: {depfile} is not known there): by
+    their compiled form when there is one and it can, else one by one by template.render,
+    which raises the first error in its words."""
+    if compiled is not None:
+        try:
+            return compiled(wildcards, inputs, outputs, depfile)
+        except (IndexError, KeyError):
+            pass  # {inputs[N]} past the end: render words the error
+    files = {"inputs": inputs, "outputs": outputs}
+    if depfile is not None:
+        files["depfile"] = depfile
+    return [_render(t, task, wildcards, files, spec.vars, quote, what) for t, what in zip(texts, whats)]
+
+
 @dataclass(slots=True)
 class _Instance:
     task: TaskSpec
     wildcards: dict[str, str]
     raw_inputs: list[str]  # after substitution, before resolving @refs and globs
     outputs: list[str]
+    plain: bool = False  # every raw input is a normal path: resolving changes nothing
+    safe: bool = False  # plain, and no input or output path needs shell quotes
 
 
-def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]]) -> list[_Instance]:
+def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
+                  expander: TaskExpander) -> list[_Instance]:
+    ins, outs = expander.inputs, expander.outputs
+    if ins is not None and outs is not None:
+        # Compiled, rendering cannot fail: render all, then check all paths at once.
+        raws = [ins(w, None, None, None) for w in matches]
+        rendered = [outs(w, None, None, None) for w in matches]
+        if not all_normal([p for paths in rendered for p in paths]):
+            rendered = [[normalize(p, task.name, "output") for p in paths] for paths in rendered]
+        flat_inputs = [p for paths in raws for p in paths]
+        plain = all_plain_inputs(flat_inputs)
+        safe = plain and all_shell_safe(flat_inputs) and all_shell_safe([p for o in rendered for p in o])
+        return [_Instance(task, w, r, o, plain, safe) for w, r, o in zip(matches, raws, rendered)]
     result = []
     for wildcards in matches:
         raw_inputs = [_render(t, task, wildcards, {}, spec.vars, False, "inputs") for t in task.inputs]
@@ -134,7 +187,7 @@ def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]]) -> 
     return result
 
 
-def _expand_tasks(spec: Spec, files: Files) -> list[_Instance]:
+def _expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -> list[_Instance]:
     """Instances of every task. Foreach patterns may match other tasks' declared outputs,
     so pattern tasks are re-matched until no task's set of matches changes."""
     instances: dict[str, list[_Instance]] = {}
@@ -161,7 +214,7 @@ def _expand_tasks(spec: Spec, files: Files) -> list[_Instance]:
     for name, task in spec.tasks.items():
         matched[name] = _foreach_instances(task, files, owner)
         checked[name] = len(changed_paths)
-        record(name, _instances_of(task, spec, matched[name]))
+        record(name, _instances_of(task, spec, matched[name], expanders[name]))
         if isinstance(task.foreach, str):
             pattern_tasks.append(name)
     for _round in range(len(pattern_tasks) + 2):
@@ -174,7 +227,7 @@ def _expand_tasks(spec: Spec, files: Files) -> list[_Instance]:
             checked[name] = len(changed_paths)
             if now != matched[name]:  # expand again only what matches differently
                 matched[name] = now
-                record(name, _instances_of(spec.tasks[name], spec, now))
+                record(name, _instances_of(spec.tasks[name], spec, now, expanders[name]))
                 changed = True
         if not changed:
             break
@@ -283,7 +336,8 @@ class _Resolver:
 
 def traverse(spec: Spec) -> Graph:
     files = Files(spec.root)
-    instances = _expand_tasks(spec, files)
+    expanders = {name: TaskExpander(task, spec) for name, task in spec.tasks.items()}
+    instances = _expand_tasks(spec, files, expanders)
 
     producer: dict[str, int] = {}
     by_task_inst: dict[str, list[_Instance]] = {}
@@ -305,57 +359,63 @@ def traverse(spec: Spec) -> Graph:
     comps: list[Computation] = []
     by_id: dict[str, int] = {}
     by_task: dict[str, list[int]] = {}
+    task = None
     for index, inst in enumerate(instances):
-        task = inst.task
-        own = set(inst.outputs)
-        inputs: list[str] = []
-        seen: set[str] = set()
-        for raw in inst.raw_inputs:
-            for path in resolver.resolve(raw, task.name, own):
-                if path in own:
-                    raise UsageError(
-                        f"dependency cycle: task {task.name!r} lists its own output {path!r} as an "
-                        f"input (through {raw!r}); a computation cannot read what it makes")
-                if path not in seen:
-                    seen.add(path)
-                    inputs.append(path)
-        depfile = None
-        file_scope = {"inputs": inputs, "outputs": inst.outputs}
+        if inst.task is not task:  # instances come task by task: what is the task's, once
+            task = inst.task
+            expander = expanders[task.name]
+            kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
+            text = task.cmd if task.cmd is not None else task.python
+            world_env = _world_env(spec, task.world)
+            world_setup = _world_setup(spec, task.world)
+            env_keys = list(task.env)
+            env_whats = [f"env.{k}" for k in env_keys]
+            env_texts = list(task.env.values())
+            task_indices = by_task.setdefault(task.name, [])
+        outputs = inst.outputs
+        raw = inst.raw_inputs
+        if inst.plain and not any(map(outputs.__contains__, raw)):
+            inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
+        else:
+            inputs = _resolve_inputs(inst, resolver)
+        wildcards = inst.wildcards
+        depfile = depfiles = None  # without a depfile, {depfile} is an error
         if task.depfile is not None:
-            depfile = normalize(
-                _render(task.depfile, task, inst.wildcards, file_scope, spec.vars, False, "depfile"),
-                task.name, "depfile")
-        if depfile:
-            file_scope["depfile"] = [depfile]  # without one, {depfile} is an error
-        kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
-        text = task.cmd if task.cmd is not None else task.python
-        action = _render(text, task, inst.wildcards, file_scope, spec.vars, True, kind) if text is not None else None
+            rendered = _render_list(expander.depfile, [task.depfile], ["depfile"], task, wildcards,
+                                    spec, False, inputs, outputs)[0]
+            depfile = normalize(rendered, task.name, "depfile")
+            depfiles = [depfile]
+        action = None
+        if text is not None:
+            # A depfile's path is quoted too: only without one may quoting be skipped.
+            compiled = expander.action_unquoted if inst.safe and depfile is None else expander.action
+            action = _render_list(compiled, [text], [kind], task, wildcards, spec, True, inputs,
+                                  outputs, depfiles)[0]
         if kind == "python":
             try:  # it is split into an argv, not given to a shell: it must split
                 shlex.split(action)
             except ValueError as e:
                 raise UsageError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
                                  "close its quotes") from None
-        env = _world_env(spec, task.world)
-        env.update((k, _render(v, task, inst.wildcards, file_scope, spec.vars, False, f"env.{k}"))
-                   for k, v in task.env.items())
+        env = dict(world_env)
+        if env_keys:
+            env.update(zip(env_keys, _render_list(expander.env, env_texts, env_whats, task,
+                                                  wildcards, spec, False, inputs, outputs, depfiles)))
         cid = _computation_id(inst)
         if cid in by_id:
             raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
         by_id[cid] = index
-        by_task.setdefault(task.name, []).append(index)
+        task_indices.append(index)
         comp = Computation(
-            index=index, id=cid, task=task.name, wildcards=inst.wildcards, inputs=inputs,
-            outputs=inst.outputs, depfile=depfile, kind=kind, action=action, env=env,
-            world=task.world, cost=task.cost, cpus=task.cpus, pool=task.pool,
-            timeout=task.timeout, always=task.always, cache=task.cache,
-            world_setup=_world_setup(spec, task.world),
+            index, cid, task.name, inst.wildcards, inputs, outputs, depfile, kind, action, env,
+            task.world, task.cost, task.cpus, task.pool, task.timeout, task.always, task.cache,
+            world_setup,
         )
         comp.fingerprint = action_fingerprint(comp)
         comps.append(comp)
 
     check_inside(spec.root, comps)
-    mark_missing(comps, producer, spec.root)
+    mark_missing(comps, producer, spec.root, files)
     world_inputs = _world_inputs(spec, files, producer)
     for comp in comps:
         producers = {producer[p] for p in comp.inputs if p in producer}  # own outputs refused above
@@ -378,19 +438,39 @@ def traverse(spec: Spec) -> Graph:
                  order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
 
 
-def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path) -> None:
+def _resolve_inputs(inst: _Instance, resolver: _Resolver) -> list[str]:
+    """The instance's inputs: references and globs resolved, paths normalized, each once."""
+    task = inst.task
+    own = set(inst.outputs)
+    inputs: list[str] = []
+    seen: set[str] = set()
+    for raw in inst.raw_inputs:
+        for path in resolver.resolve(raw, task.name, own):
+            if path in own:
+                raise UsageError(
+                    f"dependency cycle: task {task.name!r} lists its own output {path!r} as an "
+                    f"input (through {raw!r}); a computation cannot read what it makes")
+            if path not in seen:
+                seen.add(path)
+                inputs.append(path)
+    return inputs
+
+
+def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path,
+                 files: Files | None = None) -> None:
     """Note inputs that neither exist nor are made: an error only for a build that needs
-    them, as in make."""
+    them, as in make. `files` knows many files to exist from its listings."""
+    look = files.exists if files is not None else lambda p: os.path.exists(os.path.join(root, p))
     exists: dict[str, bool] = {}
     for comp in comps:
-        comp.missing = []
+        missing = comp.missing = []
         for p in comp.inputs:
             if p not in producer:
                 there = exists.get(p)
                 if there is None:
-                    there = exists[p] = os.path.exists(os.path.join(root, p))
+                    there = exists[p] = look(p)
                 if not there:
-                    comp.missing.append(p)
+                    missing.append(p)
 
 
 def _world_chain(spec: Spec, name: str) -> list:

@@ -1,0 +1,337 @@
+"""The traversal's fast paths give what the general paths give: compiled templates
+(template.compile_list) against template.render, the batch path checks (farmer/expander.py)
+against traversal.normalize, the one-call fingerprint against grains.hash_text, listings by
+os.scandir against os.walk, and whole graphs and errors with compiling turned off."""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import textwrap
+
+import pytest
+
+from farmer import farmfile, matching, template, traversal
+from farmer.errors import UsageError
+from farmer.expander import all_normal, all_plain_inputs, all_shell_safe
+from farmer.grains import hash_text
+from farmer.graph import Computation
+from farmer.matching import GLOB_CHARS, Files, list_files
+from farmer.uptodate import action_fingerprint
+
+TEMPLATES = [
+    "plain text",
+    "",
+    "{x}",
+    "{x}{x}/{y}.o",
+    "{{literal}} {x} }}{{",
+    "{v}",  # a var holding braces: inserted as written
+    "{x} shadows {shadowed}",  # a wildcard wins over a var of the same name
+    "cat {inputs} > {outputs}",
+    "{inputs[0]} {inputs[1]} {outputs[0]}",
+    "cc -MF {depfile} {inputs} -o {outputs} {opts}",
+    "{depfile[0]}",
+    "{nosuch}",  # unknown: not compiled
+    "{x[0]}",  # a wildcard with an index: unknown
+    "{v[1]}",  # a var with an index: unknown
+]
+VARIABLES = {"v": "{not expanded} $HOME", "shadowed": "VAR", "opts": "-O2 -Wall"}
+WILDCARDS = {"x": "a b", "y": "it's", "shadowed": "WILD"}
+FILE_LISTS = [
+    {"inputs": ["src/a.c", "src/my file.c", "it's.c", "ünï.c", "a\tb"], "outputs": ["out/a.o"],
+     "depfile": ["out/a.d"]},
+    {"inputs": ["x"], "outputs": [], "depfile": ["d"]},
+    {"inputs": [], "outputs": ["o1", "o 2"], "depfile": [""]},
+    {"inputs": ["", "-n", "a=b,c:d@e%f+g"], "outputs": ["$x", "*", "[a]"], "depfile": ["'"]},
+]
+SCOPES = [(), ("inputs", "outputs"), ("inputs", "outputs", "depfile")]
+
+
+def interpreted(text, files, quote):
+    try:
+        return template.render(text, WILDCARDS, files, VARIABLES, quote)
+    except template.TemplateError:
+        return "error"
+
+
+@pytest.mark.parametrize("quote", [False, True])
+@pytest.mark.parametrize("scope", SCOPES)
+def test_compiled_templates_render_as_render_does(scope, quote):
+    for text in TEMPLATES:
+        compiled = template.compile_list([text], frozenset(WILDCARDS), scope, VARIABLES, quote)
+        for lists in FILE_LISTS:
+            files = {k: lists[k] for k in scope}
+            want = interpreted(text, files, quote)
+            if compiled is None:
+                assert want == "error" or not set(template.names(text)) <= set(WILDCARDS) | set(VARIABLES) | set(scope), text
+                continue
+            try:
+                got = compiled(WILDCARDS, files.get("inputs"), files.get("outputs"), files.get("depfile"))
+            except IndexError:
+                got = ["error"]
+            assert got == [want], (text, scope, files)
+
+
+def test_compiled_list_renders_every_text_in_order():
+    texts = ["{x}.o", "lit", "{v}", "{{x}}"]
+    compiled = template.compile_list(texts, frozenset({"x"}), (), VARIABLES, False)
+    assert compiled({"x": "q"}, None, None, None) == ["q.o", "lit", "{not expanded} $HOME", "{x}"]
+    assert template.compile_list([], frozenset(), (), {}, False)({}, None, None, None) == []
+    assert template.compile_list(["{a}", "{nosuch}"], frozenset({"a"}), (), {}, False) is None
+
+
+def test_quote_join_is_shlex_quote_joined():
+    rng = random.Random(1)
+    alphabet = "ab/._-=@%+:, '\"$*\tü\n"
+    lists = [[], [""], ["a", ""], ["a b"], ["a", "b"], ["a  b"], [" "], ["a", " b"]]
+    lists += [["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 6)))
+               for _ in range(rng.randrange(0, 4))] for _ in range(3000)]
+    for paths in lists:
+        assert template.quote_join(paths) == " ".join(shlex.quote(p) for p in paths), paths
+
+
+def test_shell_safe_paths_are_left_alone_by_shlex_quote():
+    rng = random.Random(3)
+    alphabet = "ab/._-=@%+:, '\"$*ü"
+    for _ in range(3000):
+        paths = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 5)))
+                 for _ in range(rng.randrange(0, 4))]
+        assert all_shell_safe(paths) == all(shlex.quote(p) == p for p in paths), paths
+
+
+def _normalize_unchanged(path: str) -> bool:
+    try:
+        return traversal.normalize(path, "t", "output") == path
+    except UsageError:
+        return False
+
+
+TRICKY_PATHS = ["a", "a/b", "", "/a", "a//b", "./a", "a/./b", "a/..", "..", "../a", "a/../b", "a/",
+                "a/.", ".a", "a/.b", "a..b", "a.", "a\x01b", "a\nb", "a\x7f", "x" * 255, "x" * 256,
+                "d/" + "x" * 256 + "/e", "é" * 128, "é" * 127, "src/a[1].txt", "@a", "a*b", "a?",
+                "a b", "...", "a/...", ".../a"]
+
+
+def test_batch_path_checks_vouch_only_for_what_normalize_leaves_alone():
+    rng = random.Random(2)
+    alphabet = "ab/.\n\x01é@*[ "
+    paths = TRICKY_PATHS + ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 8)))
+                            for _ in range(5000)]
+    for p in paths:
+        if all_normal([p]):
+            assert _normalize_unchanged(p), repr(p)
+        if all_plain_inputs([p]):
+            assert _normalize_unchanged(p) and not p.startswith("@") and not GLOB_CHARS.search(p), repr(p)
+    for p in ["a", "a/b", "a.b/c_d-e", ".a/b", "x" * 255]:
+        assert all_normal([p]) and all_plain_inputs([p]), p
+    for _ in range(2000):  # a batch is clean exactly when each of its paths is
+        batch = rng.sample(paths, rng.randrange(0, 4))
+        assert all_normal(batch) == all(all_normal([p]) for p in batch), batch
+        assert all_plain_inputs(batch) == all(all_plain_inputs([p]) for p in batch), batch
+
+
+def test_fingerprint_is_hash_text_of_its_parts():
+    comp = Computation(0, "o", "t", {}, ["i"], ["o", "p q"], "d", "cmd", "echo é", {"B": "2", "A": "1"},
+                       None, None, 1, None, None, False, True)
+    want = hash_text("cmd", "echo é", "A=1", "B=2", "\0outputs", "o", "p q", "\0depfile", "d")
+    assert action_fingerprint(comp) == want
+    comp.depfile, comp.env, comp.kind, comp.action = None, {}, None, None
+    assert action_fingerprint(comp) == hash_text("", "", "\0outputs", "o", "p q", "\0depfile", "")
+    comp.rspfile, comp.rspfile_content = "r.rsp", "a b"
+    assert action_fingerprint(comp) == hash_text("", "", "\0outputs", "o", "p q", "\0depfile", "",
+                                                 "\0rspfile", "r.rsp", "a b")
+
+
+def _walk_listing(root, prefix):
+    """list_files as it was written with os.walk."""
+    found = []
+    top = os.path.join(root, prefix) if prefix else str(root)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d not in (".farmer", ".git")]
+        rel = os.path.relpath(dirpath, root)
+        base = "" if rel == "." else rel + "/"
+        found.extend(base + f for f in filenames)
+    found.sort()
+    return found
+
+
+def _tree(tmp_path):
+    for rel in ["a.txt", "src/x.c", "src/sub/y.c", "src/.hidden/z.c", ".git/HEAD", ".farmer/s",
+                "src/.git/k", "other/o.txt", "weird name/é.txt"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    os.symlink("other", tmp_path / "src" / "linkdir")
+    os.symlink("a.txt", tmp_path / "src" / "linkfile")
+    os.symlink("nowhere", tmp_path / "src" / "dangling")
+    os.mkdir(tmp_path / "empty")
+
+
+def test_listings_are_what_os_walk_lists(tmp_path):
+    _tree(tmp_path)
+    for prefix in ["", "src", "src/sub", "other", "nosuch", "a.txt", "src/linkdir", "src/../other", "empty"]:
+        assert list_files(tmp_path, prefix) == _walk_listing(tmp_path, prefix), prefix
+
+
+def test_files_exists_is_os_path_exists(tmp_path):
+    _tree(tmp_path)
+    files = Files(tmp_path)
+    for prefix in ["", "src", "src/../other"]:
+        files.under(prefix)
+    candidates = set(list_files(tmp_path, "")) | {"src", "nosuch", "src/nosuch", "src/linkdir/o.txt",
+                                                  "other/o.txt", "src/dangling", "src/linkfile"}
+    for path in sorted(candidates):
+        assert files.exists(path) == os.path.exists(tmp_path / path), path
+
+
+# -- whole graphs: compiled against interpreted ------------------------------------------------
+
+FARMFILE = r"""
+[vars]
+opts = "-n {braces}"
+x = "var x"
+
+[task.copy]
+foreach = "in/{name}.txt"
+inputs = ["in/{name}.txt", "./in/{name}.txt", "lib/common.h"]
+outputs = ["out/{name}.o", "out/./{name}.s"]
+depfile = "out/{name}.d"
+env = {SOURCE = "{inputs[0]}", ALL = "{inputs} {depfile}", X = "{x}"}
+cmd = "cat {opts} {inputs} > {outputs[0]} && echo '{name}: {x}' > {outputs[1]} # {depfile}"
+
+[task.second]
+foreach = "out/{name}.o"
+inputs = ["out/{name}.o", "in/*.txt"]
+outputs = ["out2/{name}.txt"]
+python = "tool.py {inputs[0]} {outputs}"
+
+[task.third]
+foreach = "out2/{name}.txt"
+inputs = ["out2/{name}.txt", "lib/common.h", "lib/common.h", "{x}"]
+outputs = ["out3/{name}"]
+env = {N = "{name}"}
+cmd = "wc {inputs} > {outputs} # {inputs[1]}"
+
+[task.grid]
+foreach = {a = ["1", "b c"], b = ["x"]}
+outputs = ["grid/{a}-{b}"]
+cmd = "echo {a} {b} {x} > {outputs}"
+
+[task.fourth]
+foreach = "grid/{g}"
+inputs = ["grid/{g}", "lib/common.h", "lib/common.h"]
+outputs = ["out4/{g}"]
+cmd = "cat {inputs} > {outputs} # {inputs[1]}"
+
+[task.safe]
+foreach = {k = ["1", "2"]}
+inputs = ["lib/common.h", "lib/{k}.h"]
+outputs = ["safe/{k}.o"]
+cmd = "cat {inputs} > {outputs} '{x}' {inputs[1]}"
+
+[task.noout]
+foreach = {n = ["1", "2"]}
+inputs = ["@copy"]
+cmd = "true {n}"
+
+[task.all]
+inputs = ["@second", "@grid", "out2/**"]
+"""
+FILES = ["in/plain.txt", "in/my file.txt", "in/it's.txt", "in/a[1].txt", "in/ünï.txt",
+         "in/sub/deep.txt", "lib/common.h", "tool.py"]
+
+
+def _graph(tmp_path, text, files, compiled: bool, monkeypatch):
+    tmp_path.mkdir()
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / "Farmfile").write_text(textwrap.dedent(text))
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(template, "compile_list", lambda *args: None)
+        try:
+            return traversal.traverse(farmfile.load(tmp_path / "Farmfile"))
+        except UsageError as e:
+            return str(e)
+
+
+def _rows(graph):
+    if isinstance(graph, str):
+        return graph
+    rows = [tuple(getattr(c, f) for f in Computation.__slots__) for c in graph.computations]
+    return rows, graph.producer, graph.by_task, graph.order, graph.by_id, graph.listings
+
+
+def test_compiled_graph_equals_interpreted_graph(tmp_path, monkeypatch):
+    fast = _graph(tmp_path / "fast", FARMFILE, FILES, True, monkeypatch)
+    slow = _graph(tmp_path / "slow", FARMFILE, FILES, False, monkeypatch)
+    assert not isinstance(fast, str), fast
+    assert _rows(fast)[0] and len(fast.computations) == 6 + 6 + 6 + 2 + 2 + 2 + 2 + 1
+    fast.root = slow.root = None
+    assert _rows(fast) == _rows(slow)
+    wild = [c for c in fast.computations if c.wildcards.get("name") == "a[1]"]
+    # `in/a[1].txt` rendered from a wildcard is a glob (matching in/a1.txt), on both paths
+    assert wild and wild[0].inputs == ["lib/common.h"]
+
+
+BAD = [  # errors, and paths that need normalizing
+    # an index past the end in one computation, a bad output path in a later one
+    ("""
+     [task.t]
+     foreach = "in/{n}.txt"
+     inputs = ["in/{n}.txt"]
+     outputs = ["out/{n}"]
+     cmd = "cat {inputs[1]}"
+     """, ["in/a.txt", "in/b.txt"]),
+    ("""
+     [task.t]
+     foreach = {n = ["ok", "../up", "/abs"]}
+     outputs = ["{n}/o"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["ok", "a/./b", "x//y"]}
+     inputs = ["{n}"]
+     outputs = ["out/{n}"]
+     cmd = "cat {inputs}"
+     """, ["ok", "a/b", "x/y"]),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "b"]}
+     inputs = ["out/a"]
+     outputs = ["out/{n}"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "b\\u0001"]}
+     inputs = ["in/{n}", "@nosuch"]
+     outputs = ["out/{n}"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "b"]}
+     outputs = ["out/{n}"]
+     env = {A = "{inputs[0]}"}
+     python = "x.py 'unclosed {n}"
+     """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "a"]}
+     outputs = ["out/{n}"]
+     cmd = "true"
+     """, []),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD)))
+def test_compiled_errors_and_odd_paths_equal_interpreted(tmp_path, monkeypatch, case):
+    text, files = BAD[case]
+    fast = _graph(tmp_path / "fast", text, files, True, monkeypatch)
+    slow = _graph(tmp_path / "slow", text, files, False, monkeypatch)
+    if not isinstance(fast, str):  # paths the fast path hands to normalize: no error
+        fast.root = slow.root = None
+    assert _rows(fast) == _rows(slow)
