@@ -16,27 +16,27 @@ from farmer.farmfile import Spec, TaskSpec
 
 # Anything that makes traversal.normalize do more than return its argument, in paths joined
 # and framed by "\n": `//`, `./` (so `../` too), a trailing `/` or `.`, an empty or absolute
-# path, a control character, a name of 256 characters or more.
-_NOT_NORMAL = r"//|\./|/\n|\.\n|\n\n|\n/|[\x00-\x09\x0b-\x1f\x7f]|[^/\n]{256}"
-_ABNORMAL = re.compile(_NOT_NORMAL).search
+# path. Substring tests run at C speed, where a regex alternation would not.
+_NOT_NORMAL = ("//", "./", "/\n", ".\n", "\n\n", "\n/")
 # Inputs also: an `@` reference or a glob character (also one that came from a wildcard).
-_NOT_PLAIN = re.compile(_NOT_NORMAL + r"|\n@|[*?\[]").search
+_NOT_PLAIN = _NOT_NORMAL + ("\n@", "*", "?", "[")
 
 
-def _clean(paths: list[str], suspect) -> bool:
+def _clean(paths: list[str], substrings: tuple[str, ...]) -> bool:
     if not paths:
         return True
     joined = "\n" + "\n".join(paths) + "\n"
-    # Not ASCII: a name's length in bytes is not its length in characters; a "\n" inside a
-    # path would hide among the separators. Either goes the slow way.
-    return (joined.isascii() and suspect(joined) is None
-            and joined.count("\n") == len(paths) + 1)
+    # Not ASCII: a name's length in bytes is not its length in characters, so go the slow
+    # way. In ASCII, what is not printable is a control character (a "\n" in a path too).
+    return (joined.isascii() and "".join(paths).isprintable()
+            and not any(s in joined for s in substrings)
+            and max(map(len, paths)) < 256)  # no name of 256 bytes or more
 
 
 def all_normal(paths: list[str]) -> bool:
     """True when traversal.normalize(p, ...) would return every p unchanged, without error.
     False when some p needs a look (which may still find it fine)."""
-    return _clean(paths, _ABNORMAL)
+    return _clean(paths, _NOT_NORMAL)
 
 
 def all_plain_inputs(paths: list[str]) -> bool:
