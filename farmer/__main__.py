@@ -2,6 +2,7 @@
 
 import os
 import signal
+import sys
 
 
 def _early(signum: int, frame: object) -> None:
@@ -15,10 +16,16 @@ def run() -> None:
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _early)
-    from farmer.cli import main
+    from farmer import command
 
+    args = command.quick_build_args(sys.argv[1:])
+    if args is None:  # anything but the common form of `farmer build`: click reads it
+        from farmer.cli import main
+
+        signal.signal(signal.SIGINT, sigint)
+        main()
     signal.signal(signal.SIGINT, sigint)
-    main()
+    command.main(lambda: command.build(**args))
 
 
 if __name__ == "__main__":

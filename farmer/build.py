@@ -16,13 +16,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-from farmer import depfile, noop, report
+from farmer import depfile, lastbuild, noop, report
+from farmer.atomic import write_text_atomically
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.farmfile import Spec
 from farmer.grains import Digests, NotAFile
+from farmer.lastbuild import Counts, summary_line
 from farmer.graph import Graph, check_inputs, select
 from farmer.latency import critical, estimates
 from farmer.latency.predict import Prediction, predict
@@ -76,9 +77,10 @@ class Session:
     worlds: dict[str, str]  # world fingerprints, taken when first needed
     verdicts: dict[int, str | None] = field(default_factory=dict)
     all_traces: bool = True
-    # From the last good build's proof (farmer/noop.py): ids whose files all kept their stat
-    # data since, so up to date without a look at their traces; and those files' stat data.
-    clean: set[str] = field(default_factory=set)
+    # From the last good build's proof (farmer/noop.py): the ids of computations a file of
+    # which changed since (None: no proof, so none is known to be up to date; the others
+    # are, without a look at their traces), and the stat data of the files that kept theirs.
+    dirty: set[str] | None = None
     kept_stats: dict[str, tuple] = field(default_factory=dict)
     proof: noop.Proof | None = None
     rechecked: set[int] = field(default_factory=set)  # checked against their traces this build
@@ -93,7 +95,7 @@ class Session:
         verdict = self.verdicts.get(i, "")
         if verdict == "":
             comp = self.graph.computations[i]
-            clean = comp.id in self.clean and not comp.always
+            clean = self.dirty is not None and comp.id not in self.dirty and not comp.always
             verdict = self.verdicts[i] = None if clean else self.recheck(i)
         return verdict
 
@@ -132,24 +134,24 @@ class Session:
 
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
-                 readonly: bool = False) -> Session:
+                 readonly: bool = False, proof: noop.Proof | None = None) -> Session:
+    """`proof`: the no-op proof as the no-op check read and checked it, if it did."""
     state = State(farmer_dir, readonly=readonly)
     for warning in state.warnings:
         print(f"farmer: warning: {warning}", file=sys.stderr)
-    proof = noop.read(farmer_dir, spec.path, spec.digest, targets) if spec.digest else None
+    if proof is None or not noop.matches(proof, spec.path, spec.digest, targets):
+        proof = noop.read(farmer_dir, spec.path, spec.digest, targets) if spec.digest else None
     if proof is None:
         selected = targets_of(spec, graph, targets)
         return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {})
-    clean, kept = proof.clean()
+    dirty, kept = proof.dirty()
     selected = targets_of(spec, graph, targets, lambda p: p in kept or os.path.exists(p))
-    comps = graph.computations
-    dirty = sum(1 for i in selected if comps[i].id not in clean)
-    if dirty > 1000 and dirty > len(selected) // 8:  # one query beats thousands of small ones
+    if len(dirty) > 1000 and len(dirty) > len(selected) // 8:  # one query beats thousands of small ones
         digests, traces, lazy = Digests(state.stat_cache()), state.traces(), False
     else:  # most are clean: read only the traces and stat entries the others need
         digests, traces, lazy = Digests({}, state.stat_entry), {}, True
     return Session(spec, graph, state, digests, traces, selected, {}, all_traces=not lazy,
-                   clean=clean, kept_stats=kept, proof=proof)
+                   dirty=dirty, kept_stats=kept, proof=proof)
 
 
 class _BuildHooks:
@@ -379,15 +381,19 @@ def _digest_text(digests: Digests, path: str) -> str:
         return "not-a-file"
 
 
-def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
+def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
+              proof: noop.Proof | None = None) -> int:
+    """`lock`: the project's, when the caller holds it already (it is released here);
+    `proof`: the no-op proof the caller checked."""
     root = spec.root
     farmer_dir = root / ".farmer"
-    started_at = datetime.now(timezone.utc)
+    started_at = time.time()
     t0 = time.monotonic()  # the build's start: every time in last-build.json counts from here
-    lock = ProjectLock(farmer_dir)
+    lock = lock or ProjectLock(farmer_dir)
     early: list[int] = []  # a signal while planning: the build stops before it runs anything
     if not opts.dry_run:
-        lock.acquire()
+        if lock.fd is None:
+            lock.acquire()
 
         def defer(signum: int, frame: object) -> None:
             if early:  # a second one: stop at once
@@ -397,7 +403,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
         for s in _SIGNALS:
             signal.signal(s, defer)
     try:
-        session = open_session(spec, graph, farmer_dir, opts.targets, readonly=opts.dry_run)
+        session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof)
         if not opts.dry_run:
             noop.forget(farmer_dir)  # read above; this build may change what it rests on
         try:
@@ -408,7 +414,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions) -> int:
         lock.release()
 
 
-def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,
+def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: float,
            t0: float, early: list[int]) -> int:
     comps = session.graph.computations
     prediction = session.predict(session.plan(), opts.jobs)
@@ -472,7 +478,7 @@ def _ignore_signal(signum: int, frame: object) -> None:
     pass
 
 
-def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: datetime,
+def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: float,
             t0: float, settled: dict[int, Settled], outcomes: dict[int, Outcome],
             signum: int | None, slots_of: dict[int, list[int]], prediction: Prediction) -> int:
     """The end of every build that got the lock: last-build.json, the trace, the summary."""
@@ -491,7 +497,7 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
         status, code = "failed", 1
     else:
         status, code = "ok", 0
-    counts = report.Counts()
+    counts = Counts()
     for s in settled.values():
         if s.status == RAN:
             counts.ran += 1
@@ -501,39 +507,65 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
             counts.failed += 1
         elif s.status == SKIPPED:
             counts.skipped += 1
-    report.write_json_atomically(farmer_dir / "last-build.json", {
-        **report.last_build_header(started_at, opts.jobs, status, wall, critical_s,
-                                   prediction.makespan_s),
-        "tasks": report.last_build_tasks(comps, session.selected, settled, outcomes)})
+    head = lastbuild.header(started_at, opts.jobs, status, wall, critical_s, prediction.makespan_s)
+    write_text_atomically(farmer_dir / "last-build.json",
+                          lastbuild.document(head, _tasks_json(session, settled, outcomes)))
     if opts.trace_file:
         spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
         path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
         write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
     if status == "ok":
-        _write_noop_proof(session, opts, farmer_dir)
-    print(report.summary_line(counts, wall, critical_s, status), flush=True)
+        _write_noop_proof(session, opts, farmer_dir, {p for i in outcomes for p in comps[i].outputs})
+    print(summary_line(counts, wall, critical_s, status), flush=True)
     return code
 
 
-def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) -> None:
+def _tasks_json(session: Session, settled: dict[int, Settled], outcomes: dict[int, Outcome]) -> str:
+    """last-build.json's tasks. The proof keeps them as they are when everything is up to
+    date: only the others are rendered."""
+    comps, selected, proof = session.graph.computations, session.selected, session.proof
+    if proof is None or proof.count != len(selected):
+        tasks = report.last_build_tasks(comps, selected, settled, outcomes)
+        return json.dumps(tasks, separators=(",", ":"))
+    others = [i for i, s in settled.items() if s.status != UP_TO_DATE or i in outcomes]
+    if not others:
+        return proof.tasks
+    proof.load_rest()
+    slot = {cid: k for k, cid in enumerate(proof.ids)}
+    return proof.tasks_with({slot[comps[i].id]: json.dumps(task, separators=(",", ":"))
+                             for i, task in zip(others, report.last_build_tasks(comps, others, settled, outcomes))})
+
+
+def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
+                      written: set[str]) -> None:
     """Everything selected is up to date now: record the stat of every file that verdict
     rests on, so that the next build of the same targets can check just those. With the
-    last build's proof at hand, only what was checked against traces this build is redone."""
+    last build's proof at hand, only what was checked against traces this build is redone.
+    `written`: the outputs of what ran."""
     comps = session.graph.computations
     spec = session.spec
     if not spec.digest or any(comps[i].always for i in session.selected):
         return
     if session.digests.unstable:  # a file changed while the build ran: no snapshot holds
         return
-    cache, kept, old = session.digests.cache, session.kept_stats, session.proof
+    taken, kept, old = session.digests.taken(), session.kept_stats, session.proof
+    for p, (key, _, _) in taken.items():
+        if p in kept and key != kept[p] and p not in written:
+            return  # seen unchanged at the start, yet changed since: clean ones may rest on it
     if old is not None:
-        redo = [i for i in session.selected if comps[i].id not in session.clean or i in session.rechecked]
-        proof = noop.Proof(list(old.paths), list(old.stats), dict(old.files_of), old.total, old.tasks)
+        old.load_rest()
+        by_id = session.graph.by_id
+        redo = sorted({by_id[cid] for cid in session.dirty or ()} | session.rechecked)
+        proof = noop.Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks,
+                           old.count, old.ids, list(old.files_of), old.ends)
+        slot = {cid: k for k, cid in enumerate(old.ids)}
     else:
         redo = session.selected
-        settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
-        tasks = report.last_build_tasks(comps, session.selected, settled, {})
-        proof = noop.Proof([], [], {}, len(tasks), json.dumps(tasks, separators=(",", ":")))
+        settled = {i: Settled(UP_TO_DATE, "up to date") for i in redo}
+        entries = [json.dumps(e, separators=(",", ":"))
+                   for e in report.last_build_tasks(comps, redo, settled, {})]
+        proof = noop.Proof.of(entries, [comps[i].id for i in redo])
+        slot = {cid: k for k, cid in enumerate(proof.ids)}
     position = {p: n for n, p in enumerate(proof.paths)}
     for i in redo:
         comp = comps[i]
@@ -544,7 +576,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
             # The stat recorded must be that of the content the trace names: a file hashed
             # again after the trace was taken (it changed while the build ran) breaks that.
             for p, digest in trace.inputs + trace.discovered + trace.outputs:
-                entry = cache.get(p)
+                entry = taken.get(p)
                 if entry is not None and entry[1] != digest:
                     return
         if comp.world is not None:
@@ -552,26 +584,41 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path) ->
         indices = []
         for p in paths:
             n = position.get(p)
+            if p not in taken and (n is None or p not in kept):
+                return  # neither digested in this build nor known unchanged: no proof
             if n is None:
-                entry = cache.get(p)
-                key = entry[0] if entry is not None else kept.get(p)
-                if key is None:
-                    return  # neither hashed in this build nor known unchanged: no proof
                 n = position[p] = len(proof.paths)
                 proof.paths.append(p)
-                proof.stats.append(key)
+                proof.stats.append(kept.get(p))
             indices.append(n)
-        proof.files_of[comp.id] = indices
-    for p, entry in cache.items():  # what was hashed this build, as it was hashed
-        if p in kept and entry[0] != kept[p]:
-            return  # seen unchanged at the start, yet changed since: clean ones may rest on it
+        proof.files_of[slot[comp.id]] = indices
+    for p, (key, digest, racy) in taken.items():  # as it was when digested
         n = position.get(p)
         if n is not None:
-            proof.stats[n] = entry[0]
-    if old is not None:  # a file of a re-checked computation that changed and was not hashed
-        for i in redo:
-            for n in proof.files_of[comps[i].id]:
-                p = proof.paths[n]
-                if p not in cache and p not in kept:
-                    return
+            proof.stats[n] = key
+            if racy:
+                proof.racy[n] = digest
+            else:
+                proof.racy.pop(n, None)
+    if old is not None and any(old.paths[n] not in taken for n in old.changed or ()):
+        proof = _compacted(proof)  # a file that changed and no computation rests on any more
     noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, proof)
+
+
+def _compacted(proof: noop.Proof) -> noop.Proof:
+    """The proof without the files no computation rests on."""
+    position: dict[int, int] = {}
+    paths, stats, racy, files_of = [], [], {}, []
+    for files in proof.files_of:
+        indices = []
+        for n in files:
+            m = position.get(n)
+            if m is None:
+                m = position[n] = len(paths)
+                paths.append(proof.paths[n])
+                stats.append(proof.stats[n])
+                if n in proof.racy:
+                    racy[m] = proof.racy[n]
+            indices.append(m)
+        files_of.append(indices)
+    return noop.Proof(paths, stats, racy, proof.tasks, proof.count, proof.ids, files_of, proof.ends)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import sys
-from pathlib import Path
 
 import click
 
-from farmer import __version__
-from farmer.errors import LockHeld, UsageError
+from farmer import __version__, command
 
 
 def _project_options(f):
@@ -30,35 +27,11 @@ def _remember_ninja(ctx: click.Context, param: click.Parameter, value: bool) -> 
 
 
 def _load(directory: str | None, farmfile: str, write_cache: bool = False):
-    """Read the Farmfile and traverse it; the project root becomes the working directory."""
-    from farmer import ninja, project
-
-    _enter(directory)
+    """Read the Farmfile (or the ninja manifest) and traverse it; the project root becomes
+    the working directory."""
     ctx = click.get_current_context()
-    if ctx.meta.get("farmer.ninja") or ninja.is_manifest(farmfile):
-        # A ninja manifest (docs/ninja.md): `-f build.ninja`, or `--ninja` (build.ninja by default).
-        ctx.meta["farmer.ninja_loaded"] = True
-        if ctx.get_parameter_source("farmfile") == click.core.ParameterSource.DEFAULT:
-            farmfile = "build.ninja"
-        return ninja.load(Path(farmfile).absolute(), write_cache)
-    return project.load(Path(farmfile).absolute(), write_cache)
-
-
-def _enter(directory: str | None) -> None:
-    """`-C DIR`: change to DIR before anything else."""
-    if directory is not None:
-        try:
-            os.chdir(directory)
-        except OSError as e:
-            raise UsageError(f"-C {directory}: {e.strerror}") from None
-
-
-def _jobs(value: int | None) -> int:
-    if value is None:
-        return -(-5 * (os.cpu_count() or 1) // 4)  # SPEC: ceil(1.25 x CPUs)
-    if value < 1:
-        raise UsageError(f"-j {value}: the number of jobs must be at least 1")
-    return min(value, 4096)  # like make's unlimited -j; slots are lists, not unbounded
+    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    return command.load_project(directory, farmfile, write_cache, ctx.meta.get("farmer.ninja", False), given)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,35 +55,11 @@ def cli() -> None:
 def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
           timeout, trace_file) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
-    if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
-        raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
-    trace_file = os.path.abspath(trace_file) if trace_file else None
-    if not dry_run and not trace_file:  # first, the cheap proof that nothing changed
-        from farmer import noop
-
-        _enter(directory)
-        directory = None
-        path = Path(farmfile).absolute()
-        farmfile = str(path)  # the full path below starts from the project root
-        if path.parent.is_dir():
-            os.chdir(path.parent)
-            code = noop.try_build(path, list(targets), _jobs(jobs))
-            if code is not None:
-                sys.exit(code)
-    from farmer.build import BuildOptions, run_build
-
-    spec, graph = _load(directory, farmfile, write_cache=not dry_run)
-    live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
-    opts = BuildOptions(targets=list(targets), jobs=_jobs(jobs), load=load, keep_going=keep_going,
-                        dry_run=dry_run, explain=explain, no_worlds=no_worlds, timeout=timeout,
-                        live=live, trace_file=trace_file)
-    if click.get_current_context().meta.get("farmer.ninja_loaded") and not dry_run:
-        from farmer import ninja  # as ninja: remake the manifest first when an edge makes it
-
-        spec, graph, code = ninja.regenerate(spec, graph, opts)
-        if code:
-            sys.exit(code)
-    sys.exit(run_build(spec, graph, opts))
+    ctx = click.get_current_context()
+    sys.exit(command.build(
+        list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
+        timeout, trace_file, ninja=ctx.meta.get("farmer.ninja", False),
+        farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT))
 
 
 @cli.command()
@@ -128,7 +77,7 @@ def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, tr
 
     trace_file = os.path.abspath(trace_file) if trace_file else None
     spec, g = _load(directory, farmfile)
-    sys.exit(run_plan(spec, g, list(targets), _jobs(jobs), simulate, from_scratch, as_json, trace_file))
+    sys.exit(run_plan(spec, g, list(targets), command.job_slots(jobs), simulate, from_scratch, as_json, trace_file))
 
 
 @cli.command()
@@ -167,70 +116,18 @@ def clean(targets, directory, farmfile) -> None:
     click.echo(inspect.clean(spec, g, list(targets)))
 
 
-class _Stopped(BaseException):
-    """SIGTERM or SIGHUP outside a build's own handling: the same clean exit as Ctrl-C.
-    (Not a KeyboardInterrupt: click would turn that into Abort, exit 130.)"""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop(signum: int, frame: object) -> None:
-    raise _Stopped(signum)
-
-
 def main() -> None:
-    try:
-        for s in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, _stop)
-        _main()
-    finally:
-        # The outcome is decided: a signal now (a second Ctrl-C while farmer exits) must
-        # not turn the exit status into a KeyboardInterrupt or a death by signal.
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_IGN)
+    command.main(_main)
 
 
-def _interrupted(code: int) -> None:
-    """Leave at once with 128 + the signal. (Not through sys.exit: a KeyboardInterrupt that
-    passed through an exec() of a string, as dataclasses do while farmer imports, leaves
-    CPython 3.11 set to kill itself with SIGINT at exit, whatever the exit status.)"""
-    print("farmer: interrupted", file=sys.stderr)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
-
-
-def _main() -> None:
+def _main() -> int:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
+        return e.exit_code
     except click.ClickException as e:
         print(f"farmer: error: {e.format_message().rstrip('.')}; see farmer --help", file=sys.stderr)
-        sys.exit(2)
+        return 2
     except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
-        _interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
-    except (UsageError, LockHeld) as e:
-        print(f"farmer: error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except OSError as e:
-        # The file system said no (read-only, full, permissions): say what and where.
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"farmer: error: {where}{e.strerror or e}", file=sys.stderr)
-        sys.exit(2)
-    except sqlite3.Error as e:
-        # Full, read-only, I/O: the disk's trouble, and the state is intact; else damage.
-        hint = ("check the disk's free space and permissions" if isinstance(e, sqlite3.OperationalError)
-                else "remove .farmer/ to start afresh")
-        print(f"farmer: error: .farmer/state.db: {e}; {hint}", file=sys.stderr)
-        sys.exit(2)
-    except (KeyboardInterrupt, _Stopped) as e:
-        _interrupted(128 + getattr(e, "signum", signal.SIGINT))
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(1)
+        command.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
+    return 0

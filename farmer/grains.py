@@ -7,21 +7,21 @@ they only let farmer skip re-reading a file whose content cannot have changed.
 
 from __future__ import annotations
 
-import marshal
 import os
 import stat as statmod
-import tempfile
 import time
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import xxhash
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _CHUNK = 1 << 20
 # A file modified within this window before it was hashed may be modified again within
 # the same time-stamp tick without its stat changing ("racy" entries, as git calls them);
 # such entries are hashed again next time instead of being trusted.
-_RACY_NS = 100_000_000
+RACY_NS = 100_000_000
 
 StatKey = tuple[int, int, int, int]  # mtime_ns, size, inode, ctime_ns
 
@@ -44,25 +44,6 @@ def hash_text(*parts: str) -> str:
         h.update(part.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
     return h.hexdigest()
-
-
-def save_marshalled(path: Path, data: object) -> None:
-    """Write a cache file atomically (a temporary file renamed over it). Failing to write a
-    cache only costs the next build time, so that is not an error."""
-    tmp = None
-    try:
-        blob = marshal.dumps(data)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def hash_bytes(data: bytes) -> str:
@@ -121,7 +102,7 @@ class Digests:
             except PermissionError:
                 return self._unreadable(path)
             self.hashed += 1
-            if started - st.st_mtime_ns < _RACY_NS or started - st.st_ctime_ns < _RACY_NS:
+            if started - st.st_mtime_ns < RACY_NS or started - st.st_ctime_ns < RACY_NS:
                 key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # never matches: hash again
             entry = (key, digest)
             self.cache[path] = entry
@@ -166,6 +147,14 @@ class Digests:
             if entry is not None:
                 total += entry[0][1]
         return total
+
+    def taken(self) -> dict[str, tuple[StatKey, str, bool]]:
+        """What the no-op proof records of each file digested in this build (and not
+        forgotten since): its stat then, its digest, and whether it was racy (so that only
+        its content can vouch for it)."""
+        now = self._now
+        return {path: (st, now[path], racy) for path, (st, racy) in self._seen.items()
+                if st is not None and now.get(path) is not None}
 
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""

@@ -15,8 +15,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
+from farmer.atomic import save_marshalled
 from farmer.farmfile import Spec, WorldSpec
-from farmer.grains import hash_bytes, hash_text, save_marshalled
+from farmer.grains import hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 from farmer.matching import list_files, listing_digest
 

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-from pathlib import Path
-
 from farmer.errors import LockHeld
 
 
 class ProjectLock:
-    def __init__(self, farmer_dir: Path) -> None:
-        self.path = farmer_dir / "lock"
+    def __init__(self, farmer_dir: str | os.PathLike) -> None:
+        self.dir = os.fspath(farmer_dir)
+        self.path = os.path.join(self.dir, "lock")
         self.fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(self.dir, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -4,8 +4,11 @@ same targets can tell what changed by looking at stat data alone.
 At the end of a successful build farmer writes `.farmer/noop.snapshot`: the Farmfile's
 digest, the targets, the listings foreach and globs matched, and for every computation the
 files its verdict rests on (inputs, discovered inputs, outputs, world inputs) with their
-stat data (mtime_ns, size, inode, ctime_ns) as it was when their content was hashed; an
-entry hashed too soon after a change (racy) is recorded as never matching.
+stat data (mtime_ns, size, inode, ctime_ns) as it was when their content was hashed. A file
+hashed within the racy window of its last change (it could change again within the same
+time-stamp tick and keep its stat) is recorded with its digest, and only its content can
+vouch for it: it is hashed again when its stat says it is unchanged ("racily clean", as git
+calls such index entries).
 
 The next build with the same Farmfile and targets stats those files. When every one is as
 recorded, every computation is up to date by the rule a full check applies (the stat
@@ -13,126 +16,220 @@ cache's: equal stat data, equal content) and the build ends at once (`try_build`
 Otherwise the computations whose files all kept their stat are still up to date, and only
 the others need their traces checked (`Proof.clean`). The full build removes the proof
 before it runs anything and writes a new one only if it ends well.
+
+This module is on the path of every no-op build, before anything else is imported: it
+imports only what that path needs.
 """
 
 from __future__ import annotations
 
-import json
 import marshal
 import os
+import stat as statmod
 import sys
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
 
 from farmer import __version__
-from farmer.grains import StatKey, hash_bytes, hash_text, save_marshalled, stat_key
+from farmer.atomic import write_atomically, write_text_atomically
+from farmer.grains import RACY_NS, StatKey, hash_bytes, hash_file, hash_text
+from farmer.lastbuild import Counts, document, header, summary_line
 from farmer.lock import ProjectLock
 
 NAME = "noop.snapshot"
-_FORMAT = 2
+_FORMAT = 3
+# The file: 8 bytes giving the length of the first part, then two marshalled parts. The
+# first holds what a no-op needs; the second what an incremental build needs besides.
+_HEAD = 8
 
 
-def _key(farmfile: Path, digest: str, targets: list[str]) -> str:
-    return hash_text(str(farmfile), __version__, sys.version, digest, "\0targets", *targets)
+def _key(farmfile: str, digest: str, targets: list[str]) -> str:
+    return hash_text(farmfile, __version__, sys.version, digest, "\0targets", *targets)
 
 
-@dataclass(slots=True)
 class Proof:
-    paths: list[str]
-    stats: list[StatKey]
-    files_of: dict[str, list[int]]  # computation id -> indices into paths
-    total: int
-    tasks: str  # the last-build.json entries of a build where everything is up to date
+    __slots__ = ("paths", "stats", "racy", "tasks", "count", "ids", "files_of", "ends",
+                 "changed", "key", "listings", "_rest")
 
-    def unchanged(self) -> bool:
-        """Every file as recorded (stops at the first that is not)."""
-        st = os.stat
+    def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
+                 tasks: str, count: int, ids: list[str] | None = None,
+                 files_of: list[list[int]] | None = None, ends: list[int] | None = None,
+                 rest: bytes = b"") -> None:
+        self.paths = paths
+        self.stats = stats
+        self.racy = racy  # index into paths -> digest: files only their content vouches for
+        # last-build.json's tasks when every computation is up to date (a JSON array), and
+        # how many there are; `ends`: where each one's entry ends in `tasks`.
+        self.tasks, self.count, self.ends = tasks, count, ends
+        self.ids = ids  # the computations, in the build's order (the order of `tasks`)
+        self.files_of = files_of  # per computation, indices into paths
+        self.changed: set[int] | None = None  # indices of files not as recorded (`check`)
+        self._rest = rest  # the second part, unread until `ids` or `files_of` is needed
+        self.key, self.listings = "", {}  # as read (`read`)
+
+    @staticmethod
+    def of(entries: list[str], ids: list[str]) -> Proof:
+        """A proof of no file yet, for computations with these last-build.json entries."""
+        ends, at = [], 0
+        for entry in entries:
+            at += 1 + len(entry)  # "[" or ","
+            ends.append(at)
+        return Proof([], [], {}, "[" + ",".join(entries) + "]", len(ids), ids,
+                     [[] for _ in ids], ends)
+
+    def check(self) -> set[int]:
+        """Stat every file (and hash the racy ones that kept their stat): the indices of
+        those not as recorded."""
+        paths, stats = self.paths, self.stats
         try:
-            for path, recorded in zip(self.paths, self.stats):
-                if stat_key(st(path)) != recorded:
-                    return False
+            now = [(s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns) for s in map(os.stat, paths)]
         except OSError:
-            return False
-        return True
+            now = [_stat(p) for p in paths]
+        changed = set() if now == stats else {n for n, (a, b) in enumerate(zip(now, stats)) if a != b}
+        for n, digest in self.racy.items():
+            if n not in changed and _content(paths[n]) != digest:
+                changed.add(n)
+        self.changed = changed
+        return changed
 
-    def clean(self) -> tuple[set[str], dict[str, StatKey]]:
-        """The ids of computations none of whose files changed, and the stat data of the
-        files that kept theirs."""
-        kept: dict[str, StatKey] = {}
-        same = []
-        for path, recorded in zip(self.paths, self.stats):
-            try:
-                ok = stat_key(os.stat(path)) == recorded
-            except OSError:
-                ok = False
-            same.append(ok)
-            if ok:
-                kept[path] = recorded
-        ids = {cid for cid, files in self.files_of.items() if all(same[f] for f in files)}
+    def load_rest(self) -> None:
+        if self.ids is None:
+            self.ids, self.files_of, self.ends = marshal.loads(self._rest)
+            self._rest = b""
+
+    def dirty(self) -> tuple[set[str], dict[str, StatKey]]:
+        """The ids of computations a file of which changed, and the stat data of the files
+        that kept theirs (checking them first, unless `check` did)."""
+        changed = self.check() if self.changed is None else self.changed
+        self.load_rest()
+        if not changed:
+            return set(), dict(zip(self.paths, self.stats))
+        ids = {cid for cid, files in zip(self.ids, self.files_of) if not changed.isdisjoint(files)}
+        kept = {p: s for n, (p, s) in enumerate(zip(self.paths, self.stats)) if n not in changed}
         return ids, kept
 
+    def tasks_with(self, entries: dict[int, str]) -> str:
+        """`tasks` with the entries at these positions replaced."""
+        if not entries:
+            return self.tasks
+        self.load_rest()
+        parts, at = [], 0
+        for k in sorted(entries):
+            start = self.ends[k - 1] + 1 if k else 1
+            parts += [self.tasks[at:start], entries[k]]
+            at = self.ends[k]
+        parts.append(self.tasks[at:])
+        return "".join(parts)
 
-def forget(farmer_dir: Path) -> None:
+
+def matches(proof: Proof, farmfile: str | os.PathLike, digest: str | None, targets: list[str]) -> bool:
+    """Whether `proof` was read for this Farmfile's bytes and these targets."""
+    return digest is not None and proof.key == _key(os.fspath(farmfile), digest, targets)
+
+
+def _stat(path: str) -> StatKey | None:
+    try:
+        s = os.stat(path)
+    except OSError:
+        return None
+    return (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)
+
+
+def _content(path: str) -> str | None:
+    try:
+        return hash_file(path)
+    except OSError:
+        return None
+
+
+def forget(farmer_dir: str | os.PathLike) -> None:
     """A build is about to change things: the old proof no longer holds."""
     try:
-        os.unlink(farmer_dir / NAME)
+        os.unlink(os.path.join(farmer_dir, NAME))
     except FileNotFoundError:
         pass
 
 
-def write(farmer_dir: Path, farmfile: Path, digest: str, targets: list[str],
-          listings: dict[str, str], proof: Proof) -> None:
-    data = (_FORMAT, _key(farmfile, digest, targets), listings, proof.paths, proof.stats,
-            proof.files_of, proof.total, proof.tasks)
-    save_marshalled(farmer_dir / NAME, data)
+def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
+          targets: list[str], listings: dict[str, str], proof: Proof) -> None:
+    proof.load_rest()
+    rest = marshal.dumps((proof.ids, proof.files_of, proof.ends))
+    _save(farmer_dir, _key(os.fspath(farmfile), digest, targets), listings, proof, rest)
 
 
-def read(farmer_dir: Path, farmfile: Path, digest: str, targets: list[str]) -> Proof | None:
+def _save(farmer_dir, key: str, listings: dict[str, str], proof: Proof, rest: bytes) -> None:
+    first = marshal.dumps((_FORMAT, key, listings, proof.paths, proof.stats, proof.racy,
+                           proof.tasks, proof.count))
+    try:  # failing to write it only costs the next build time
+        write_atomically(os.path.join(farmer_dir, NAME),
+                         len(first).to_bytes(_HEAD, "little") + first + rest, 0o600)
+    except OSError:
+        pass
+
+
+def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
+         targets: list[str]) -> Proof | None:
     """The proof left by the last good build of these targets from this very Farmfile,
     while the listings its foreach patterns and globs matched are the same."""
     try:
-        fmt, key, listings, paths, stats, files_of, total, tasks = marshal.loads(
-            (farmer_dir / NAME).read_bytes())
+        with open(os.path.join(farmer_dir, NAME), "rb") as f:
+            data = f.read()
+        first = int.from_bytes(data[:_HEAD], "little")
+        view = memoryview(data)
+        fmt, key, listings, paths, stats, racy, tasks, count = marshal.loads(view[_HEAD:_HEAD + first])
+        rest = bytes(view[_HEAD + first:])
     except (OSError, EOFError, ValueError, TypeError):
         return None
-    if fmt != _FORMAT or key != _key(farmfile, digest, targets):
+    if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets):
         return None
     if listings:
         from farmer.matching import list_files, listing_digest
 
-        root = farmfile.parent
+        root = os.path.dirname(os.fspath(farmfile))
         for prefix, listed in listings.items():
             if listing_digest(list_files(root, prefix)) != listed:
                 return None
-    return Proof(paths, [tuple(s) for s in stats], files_of, total, tasks)
+    proof = Proof(paths, stats, racy, tasks, count, rest=rest)
+    proof.key, proof.listings = key, listings
+    return proof
 
 
-def try_build(farmfile: Path, targets: list[str], jobs: int) -> int | None:
-    """Finish a no-op build here, or return None for the full build. The working directory
-    is the project root."""
-    started_at = datetime.now(timezone.utc)
-    t0 = time.monotonic()
-    farmer_dir = farmfile.parent / ".farmer"
-    if not (farmer_dir / NAME).exists():
-        return None
-    from farmer.errors import UsageError
-    from farmer.farmfile import read as read_farmfile
-
+def _farmfile_bytes(path: str) -> bytes | None:
+    """The Farmfile's bytes, or None for the full path to say what is wrong with it (not
+    open() alone: a FIFO in its place would block for ever)."""
     try:
-        text = read_farmfile(farmfile)  # not read_bytes: a FIFO in its place would block for ever
-    except UsageError:
-        return None  # the full path says what is wrong
-    with ProjectLock(farmer_dir):
-        proof = read(farmer_dir, farmfile, hash_bytes(text), targets)
-        if proof is None or not proof.unchanged():
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with open(fd, "rb", closefd=True) as f:
+        try:
+            return f.read() if statmod.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
             return None
-        wall = time.monotonic() - t0
-        from farmer.report import Counts, last_build_header, summary_line, write_text_atomically
 
-        head = json.dumps(last_build_header(started_at, jobs, "ok", wall, 0.0, 0.0), separators=(",", ":"))
-        write_text_atomically(farmer_dir / "last-build.json", head[:-1] + ',"tasks":' + proof.tasks + "}\n")
-        print(summary_line(Counts(up_to_date=proof.total), wall, 0.0, "ok"), flush=True)
+
+def try_build(farmfile: str, targets: list[str], jobs: int, lock: ProjectLock) -> int | Proof | None:
+    """Finish a no-op build here (its exit status), or leave the build to the full path:
+    with the proof, checked (what changed is known), or None. The working directory is the
+    project root, and the caller holds `lock`."""
+    started_at = time.time()
+    t0 = time.monotonic()
+    farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
+    if not os.path.exists(os.path.join(farmer_dir, NAME)):
+        return None
+    text = _farmfile_bytes(farmfile)
+    if text is None:
+        return None
+    proof = read(farmer_dir, farmfile, hash_bytes(text), targets)
+    if proof is None or proof.check():
+        return proof
+    if proof.racy and time.time_ns() - max(max(proof.stats[n][0], proof.stats[n][3])
+                                            for n in proof.racy) > RACY_NS:
+        # Each racy file vouched for by its content, and now far enough from its last
+        # change for its stat to vouch next time: spare the next builds the hashing.
+        proof.racy = {}
+        _save(farmer_dir, proof.key, proof.listings, proof, proof._rest)
+    wall = time.monotonic() - t0
+    write_text_atomically(os.path.join(farmer_dir, "last-build.json"),
+                          document(header(started_at, jobs, "ok", wall, 0.0, 0.0), proof.tasks))
+    print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
     return 0
-

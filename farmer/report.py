@@ -6,37 +6,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from farmer import __version__
+from farmer.atomic import write_text_atomically
+from farmer.lastbuild import rounded
 
 if TYPE_CHECKING:  # kept off the import path of a no-op build
-    from datetime import datetime
-
     from farmer.graph import Computation
     from farmer.scheduler import Outcome, Settled
 
 _SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has it all
-
-
-@dataclass(slots=True)
-class Counts:
-    ran: int = 0
-    up_to_date: int = 0
-    cached: int = 0
-    failed: int = 0
-    skipped: int = 0
-
-
-def summary_line(counts: Counts, wall_s: float, critical_s: float, status: str) -> str:
-    word = {"ok": "", "failed": " FAILED", "interrupted": " INTERRUPTED"}.get(status, "")
-    return (f"farmer:{word} ran {counts.ran}, up to date {counts.up_to_date}, cached {counts.cached}, "
-            f"failed {counts.failed}, skipped {counts.skipped} in {wall_s:.2f} s; "
-            f"critical path {critical_s:.2f} s")
 
 
 def read_output(log: Path) -> str:
@@ -140,18 +121,6 @@ class LiveReporter:
         self.live.stop()
 
 
-def last_build_header(started_at: datetime, jobs: int, status: str, wall_s: float,
-                      critical_path_s: float, predicted_makespan_s: float) -> dict:
-    """last-build.json (SPEC section 4) but its tasks."""
-    return {
-        "farmer_version": __version__,
-        "started_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "jobs": jobs, "status": status, "wall_s": _round(wall_s),
-        "critical_path_s": _round(critical_path_s),
-        "predicted_makespan_s": _round(predicted_makespan_s),
-    }
-
-
 def last_build_tasks(comps: list[Computation], selected: list[int], settled: dict[int, Settled],
                      outcomes: dict[int, Outcome]) -> list[dict]:
     """last-build.json's tasks; a computation that did not run has null times."""
@@ -163,38 +132,15 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
         tasks.append({
             "id": comp.id, "task": comp.task, "outputs": comp.outputs, "status": s.status,
             "reason": s.reason, "world": comp.world,
-            "start_s": _round(o.start_s) if o else None, "end_s": _round(o.end_s) if o else None,
-            "duration_s": _round(o.end_s - o.start_s) if o else None,
-            "cpu_s": _round(o.cpu_s) if o and o.cpu_s is not None else None,
+            "start_s": rounded(o.start_s) if o else None, "end_s": rounded(o.end_s) if o else None,
+            "duration_s": rounded(o.end_s - o.start_s) if o else None,
+            "cpu_s": rounded(o.cpu_s) if o and o.cpu_s is not None else None,
             "max_rss_kb": o.max_rss_kb if o else None,
             "exit_code": o.exit_code if o else None,
         })
     return tasks
 
 
-def _round(x: float) -> float:
-    return round(x, 4)
-
-
 def write_json_atomically(path: Path, data: dict) -> None:
     # dumps without indent runs the C encoder; dump() never does.
     write_text_atomically(path, json.dumps(data, separators=(",", ":")) + "\n")
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # as an ordinary file would be, not mkstemp's 0600
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -20,15 +20,15 @@ from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
+from farmer.atomic import save_marshalled
 from farmer.farmfile import Spec
 from farmer.graph import Computation, Graph
-from farmer.grains import hash_text, save_marshalled, stat_key
+from farmer.grains import RACY_NS, hash_text, stat_key
 from farmer.ninja.graph import FileChecks, apply_file_checks
 
 NAME = "ninja-graph.cache"
 _FORMAT = 1
 _FIELDS = tuple(f.name for f in fields(Computation))
-_RACY_NS = 100_000_000
 
 
 def _code_stamp() -> list:
@@ -73,7 +73,7 @@ def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
     """Write the cache atomically, unless a manifest file was read too soon after it changed.
     `files`: (absolute path, stat key, ns time the stat was taken) of every manifest file."""
     for _, key, taken in files:
-        if taken - key[0] < _RACY_NS or taken - key[3] < _RACY_NS:
+        if taken - key[0] < RACY_NS or taken - key[3] < RACY_NS:
             return
     rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
     data = (_FORMAT, _key(manifest), [(p, k) for p, k, _ in files], warnings,

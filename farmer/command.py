@@ -1,0 +1,209 @@
+"""`farmer build` as a plain function, and what every command ends with: errors as one-line
+messages and exit statuses, signals as a clean exit.
+
+cli.py reaches `build` through click. The common form of `farmer build` (targets, -j, -C,
+-f, -k) is also read by hand (`quick_build_args`), so that a no-op build, which must finish
+in a few tens of milliseconds, never imports click or the build engine (SPEC §3's options
+mean the same either way: anything else goes through click).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from farmer.errors import LockHeld, UsageError
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a no-op build 4 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
+
+    from farmer.farmfile import Spec
+    from farmer.graph import Graph
+
+
+def job_slots(value: int | None) -> int:
+    if value is None:
+        return -(-5 * (os.cpu_count() or 1) // 4)  # SPEC: ceil(1.25 x CPUs)
+    if value < 1:
+        raise UsageError(f"-j {value}: the number of jobs must be at least 1")
+    return min(value, 4096)  # like make's unlimited -j; slots are lists, not unbounded
+
+
+def enter(directory: str | None) -> None:
+    """`-C DIR`: change to DIR before anything else."""
+    if directory is not None:
+        try:
+            os.chdir(directory)
+        except OSError as e:
+            raise UsageError(f"-C {directory}: {e.strerror}") from None
+
+
+def is_ninja(farmfile: str, ninja: bool) -> bool:
+    return ninja or farmfile.endswith(".ninja")
+
+
+def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja: bool = False,
+                 farmfile_given: bool = True) -> tuple[Spec, Graph]:
+    """Read the Farmfile (or with `ninja`, a ninja manifest: docs/ninja.md) and traverse it;
+    the project root becomes the working directory."""
+    from pathlib import Path
+
+    enter(directory)
+    if is_ninja(farmfile, ninja):
+        from farmer import ninja as manifest
+
+        return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache)
+    from farmer import project
+
+    return project.load(Path(farmfile).absolute(), write_cache)
+
+
+def build(targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
+          jobs: int | None = None, load: float | None = None, keep_going: bool = False,
+          dry_run: bool = False, explain: bool = False, no_worlds: bool = False,
+          timeout: float | None = None, trace_file: str | None = None, ninja: bool = False,
+          farmfile_given: bool = True) -> int:
+    """`farmer build`: its exit status."""
+    if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
+        raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
+    slots = job_slots(jobs)
+    trace_file = os.path.abspath(trace_file) if trace_file else None
+    lock = proof = None
+    try:
+        if not dry_run and not trace_file and not is_ninja(farmfile, ninja):
+            # First, the cheap proof that nothing changed (farmer/noop.py), under the lock
+            # the build keeps if it has to go on.
+            from farmer import noop
+            from farmer.lock import ProjectLock
+
+            enter(directory)
+            directory = None
+            farmfile = os.path.abspath(farmfile)  # the full path starts from the project root
+            root = os.path.dirname(farmfile)
+            if os.path.isdir(root):
+                os.chdir(root)
+                lock = ProjectLock(os.path.join(root, ".farmer"))
+                lock.acquire()
+                outcome = noop.try_build(farmfile, targets, slots, lock)
+                if isinstance(outcome, int):
+                    return outcome
+                proof = outcome
+        from farmer.build import BuildOptions, run_build
+
+        spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given)
+        live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
+        opts = BuildOptions(targets=targets, jobs=slots, load=load, keep_going=keep_going,
+                            dry_run=dry_run, explain=explain, no_worlds=no_worlds,
+                            timeout=timeout, live=live, trace_file=trace_file)
+        if is_ninja(farmfile, ninja) and not dry_run:
+            from farmer import ninja as manifest  # as ninja: remake the manifest first
+
+            spec, graph, code = manifest.regenerate(spec, graph, opts)
+            if code:
+                return code
+        return run_build(spec, graph, opts, lock, proof)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def quick_build_args(argv: list[str]) -> dict | None:
+    """The arguments of `farmer build` in its common form, read without click; None for
+    anything else (click then reads it, and says what is wrong with it)."""
+    if not argv or argv[0] != "build":
+        return None
+    args: dict = {"targets": []}
+    names = {"-C": "directory", "-f": "farmfile", "-j": "jobs"}
+    i, n = 1, len(argv)
+    while i < n:
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            args["targets"].extend(argv[i:])
+            break
+        if not arg.startswith("-") or arg == "-":
+            if arg == "-":
+                return None
+            args["targets"].append(arg)
+        elif arg == "-k":
+            args["keep_going"] = True
+        elif arg[:2] in names:
+            value = arg[2:] if len(arg) > 2 else (argv[i] if i < n else None)
+            i += len(arg) == 2
+            if not value or value.startswith("-"):
+                return None
+            if arg[:2] == "-j":
+                if not (value.isascii() and value.isdigit()):
+                    return None
+                value = int(value)
+            args[names[arg[:2]]] = value
+        else:
+            return None
+    return args
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP outside a build's own handling: the same clean exit as Ctrl-C.
+    (Not a KeyboardInterrupt: click would turn that into Abort, exit 130.)"""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+def main(command: Callable[[], int | None]) -> NoReturn:
+    """Run a command and exit with its status; errors end it with a one-line message."""
+    try:
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, _stop)
+        code = _guarded(command)
+        sys.exit(code)
+    finally:
+        # The outcome is decided: a signal now (a second Ctrl-C while farmer exits) must
+        # not turn the exit status into a KeyboardInterrupt or a death by signal.
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+
+
+def interrupted(code: int) -> NoReturn:
+    """Leave at once with 128 + the signal. (Not through sys.exit: a KeyboardInterrupt that
+    passed through an exec() of a string, as dataclasses do while farmer imports, leaves
+    CPython 3.11 set to kill itself with SIGINT at exit, whatever the exit status.)"""
+    print("farmer: interrupted", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _guarded(command: Callable[[], int | None]) -> int:
+    try:
+        return command() or 0
+    except (UsageError, LockHeld) as e:
+        print(f"farmer: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except OSError as e:
+        # The file system said no (read-only, full, permissions): say what and where.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"farmer: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, Stopped) as e:
+        interrupted(128 + getattr(e, "signum", signal.SIGINT))
+    except Exception as e:
+        sqlite3 = sys.modules.get("sqlite3")  # only a command that opened state.db has it
+        if sqlite3 is None or not isinstance(e, sqlite3.Error):
+            raise
+        # Full, read-only, I/O: the disk's trouble, and the state is intact; else damage.
+        hint = ("check the disk's free space and permissions" if isinstance(e, sqlite3.OperationalError)
+                else "remove .farmer/ to start afresh")
+        print(f"farmer: error: .farmer/state.db: {e}; {hint}", file=sys.stderr)
+        return 2
