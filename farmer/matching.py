@@ -75,9 +75,9 @@ class Files:
             self._plain = None
         return self._under[prefix]
 
-    def exists(self, path: str) -> bool:
-        """os.path.exists(root/path), answered from the listings when they saw it as a file
-        that is not a symlink (a symlink may dangle: those are looked at)."""
+    def plain_files(self) -> set[str]:
+        """The files the listings saw that are no symlinks (a symlink may dangle): each
+        exists (as much as a listing made a moment ago can tell)."""
         if self._plain is None:
             self._plain = set()
             for prefix, files in self._under.items():
@@ -86,7 +86,11 @@ class Files:
                                     and ".." not in prefix.split("/")):
                     self._plain.update(files)
             self._plain -= self._links
-        return path in self._plain or os.path.exists(os.path.join(self.root, path))
+        return self._plain
+
+    def exists(self, path: str) -> bool:
+        """os.path.exists(root/path), from the listings where they can tell."""
+        return path in self.plain_files() or os.path.exists(os.path.join(self.root, path))
 
     def digests(self) -> dict[str, str]:
         return {prefix: listing_digest(files) for prefix, files in self._under.items()}

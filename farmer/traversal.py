@@ -372,6 +372,7 @@ def traverse(spec: Spec) -> Graph:
             env_whats = [f"env.{k}" for k in env_keys]
             env_texts = list(task.env.values())
             task_indices = by_task.setdefault(task.name, [])
+            action_quoted, action_unquoted = expander.action, expander.action_unquoted
         outputs = inst.outputs
         raw = inst.raw_inputs
         if inst.plain and not any(map(outputs.__contains__, raw)):
@@ -388,7 +389,7 @@ def traverse(spec: Spec) -> Graph:
         action = None
         if text is not None:
             # A depfile's path is quoted too: only without one may quoting be skipped.
-            compiled = expander.action_unquoted if inst.safe and depfile is None else expander.action
+            compiled = action_unquoted if inst.safe and depfile is None else action_quoted
             action = _render_list(compiled, [text], [kind], task, wildcards, spec, True, inputs,
                                   outputs, depfiles)[0]
         if kind == "python":
@@ -401,7 +402,7 @@ def traverse(spec: Spec) -> Graph:
         if env_keys:
             env.update(zip(env_keys, _render_list(expander.env, env_texts, env_whats, task,
                                                   wildcards, spec, False, inputs, outputs, depfiles)))
-        cid = _computation_id(inst)
+        cid = outputs[0] if outputs else _computation_id(inst)
         if cid in by_id:
             raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
         by_id[cid] = index
@@ -417,8 +418,16 @@ def traverse(spec: Spec) -> Graph:
     check_inside(spec.root, comps)
     mark_missing(comps, producer, spec.root, files)
     world_inputs = _world_inputs(spec, files, producer)
+    made_by = producer.get
     for comp in comps:
-        producers = {producer[p] for p in comp.inputs if p in producer}  # own outputs refused above
+        inputs = comp.inputs
+        if len(inputs) == 1 and comp.world is None:  # the usual foreach computation, quicker
+            p = made_by(inputs[0])
+            comp.producers = [] if p is None else [p]
+            if p is not None:
+                comps[p].consumers.append(comp.index)
+            continue
+        producers = {producer[p] for p in inputs if p in producer}  # own outputs refused above
         if comp.world is not None:
             # A world's setup reads its inputs: tasks of the world wait for their producers.
             producers.update(producer[p] for p in world_inputs[comp.world] if p in producer)
@@ -460,15 +469,14 @@ def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path,
                  files: Files | None = None) -> None:
     """Note inputs that neither exist nor are made: an error only for a build that needs
     them, as in make. `files` knows many files to exist from its listings."""
-    look = files.exists if files is not None else lambda p: os.path.exists(os.path.join(root, p))
-    exists: dict[str, bool] = {}
+    exists: dict[str, bool] = dict.fromkeys(files.plain_files(), True) if files is not None else {}
     for comp in comps:
         missing = comp.missing = []
         for p in comp.inputs:
             if p not in producer:
                 there = exists.get(p)
                 if there is None:
-                    there = exists[p] = look(p)
+                    there = exists[p] = os.path.exists(os.path.join(root, p))
                 if not there:
                     missing.append(p)
 
