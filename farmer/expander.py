@@ -1,18 +1,24 @@
-"""A task's templates compiled once for all its computations, and checks that prove a whole
-batch of rendered paths needs no per-path work.
+"""Tasks expanded into instances: foreach patterns matched, the templates of inputs and
+outputs rendered, output paths normalized (traversal.py then makes the computations).
 
 A foreach task renders the same few templates for each of its computations (100k of them in
-a big project). `TaskExpander` holds them compiled (template.compile_list); the traversal
-falls back to template.render, path by path, wherever a compiled form is missing or a check
-here fails, so errors keep their words and their order.
+a big project). `TaskExpander` holds them compiled (template.compile_list), and whole batches
+of rendered paths are checked at once (`all_normal` and its kin). Wherever a compiled form is
+missing or a check fails, the general way is taken, template.render and `normalize` path by
+path, so errors keep their words and their order.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
+from dataclasses import dataclass
 
 from farmer import template
+from farmer.errors import UsageError
 from farmer.farmfile import Spec, TaskSpec
+from farmer.matching import Files, pattern_regex
 
 # Anything that makes traversal.normalize do more than return its argument, in paths joined
 # and framed by "\n": `//`, `./` (so `../` too), a trailing `/` or `.`, an empty or absolute
@@ -88,3 +94,170 @@ class TaskExpander:
             # this is the same text, without a quoting test per path.
             self.action_unquoted = template.compile_list([text], names, files, variables, False)
         self.env = template.compile_list(list(task.env.values()), names, files, variables, False)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def normalize(path: str, task: str, what: str) -> str:
+    """A project-relative path, or an error when it leaves the root."""
+    if not path:
+        raise UsageError(f"task {task!r}: an empty path in {what}")
+    if path[0] == "/":
+        raise UsageError(f"task {task!r}: {what} path {path!r} is absolute; use a path relative to the project root")
+    if "//" in path or "./" in path or path[-1] in "/.":
+        norm = os.path.normpath(path)
+    else:
+        norm = path  # already normal, the usual case: spare normpath
+    if norm == ".." or norm.startswith("../"):
+        raise UsageError(f"task {task!r}: {what} path {path!r} is outside the project root")
+    if _CONTROL.search(norm):
+        raise UsageError(f"task {task!r}: {what} path {path!r} contains a control character")
+    if len(norm) > 63 and any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in norm.split("/")):
+        raise UsageError(f"task {task!r}: {what} path {path!r} has a name longer than 255 bytes")
+    return norm
+
+
+def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) -> list[dict[str, str]]:
+    foreach = task.foreach
+    if foreach is None:
+        return [{}]
+    if isinstance(foreach, dict):
+        keys = sorted(foreach)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]
+    regex, prefix = pattern_regex(foreach)
+    listed = files.under(prefix)
+    # A match starts with the pattern's fixed text, so only outputs under its directory count.
+    under = prefix + "/" if prefix else ""
+    name = task.name
+    declared = [p for p, owner in outputs.items() if owner != name and p.startswith(under)]
+    candidates = sorted(set(listed).union(declared)) if declared else listed  # listed: sorted
+    # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
+    # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
+    match = regex.match
+    found = [m for path in candidates if (m := match(path)) and not path.startswith(".farmer/")]
+    if task.outputs:
+        own = [pattern_regex(t) for t in task.outputs]
+        # An output template's directory is a prefix of all it matches: one C-level test
+        # spares the regexes for every path outside those directories.
+        dirs = tuple(d + "/" if d else "" for _, d in own)
+        found = [m for m in found if not (m.string.startswith(dirs)
+                                          and any(r.match(m.string) for r, _ in own))]
+    return [m.groupdict() for m in found]
+
+
+def _may_match(task: TaskSpec, paths: list[str]) -> bool:
+    """Whether one of `paths` could be matched by the foreach pattern of `task`."""
+    regex, prefix = pattern_regex(task.foreach)
+    if prefix:
+        paths = [p for p in paths if p.startswith(prefix + "/")]
+    return any(map(regex.match, paths))
+
+
+def _render(text: str, task: TaskSpec, wildcards: dict[str, str], files: dict[str, list[str]],
+            variables: dict[str, str], quote: bool, what: str) -> str:
+    try:
+        return template.render(text, wildcards, files, variables, quote)
+    except template.TemplateError as e:
+        raise UsageError(f"task {task.name!r}: in {what} {text!r}: {e}") from None
+
+
+def render_list(compiled, texts: list[str], whats: list[str], task: TaskSpec,
+                 wildcards: dict[str, str], spec: Spec, quote: bool, inputs: list[str],
+                 outputs: list[str], depfile: list[str] | None = None) -> list[str]:
+    """`texts` rendered with these files (`depfile` None: {depfile} is not known there): by
+    their compiled form when there is one and it can, else one by one by template.render,
+    which raises the first error in its words."""
+    if compiled is not None:
+        try:
+            return compiled(wildcards, inputs, outputs, depfile)
+        except (IndexError, KeyError):
+            pass  # {inputs[N]} past the end: render words the error
+    files = {"inputs": inputs, "outputs": outputs}
+    if depfile is not None:
+        files["depfile"] = depfile
+    return [_render(t, task, wildcards, files, spec.vars, quote, what) for t, what in zip(texts, whats)]
+
+
+@dataclass(slots=True)
+class Instance:
+    task: TaskSpec
+    wildcards: dict[str, str]
+    raw_inputs: list[str]  # after substitution, before resolving @refs and globs
+    outputs: list[str]
+    plain: bool = False  # every raw input is a normal path: resolving changes nothing
+    safe: bool = False  # plain, and no input or output path needs shell quotes
+
+
+def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
+                  expander: TaskExpander) -> list[Instance]:
+    ins, outs = expander.inputs, expander.outputs
+    if ins is not None and outs is not None:
+        # Compiled, rendering cannot fail: render all, then check all paths at once.
+        raws = [ins(w, None, None, None) for w in matches]
+        rendered = [outs(w, None, None, None) for w in matches]
+        if not all_normal([p for paths in rendered for p in paths]):
+            rendered = [[normalize(p, task.name, "output") for p in paths] for paths in rendered]
+        flat_inputs = [p for paths in raws for p in paths]
+        plain = all_plain_inputs(flat_inputs)
+        safe = plain and all_shell_safe(flat_inputs) and all_shell_safe([p for o in rendered for p in o])
+        return [Instance(task, w, r, o, plain, safe) for w, r, o in zip(matches, raws, rendered)]
+    result = []
+    for wildcards in matches:
+        raw_inputs = [_render(t, task, wildcards, {}, spec.vars, False, "inputs") for t in task.inputs]
+        outs = [normalize(_render(t, task, wildcards, {}, spec.vars, False, "outputs"), task.name, "output")
+                for t in task.outputs]
+        result.append(Instance(task, wildcards, raw_inputs, outs))
+    return result
+
+
+def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -> list[Instance]:
+    """Instances of every task. Foreach patterns may match other tasks' declared outputs,
+    so pattern tasks are re-matched until no task's set of matches changes."""
+    instances: dict[str, list[Instance]] = {}
+    owner: dict[str, str] = {}
+    # Every output path whose owner may have changed, in order; a pattern task needs matching
+    # again only if one of the paths logged since its last matching fits its pattern.
+    changed_paths: list[str] = []
+    checked: dict[str, int] = {}  # pattern task -> length of changed_paths at its last matching
+
+    def record(name: str, new: list[Instance]) -> None:
+        for inst in instances.get(name, []):
+            changed_paths.extend(inst.outputs)
+            for out in inst.outputs:
+                if owner.get(out) == name:
+                    del owner[out]
+        instances[name] = new
+        for inst in new:
+            changed_paths.extend(inst.outputs)
+            for out in inst.outputs:
+                owner.setdefault(out, name)
+
+    pattern_tasks = []
+    matched: dict[str, list[dict[str, str]]] = {}
+    for name, task in spec.tasks.items():
+        matched[name] = _foreach_instances(task, files, owner)
+        checked[name] = len(changed_paths)
+        record(name, _instances_of(task, spec, matched[name], expanders[name]))
+        if isinstance(task.foreach, str):
+            pattern_tasks.append(name)
+    for _round in range(len(pattern_tasks) + 2):
+        changed = False
+        for name in pattern_tasks:
+            if not _may_match(spec.tasks[name], changed_paths[checked[name]:]):
+                checked[name] = len(changed_paths)
+                continue  # what it matches is what it matched
+            now = _foreach_instances(spec.tasks[name], files, owner)
+            checked[name] = len(changed_paths)
+            if now != matched[name]:  # expand again only what matches differently
+                matched[name] = now
+                record(name, _instances_of(spec.tasks[name], spec, now, expanders[name]))
+                changed = True
+        if not changed:
+            break
+    else:
+        raise UsageError(
+            f"foreach patterns of tasks {', '.join(repr(n) for n in pattern_tasks)} keep matching "
+            "each other's outputs without end; make the patterns more specific"
+        )
+    return [inst for name in spec.tasks for inst in instances[name]]

@@ -1,6 +1,7 @@
 """Static traversal: a `Spec` becomes a graph of computations joined by file grains.
 
-Every foreach instance of a task is one `Computation`. An edge runs from the computation
+Every foreach instance of a task (farmer/expander.py makes them) is one `Computation`, with
+its inputs resolved (`@task` references, globs) and its command line rendered. An edge runs from the computation
 that declares a path as output to every computation that lists it as input. The graph is
 checked here: one producer per output, outputs inside the root, every input either an
 existing file or somebody's output, and no cycles.
@@ -8,42 +9,18 @@ existing file or somebody's output, and no cycles.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from farmer import template
 from farmer.errors import UsageError
-from farmer.expander import TaskExpander, all_normal, all_plain_inputs, all_shell_safe
-from farmer.farmfile import Spec, TaskSpec
+from farmer.expander import Instance, TaskExpander, expand_tasks, normalize, render_list
+from farmer.farmfile import Spec
 from farmer.graph import Computation, Graph, topological_order
-from farmer.matching import GLOB_CHARS, Files, glob_regex, pattern_regex
+from farmer.matching import GLOB_CHARS, Files, glob_regex
 from farmer.uptodate import action_fingerprint
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def normalize(path: str, task: str, what: str) -> str:
-    """A project-relative path, or an error when it leaves the root."""
-    if not path:
-        raise UsageError(f"task {task!r}: an empty path in {what}")
-    if path[0] == "/":
-        raise UsageError(f"task {task!r}: {what} path {path!r} is absolute; use a path relative to the project root")
-    if "//" in path or "./" in path or path[-1] in "/.":
-        norm = os.path.normpath(path)
-    else:
-        norm = path  # already normal, the usual case: spare normpath
-    if norm == ".." or norm.startswith("../"):
-        raise UsageError(f"task {task!r}: {what} path {path!r} is outside the project root")
-    if _CONTROL.search(norm):
-        raise UsageError(f"task {task!r}: {what} path {path!r} contains a control character")
-    if len(norm) > 63 and any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in norm.split("/")):
-        raise UsageError(f"task {task!r}: {what} path {path!r} has a name longer than 255 bytes")
-    return norm
 
 
 def _chain(names: list[str]) -> str:
@@ -94,152 +71,7 @@ def check_inside(root: Path, comps: list[Computation]) -> None:
                                  "root through a symlink; declare a path inside the root")
 
 
-def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) -> list[dict[str, str]]:
-    foreach = task.foreach
-    if foreach is None:
-        return [{}]
-    if isinstance(foreach, dict):
-        keys = sorted(foreach)
-        return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]
-    regex, prefix = pattern_regex(foreach)
-    listed = files.under(prefix)
-    # A match starts with the pattern's fixed text, so only outputs under its directory count.
-    under = prefix + "/" if prefix else ""
-    name = task.name
-    declared = [p for p, owner in outputs.items() if owner != name and p.startswith(under)]
-    candidates = sorted(set(listed).union(declared)) if declared else listed  # listed: sorted
-    # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
-    # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
-    match = regex.match
-    found = [m for path in candidates if (m := match(path)) and not path.startswith(".farmer/")]
-    if task.outputs:
-        own = [pattern_regex(t) for t in task.outputs]
-        # An output template's directory is a prefix of all it matches: one C-level test
-        # spares the regexes for every path outside those directories.
-        dirs = tuple(d + "/" if d else "" for _, d in own)
-        found = [m for m in found if not (m.string.startswith(dirs)
-                                          and any(r.match(m.string) for r, _ in own))]
-    return [m.groupdict() for m in found]
-
-
-def _may_match(task: TaskSpec, paths: list[str]) -> bool:
-    """Whether one of `paths` could be matched by the foreach pattern of `task`."""
-    regex, prefix = pattern_regex(task.foreach)
-    under = prefix + "/" if prefix else ""
-    match = regex.match
-    return any(p.startswith(under) and match(p) for p in paths)
-
-
-def _render(text: str, task: TaskSpec, wildcards: dict[str, str], files: dict[str, list[str]],
-            variables: dict[str, str], quote: bool, what: str) -> str:
-    try:
-        return template.render(text, wildcards, files, variables, quote)
-    except template.TemplateError as e:
-        raise UsageError(f"task {task.name!r}: in {what} {text!r}: {e}") from None
-
-
-def _render_list(compiled, texts: list[str], whats: list[str], task: TaskSpec,
-                 wildcards: dict[str, str], spec: Spec, quote: bool, inputs: list[str],
-                 outputs: list[str], depfile: list[str] | None = None) -> list[str]:
-    """`texts` rendered with these files (`depfile` None: {depfile} is not known there): by
-    their compiled form when there is one and it can, else one by one by template.render,
-    which raises the first error in its words."""
-    if compiled is not None:
-        try:
-            return compiled(wildcards, inputs, outputs, depfile)
-        except (IndexError, KeyError):
-            pass  # {inputs[N]} past the end: render words the error
-    files = {"inputs": inputs, "outputs": outputs}
-    if depfile is not None:
-        files["depfile"] = depfile
-    return [_render(t, task, wildcards, files, spec.vars, quote, what) for t, what in zip(texts, whats)]
-
-
-@dataclass(slots=True)
-class _Instance:
-    task: TaskSpec
-    wildcards: dict[str, str]
-    raw_inputs: list[str]  # after substitution, before resolving @refs and globs
-    outputs: list[str]
-    plain: bool = False  # every raw input is a normal path: resolving changes nothing
-    safe: bool = False  # plain, and no input or output path needs shell quotes
-
-
-def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
-                  expander: TaskExpander) -> list[_Instance]:
-    ins, outs = expander.inputs, expander.outputs
-    if ins is not None and outs is not None:
-        # Compiled, rendering cannot fail: render all, then check all paths at once.
-        raws = [ins(w, None, None, None) for w in matches]
-        rendered = [outs(w, None, None, None) for w in matches]
-        if not all_normal([p for paths in rendered for p in paths]):
-            rendered = [[normalize(p, task.name, "output") for p in paths] for paths in rendered]
-        flat_inputs = [p for paths in raws for p in paths]
-        plain = all_plain_inputs(flat_inputs)
-        safe = plain and all_shell_safe(flat_inputs) and all_shell_safe([p for o in rendered for p in o])
-        return [_Instance(task, w, r, o, plain, safe) for w, r, o in zip(matches, raws, rendered)]
-    result = []
-    for wildcards in matches:
-        raw_inputs = [_render(t, task, wildcards, {}, spec.vars, False, "inputs") for t in task.inputs]
-        outs = [normalize(_render(t, task, wildcards, {}, spec.vars, False, "outputs"), task.name, "output")
-                for t in task.outputs]
-        result.append(_Instance(task, wildcards, raw_inputs, outs))
-    return result
-
-
-def _expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -> list[_Instance]:
-    """Instances of every task. Foreach patterns may match other tasks' declared outputs,
-    so pattern tasks are re-matched until no task's set of matches changes."""
-    instances: dict[str, list[_Instance]] = {}
-    owner: dict[str, str] = {}
-    # Every output path whose owner may have changed, in order; a pattern task needs matching
-    # again only if one of the paths logged since its last matching fits its pattern.
-    changed_paths: list[str] = []
-    checked: dict[str, int] = {}  # pattern task -> length of changed_paths at its last matching
-
-    def record(name: str, new: list[_Instance]) -> None:
-        for inst in instances.get(name, []):
-            changed_paths.extend(inst.outputs)
-            for out in inst.outputs:
-                if owner.get(out) == name:
-                    del owner[out]
-        instances[name] = new
-        for inst in new:
-            changed_paths.extend(inst.outputs)
-            for out in inst.outputs:
-                owner.setdefault(out, name)
-
-    pattern_tasks = []
-    matched: dict[str, list[dict[str, str]]] = {}
-    for name, task in spec.tasks.items():
-        matched[name] = _foreach_instances(task, files, owner)
-        checked[name] = len(changed_paths)
-        record(name, _instances_of(task, spec, matched[name], expanders[name]))
-        if isinstance(task.foreach, str):
-            pattern_tasks.append(name)
-    for _round in range(len(pattern_tasks) + 2):
-        changed = False
-        for name in pattern_tasks:
-            if not _may_match(spec.tasks[name], changed_paths[checked[name]:]):
-                checked[name] = len(changed_paths)
-                continue  # what it matches is what it matched
-            now = _foreach_instances(spec.tasks[name], files, owner)
-            checked[name] = len(changed_paths)
-            if now != matched[name]:  # expand again only what matches differently
-                matched[name] = now
-                record(name, _instances_of(spec.tasks[name], spec, now, expanders[name]))
-                changed = True
-        if not changed:
-            break
-    else:
-        raise UsageError(
-            f"foreach patterns of tasks {', '.join(repr(n) for n in pattern_tasks)} keep matching "
-            "each other's outputs without end; make the patterns more specific"
-        )
-    return [inst for name in spec.tasks for inst in instances[name]]
-
-
-def _computation_id(inst: _Instance) -> str:
+def _computation_id(inst: Instance) -> str:
     if inst.outputs:
         return inst.outputs[0]
     if inst.wildcards:
@@ -251,7 +83,7 @@ def _computation_id(inst: _Instance) -> str:
 class _Resolver:
     """Turns raw input strings into paths: `@task` references, globs, plain files."""
 
-    def __init__(self, spec: Spec, files: Files, by_task: dict[str, list[_Instance]],
+    def __init__(self, spec: Spec, files: Files, by_task: dict[str, list[Instance]],
                  producer: dict[str, int]) -> None:
         self.spec = spec
         self.files = files
@@ -337,10 +169,10 @@ class _Resolver:
 def traverse(spec: Spec) -> Graph:
     files = Files(spec.root)
     expanders = {name: TaskExpander(task, spec) for name, task in spec.tasks.items()}
-    instances = _expand_tasks(spec, files, expanders)
+    instances = expand_tasks(spec, files, expanders)
 
     producer: dict[str, int] = {}
-    by_task_inst: dict[str, list[_Instance]] = {}
+    by_task_inst: dict[str, list[Instance]] = {}
     for index, inst in enumerate(instances):
         by_task_inst.setdefault(inst.task.name, []).append(inst)
         for out in inst.outputs:
@@ -359,61 +191,14 @@ def traverse(spec: Spec) -> Graph:
     comps: list[Computation] = []
     by_id: dict[str, int] = {}
     by_task: dict[str, list[int]] = {}
-    task = None
-    for index, inst in enumerate(instances):
-        if inst.task is not task:  # instances come task by task: what is the task's, once
-            task = inst.task
-            expander = expanders[task.name]
-            kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
-            text = task.cmd if task.cmd is not None else task.python
-            world_env = _world_env(spec, task.world)
-            world_setup = _world_setup(spec, task.world)
-            env_keys = list(task.env)
-            env_whats = [f"env.{k}" for k in env_keys]
-            env_texts = list(task.env.values())
-            task_indices = by_task.setdefault(task.name, [])
-            action_quoted, action_unquoted = expander.action, expander.action_unquoted
-        outputs = inst.outputs
-        raw = inst.raw_inputs
-        if inst.plain and not any(map(outputs.__contains__, raw)):
-            inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
-        else:
-            inputs = _resolve_inputs(inst, resolver)
-        wildcards = inst.wildcards
-        depfile = depfiles = None  # without a depfile, {depfile} is an error
-        if task.depfile is not None:
-            rendered = _render_list(expander.depfile, [task.depfile], ["depfile"], task, wildcards,
-                                    spec, False, inputs, outputs)[0]
-            depfile = normalize(rendered, task.name, "depfile")
-            depfiles = [depfile]
-        action = None
-        if text is not None:
-            # A depfile's path is quoted too: only without one may quoting be skipped.
-            compiled = action_unquoted if inst.safe and depfile is None else action_quoted
-            action = _render_list(compiled, [text], [kind], task, wildcards, spec, True, inputs,
-                                  outputs, depfiles)[0]
-        if kind == "python":
-            try:  # it is split into an argv, not given to a shell: it must split
-                shlex.split(action)
-            except ValueError as e:
-                raise UsageError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
-                                 "close its quotes") from None
-        env = dict(world_env)
-        if env_keys:
-            env.update(zip(env_keys, _render_list(expander.env, env_texts, env_whats, task,
-                                                  wildcards, spec, False, inputs, outputs, depfiles)))
-        cid = outputs[0] if outputs else _computation_id(inst)
-        if cid in by_id:
-            raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
-        by_id[cid] = index
-        task_indices.append(index)
-        comp = Computation(
-            index, cid, task.name, inst.wildcards, inputs, outputs, depfile, kind, action, env,
-            task.world, task.cost, task.cpus, task.pool, task.timeout, task.always, task.cache,
-            world_setup,
-        )
-        comp.fingerprint = action_fingerprint(comp)
-        comps.append(comp)
+    for name, insts in by_task_inst.items():  # in the order of `instances`
+        made = _plain_computations(spec, insts, len(comps), expanders[name], by_id)
+        if made is None:
+            made = _computations(spec, insts, len(comps), expanders[name], resolver, by_id)
+        for comp in made:
+            by_id[comp.id] = comp.index
+        by_task[name] = [comp.index for comp in made]
+        comps.extend(made)
 
     check_inside(spec.root, comps)
     mark_missing(comps, producer, spec.root, files)
@@ -447,7 +232,110 @@ def traverse(spec: Spec) -> Graph:
                  order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
 
 
-def _resolve_inputs(inst: _Instance, resolver: _Resolver) -> list[str]:
+def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander: TaskExpander,
+                        by_id: dict[str, int]) -> list[Computation] | None:
+    """The computations of a task whose inputs are plain paths, whose command line is
+    compiled and which has no depfile and no env: what `_computations` makes, in a tighter
+    loop. None when one of them needs more (and maybe has an error to report): then
+    `_computations` makes them all."""
+    task = insts[0].task
+    if task.depfile is not None or task.env or not insts[0].plain:  # plain: all or none
+        return None
+    kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
+    compiled = expander.action_unquoted if insts[0].safe else expander.action
+    if kind is not None and compiled is None:
+        return None
+    world_env = _world_env(spec, task.world)
+    settings = (task.world, task.cost, task.cpus, task.pool, task.timeout, task.always, task.cache,
+                _world_setup(spec, task.world))
+    name = task.name
+    made = []
+    try:
+        for index, inst in enumerate(insts, start):
+            outputs = inst.outputs
+            raw = inst.raw_inputs
+            if any(map(outputs.__contains__, raw)):
+                return None  # a cycle, worded by _computations
+            inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
+            action = compiled(inst.wildcards, inputs, outputs, None)[0] if kind else None
+            cid = outputs[0] if outputs else _computation_id(inst)
+            comp = Computation(index, cid, name, inst.wildcards, inputs, outputs, None, kind, action,
+                               dict(world_env), *settings)
+            comp.fingerprint = action_fingerprint(comp)
+            made.append(comp)
+    except (IndexError, KeyError):
+        return None  # {inputs[N]} past the end
+    if kind == "python":
+        try:
+            for comp in made:
+                shlex.split(comp.action)
+        except ValueError:
+            return None
+    ids = {comp.id for comp in made}
+    if len(ids) != len(made) or not ids.isdisjoint(by_id):
+        return None
+    return made
+
+
+def _computations(spec: Spec, insts: list[Instance], start: int, expander: TaskExpander,
+                  resolver: _Resolver, by_id: dict[str, int]) -> list[Computation]:
+    """The computations of one task's instances, numbered from `start`, any path taken;
+    the first error in the order of the instances is the one reported."""
+    task = insts[0].task
+    kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
+    text = task.cmd if task.cmd is not None else task.python
+    world_env = _world_env(spec, task.world)
+    world_setup = _world_setup(spec, task.world)
+    env_keys = list(task.env)
+    env_whats = [f"env.{k}" for k in env_keys]
+    env_texts = list(task.env.values())
+    ids: set[str] = set()
+    made = []
+    for index, inst in enumerate(insts, start):
+        outputs = inst.outputs
+        raw = inst.raw_inputs
+        if inst.plain and not any(map(outputs.__contains__, raw)):
+            inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
+        else:
+            inputs = _resolve_inputs(inst, resolver)
+        wildcards = inst.wildcards
+        depfile = depfiles = None  # without a depfile, {depfile} is an error
+        if task.depfile is not None:
+            rendered = render_list(expander.depfile, [task.depfile], ["depfile"], task, wildcards,
+                                    spec, False, inputs, outputs)[0]
+            depfile = normalize(rendered, task.name, "depfile")
+            depfiles = [depfile]
+        action = None
+        if text is not None:
+            # A depfile's path is quoted too: only without one may quoting be skipped.
+            compiled = expander.action_unquoted if inst.safe and depfile is None else expander.action
+            action = render_list(compiled, [text], [kind], task, wildcards, spec, True, inputs,
+                                  outputs, depfiles)[0]
+        if kind == "python":
+            try:  # it is split into an argv, not given to a shell: it must split
+                shlex.split(action)
+            except ValueError as e:
+                raise UsageError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
+                                 "close its quotes") from None
+        env = dict(world_env)
+        if env_keys:
+            env.update(zip(env_keys, render_list(expander.env, env_texts, env_whats, task,
+                                                  wildcards, spec, False, inputs, outputs, depfiles)))
+        cid = outputs[0] if outputs else _computation_id(inst)
+        if cid in by_id or cid in ids:
+            raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
+        ids.add(cid)
+        comp = Computation(
+            index, cid, task.name, wildcards, inputs, outputs, depfile, kind, action, env,
+            task.world, task.cost, task.cpus, task.pool, task.timeout, task.always, task.cache,
+            world_setup,
+        )
+        comp.fingerprint = action_fingerprint(comp)
+        made.append(comp)
+    return made
+
+
+def _resolve_inputs(inst: Instance, resolver: _Resolver) -> list[str]:
     """The instance's inputs: references and globs resolved, paths normalized, each once."""
     task = inst.task
     own = set(inst.outputs)

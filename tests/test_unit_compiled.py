@@ -324,6 +324,33 @@ BAD = [  # errors, and paths that need normalizing
      outputs = ["out/{n}"]
      cmd = "true"
      """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "a"]}
+     cmd = "true {n}"
+     """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "b"]}
+     outputs = ["out/{n}"]
+     python = "x.py 'unclosed {n}"
+     """, []),
+    ("""
+     [task.x]
+     cmd = "true"
+
+     [task.t]
+     foreach = {n = ["w", "x"]}
+     outputs = [":{n}"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.t]
+     foreach = {n = ["a", "b"]}
+     inputs = ["in/{n}", "in/{n}", "out/{n}"]
+     outputs = ["out/{n}"]
+     cmd = "true"
+     """, ["in/a"]),
 ]
 
 
