@@ -211,9 +211,10 @@ def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
     return result
 
 
-def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -> list[Instance]:
-    """Instances of every task. Foreach patterns may match other tasks' declared outputs,
-    so pattern tasks are re-matched until no task's set of matches changes."""
+def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -> dict[str, list[Instance]]:
+    """Instances of every task, by task in the Farmfile's order. Foreach patterns may match
+    other tasks' declared outputs, so pattern tasks are re-matched until no task's set of
+    matches changes."""
     instances: dict[str, list[Instance]] = {}
     owner: dict[str, str] = {}
     # Every output path whose owner may have changed, in order; a pattern task needs matching
@@ -260,4 +261,4 @@ def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -
             f"foreach patterns of tasks {', '.join(repr(n) for n in pattern_tasks)} keep matching "
             "each other's outputs without end; make the patterns more specific"
         )
-    return [inst for name in spec.tasks for inst in instances[name]]
+    return {name: instances[name] for name in spec.tasks}

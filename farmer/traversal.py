@@ -39,31 +39,40 @@ def check_inside(root: Path, comps: list[Computation]) -> None:
     # None: it could not be listed, look at each output)
     links: dict[str, set[str] | None] = {}
 
-    def is_link(parent: str, path: str) -> bool:
-        names = links.get(parent, ())
-        if names == ():
-            try:
-                with os.scandir(os.path.join(root, parent)) as entries:
-                    names = links[parent] = {e.name for e in entries if e.is_symlink()}
-            except (FileNotFoundError, NotADirectoryError):
-                names = links[parent] = set()  # nothing there, so no symlink either
-            except OSError:
-                names = links[parent] = None
-        if names is None:
-            return os.path.islink(os.path.join(root, path))
-        return path.rpartition("/")[2] in names
-
-    def leaves(path: str) -> bool:
-        parent = path.rpartition("/")[0]  # os.path.dirname of a normalized path
+    def dir_inside(parent: str) -> bool:
         ok = inside.get(parent)
         if ok is None:
             real = os.path.realpath(os.path.join(root, parent))
             ok = inside[parent] = real == real_root or real.startswith(real_root + os.sep)
-        if ok and is_link(parent, path):
-            real = os.path.realpath(os.path.join(root, path))
-            ok = real.startswith(real_root + os.sep)
+        return ok
+
+    def links_in(parent: str) -> set[str] | None:
+        if parent not in links:
+            try:
+                with os.scandir(os.path.join(root, parent)) as entries:
+                    links[parent] = {e.name for e in entries if e.is_symlink()}
+            except (FileNotFoundError, NotADirectoryError):
+                links[parent] = set()  # nothing there, so no symlink either
+            except OSError:
+                links[parent] = None
+        return links[parent]
+
+    def leaves(path: str) -> bool:
+        parent, _, name = path.rpartition("/")  # os.path.dirname of a normalized path
+        ok = dir_inside(parent)
+        if ok:
+            names = links_in(parent)
+            if os.path.islink(os.path.join(root, path)) if names is None else name in names:
+                real = os.path.realpath(os.path.join(root, path))
+                ok = real.startswith(real_root + os.sep)
         return not ok
 
+    paths = [p for comp in comps for p in comp.outputs]
+    paths += [comp.depfile for comp in comps if comp.depfile]
+    # Usually every directory written to resolves inside the root and holds no symlink: a
+    # look at each directory proves it. Otherwise the paths are looked at in order.
+    if all(dir_inside(d) and links_in(d) == set() for d in {p.rpartition("/")[0] for p in paths}):
+        return
     for comp in comps:
         for path in comp.outputs + ([comp.depfile] if comp.depfile else []):
             if leaves(path):
@@ -169,22 +178,14 @@ class _Resolver:
 def traverse(spec: Spec) -> Graph:
     files = Files(spec.root)
     expanders = {name: TaskExpander(task, spec) for name, task in spec.tasks.items()}
-    instances = expand_tasks(spec, files, expanders)
+    by_task_inst = expand_tasks(spec, files, expanders)
+    instances = [inst for insts in by_task_inst.values() for inst in insts]
 
     producer: dict[str, int] = {}
-    by_task_inst: dict[str, list[Instance]] = {}
     for index, inst in enumerate(instances):
-        by_task_inst.setdefault(inst.task.name, []).append(inst)
         for out in inst.outputs:
-            if out.startswith(".farmer/") or out == ".farmer":
-                raise UsageError(f"task {inst.task.name!r}: output {out!r} is inside .farmer/, which farmer owns")
-            other = producer.get(out)
-            if other is not None and other != index:
-                first = instances[other].task.name
-                raise UsageError(
-                    f"output {out!r} is declared by two computations (tasks {first!r} and "
-                    f"{inst.task.name!r}); each output needs exactly one producer"
-                )
+            if out in producer or out.startswith(".farmer"):  # the rare case: look closer
+                _check_output(out, index, instances, producer)
             producer[out] = index
 
     resolver = _Resolver(spec, files, by_task_inst, producer)
@@ -192,6 +193,8 @@ def traverse(spec: Spec) -> Graph:
     by_id: dict[str, int] = {}
     by_task: dict[str, list[int]] = {}
     for name, insts in by_task_inst.items():  # in the order of `instances`
+        if not insts:
+            continue
         made = _plain_computations(spec, insts, len(comps), expanders[name], by_id)
         if made is None:
             made = _computations(spec, insts, len(comps), expanders[name], resolver, by_id)
@@ -230,6 +233,20 @@ def traverse(spec: Spec) -> Graph:
                              "or a computation id; fix the name in [farmer] default")
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
                  order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
+
+
+def _check_output(out: str, index: int, instances: list[Instance], producer: dict[str, int]) -> None:
+    """Refuse an output inside .farmer/ or declared by an earlier computation."""
+    inst = instances[index]
+    if out.startswith(".farmer/") or out == ".farmer":
+        raise UsageError(f"task {inst.task.name!r}: output {out!r} is inside .farmer/, which farmer owns")
+    other = producer.get(out)
+    if other is not None and other != index:
+        first = instances[other].task.name
+        raise UsageError(
+            f"output {out!r} is declared by two computations (tasks {first!r} and "
+            f"{inst.task.name!r}); each output needs exactly one producer"
+        )
 
 
 def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander: TaskExpander,

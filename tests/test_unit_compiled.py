@@ -362,3 +362,53 @@ def test_compiled_errors_and_odd_paths_equal_interpreted(tmp_path, monkeypatch, 
     if not isinstance(fast, str):  # paths the fast path hands to normalize: no error
         fast.root = slow.root = None
     assert _rows(fast) == _rows(slow)
+
+
+# -- check_inside: a look per directory against an lstat per output ---------------------------
+
+
+def _check_inside_per_output(root, comps):
+    """traversal.check_inside as it was written: every output looked at on its own."""
+    real_root = os.path.realpath(root)
+    for comp in comps:
+        for path in comp.outputs + ([comp.depfile] if comp.depfile else []):
+            real = os.path.realpath(os.path.join(root, os.path.dirname(path)))
+            ok = real == real_root or real.startswith(real_root + os.sep)
+            if ok and os.path.islink(os.path.join(root, path)):
+                ok = os.path.realpath(os.path.join(root, path)).startswith(real_root + os.sep)
+            if not ok:
+                raise UsageError(f"task {comp.task!r}: output {path!r} leads outside the project "
+                                 "root through a symlink; declare a path inside the root")
+
+
+def test_check_inside_equals_a_look_at_each_output(tmp_path):
+    root, away = tmp_path / "root", tmp_path / "away"
+    for d in ["root/out/sub", "root/real", "away"]:
+        (tmp_path / d).mkdir(parents=True)
+    (away / "f").write_text("x")
+    (root / "real" / "f").write_text("x")
+    os.symlink(away, root / "out" / "to-away")  # a directory outside
+    os.symlink(root / "real", root / "out" / "to-real")  # a directory inside
+    os.symlink(away / "f", root / "out" / "file-away")  # a file outside
+    os.symlink(root / "real" / "f", root / "out" / "file-real")  # a file inside
+    os.symlink("nowhere", root / "out" / "dangling")  # resolves inside, to nothing
+    paths = ["a", "out/x", "out/sub/y", "new/dir/z", "out/to-away/f", "out/to-real/f",
+             "out/file-away", "out/file-real", "out/dangling", "out/to-away", "real/f"]
+    rng = random.Random(4)
+    for _ in range(300):
+        comps = []
+        for i in range(rng.randrange(1, 5)):
+            outs = rng.sample(paths, rng.randrange(0, 3))
+            depfile = rng.choice([None, None] + paths)
+            comps.append(Computation(i, f"c{i}", f"t{i}", {}, [], outs, depfile, "cmd", "true", {},
+                                     None, None, 1, None, None, False, True))
+        want = got = None
+        try:
+            _check_inside_per_output(root, comps)
+        except UsageError as e:
+            want = str(e)
+        try:
+            traversal.check_inside(root, comps)
+        except UsageError as e:
+            got = str(e)
+        assert got == want, [(c.outputs, c.depfile) for c in comps]
