@@ -263,6 +263,11 @@ def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander:
     if kind is not None and compiled is None:
         return None
     world_env = _world_env(spec, task.world)
+    # Outputs of a task are distinct (the producer map says so): when no input of the task is
+    # an output of it, no computation reads its own output.
+    if not {o for inst in insts for o in inst.outputs}.isdisjoint(
+            [p for inst in insts for p in inst.raw_inputs]):
+        return None  # maybe a cycle, worded by _computations
     settings = (task.world, task.cost, task.cpus, task.pool, task.timeout, task.always, task.cache,
                 _world_setup(spec, task.world))
     name = task.name
@@ -271,13 +276,11 @@ def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander:
         for index, inst in enumerate(insts, start):
             outputs = inst.outputs
             raw = inst.raw_inputs
-            if any(map(outputs.__contains__, raw)):
-                return None  # a cycle, worded by _computations
             inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
             action = compiled(inst.wildcards, inputs, outputs, None)[0] if kind else None
             cid = outputs[0] if outputs else _computation_id(inst)
             comp = Computation(index, cid, name, inst.wildcards, inputs, outputs, None, kind, action,
-                               dict(world_env), *settings)
+                               dict(world_env) if world_env else {}, *settings)
             comp.fingerprint = action_fingerprint(comp)
             made.append(comp)
     except (IndexError, KeyError):
@@ -374,16 +377,13 @@ def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path,
                  files: Files | None = None) -> None:
     """Note inputs that neither exist nor are made: an error only for a build that needs
     them, as in make. `files` knows many files to exist from its listings."""
-    exists: dict[str, bool] = dict.fromkeys(files.plain_files(), True) if files is not None else {}
+    # The paths to look at, in set operations; usually none is missing.
+    unsure = {p for comp in comps for p in comp.inputs}.difference(producer)
+    if files is not None:
+        unsure.difference_update(files.plain_files())
+    gone = {p for p in unsure if not os.path.exists(os.path.join(root, p))}
     for comp in comps:
-        missing = comp.missing = []
-        for p in comp.inputs:
-            if p not in producer:
-                there = exists.get(p)
-                if there is None:
-                    there = exists[p] = os.path.exists(os.path.join(root, p))
-                if not there:
-                    missing.append(p)
+        comp.missing = [p for p in comp.inputs if p in gone] if gone else []
 
 
 def _world_chain(spec: Spec, name: str) -> list:
