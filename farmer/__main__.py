@@ -1,8 +1,10 @@
 """`python -m farmer`, and the `farmer` script: the command line (farmer/cli.py)."""
 
 import os
-import signal
 import sys
+
+# The C module under `signal`: `signal` itself imports enum, which costs a no-op build 4 ms.
+import _signal as signal
 
 
 def _early(signum: int, frame: object) -> None:
@@ -14,7 +16,7 @@ def _early(signum: int, frame: object) -> None:
 def run() -> None:
     sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job: kept
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(s) is not signal.SIG_IGN:
+        if signal.getsignal(s) != signal.SIG_IGN:
             signal.signal(s, _early)
     from farmer import command
 

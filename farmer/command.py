@@ -9,8 +9,8 @@ mean the same either way: anything else goes through click).
 
 from __future__ import annotations
 
+import _signal as signal  # not `signal`, which imports enum: 4 ms of a no-op build
 import os
-import signal
 import sys
 
 from farmer.errors import LockHeld, UsageError
