@@ -131,7 +131,12 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
     under = prefix + "/" if prefix else ""
     name = task.name
     declared = [p for p, owner in outputs.items() if owner != name and p.startswith(under)]
-    candidates = sorted(set(listed).union(declared)) if declared else listed  # listed: sorted
+    if not declared:
+        candidates = listed  # sorted already
+    elif not listed:  # the usual fan-out over another task's outputs not built yet
+        candidates = sorted(declared)  # often sorted already, which sorting sees at once
+    else:
+        candidates = sorted(set(listed).union(declared))
     # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
     # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
     match = regex.match

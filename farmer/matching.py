@@ -42,9 +42,9 @@ def _scan(root: Path | str, prefix: str) -> tuple[list[str], set[str]]:
                         is_dir = False
                     if not is_dir:
                         files.append(base + entry.name)
-                        if entry.is_symlink():
+                        if _is_link(entry, True):  # in doubt a link: Files.exists looks
                             links.add(base + entry.name)
-                    elif entry.name not in _SKIP_DIRS and not entry.is_symlink():
+                    elif entry.name not in _SKIP_DIRS and not _is_link(entry, False):
                         dirs.append((entry.path, base + entry.name + "/"))
         except OSError:
             continue  # as os.walk: a directory that cannot be listed is skipped
@@ -52,6 +52,13 @@ def _scan(root: Path | str, prefix: str) -> tuple[list[str], set[str]]:
         stack.extend(dirs)
     found.sort()
     return found, links
+
+
+def _is_link(entry: os.DirEntry, doubt: bool) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:  # it had to lstat, and failed (os.walk's islink says False then)
+        return doubt
 
 
 def listing_digest(files: list[str]) -> str:
