@@ -69,25 +69,39 @@ def wildcard_names(task: TaskSpec) -> frozenset[str]:
     return frozenset(template.names(foreach))
 
 
+# Compiling a template costs about as much as rendering it ten times: a task with fewer
+# computations than this (a task written out by hand, one of 100k generated ones) is
+# rendered by template.render. Tests set it to 1 to compare both ways on small graphs.
+COMPILE_FROM = 8
+
+
 class TaskExpander:
     """The templates of one task, each list compiled into one function
     `(wildcards, inputs, outputs, depfile) -> [text, ...]`, or None where template.render
-    must be used (it then raises the error)."""
+    must be used (it then raises the error): all None until `prepare` compiles them for a
+    task with enough computations."""
 
-    __slots__ = ("inputs", "outputs", "depfile", "action", "action_unquoted", "env")
+    __slots__ = ("task", "variables", "compiled", "inputs", "outputs", "depfile", "action",
+                 "action_unquoted", "env")
 
     def __init__(self, task: TaskSpec, spec: Spec) -> None:
+        self.task, self.variables, self.compiled = task, spec.vars, False
+        self.inputs = self.outputs = self.depfile = self.action = self.action_unquoted = self.env = None
+
+    def prepare(self, count: int) -> None:
+        """Compile for a task of `count` computations, once, if that many pay for it."""
+        if count < COMPILE_FROM or self.compiled:
+            return
+        self.compiled = True
+        task, variables = self.task, self.variables
         names = wildcard_names(task)
-        variables = spec.vars
         files = ("inputs", "outputs")  # where {inputs} and {outputs} are known
         self.inputs = template.compile_list(task.inputs, names, (), variables, False)
         self.outputs = template.compile_list(task.outputs, names, (), variables, False)
-        self.depfile = None
         if task.depfile is not None:
             self.depfile = template.compile_list([task.depfile], names, files, variables, False)
             files = ("inputs", "outputs", "depfile")
         text = task.cmd if task.cmd is not None else task.python
-        self.action = self.action_unquoted = None
         if text is not None:
             self.action = template.compile_list([text], names, files, variables, True)
             # Only file lists are quoted: for computations whose paths all need no quotes,
@@ -196,6 +210,7 @@ class Instance:
 
 def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
                   expander: TaskExpander) -> list[Instance]:
+    expander.prepare(len(matches))
     ins, outs = expander.inputs, expander.outputs
     if ins is not None and outs is not None:
         # Compiled, rendering cannot fail: render all, then check all paths at once.

@@ -292,7 +292,7 @@ def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander:
         except ValueError:
             return None
     ids = {comp.id for comp in made}
-    if len(ids) != len(made) or not ids.isdisjoint(by_id):
+    if len(ids) != len(made) or not by_id.keys().isdisjoint(ids):  # iterates ids, not by_id
         return None
     return made
 

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from farmer import farmfile, matching, template, traversal
+from farmer import expander, farmfile, template, traversal
 from farmer.errors import UsageError
 from farmer.expander import all_normal, all_plain_inputs, all_shell_safe
 from farmer.grains import hash_text
@@ -248,7 +248,9 @@ def _graph(tmp_path, text, files, compiled: bool, monkeypatch):
         (tmp_path / rel).write_text(rel)
     (tmp_path / "Farmfile").write_text(textwrap.dedent(text))
     with monkeypatch.context() as m:
-        if not compiled:
+        if compiled:
+            m.setattr(expander, "COMPILE_FROM", 1)  # compile even a task of one computation
+        else:
             m.setattr(template, "compile_list", lambda *args: None)
         try:
             return traversal.traverse(farmfile.load(tmp_path / "Farmfile"))
