@@ -86,12 +86,12 @@ def render(
     quote: bool,
 ) -> str:
     """Expand `text`. `files` holds only the file keys available where `text` is used."""
+    parts = parse(text)
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return parts[0]  # no reference (a path written out): nothing to do, nothing to cache
     fast = _format_string(text)
     if fast is not None and fast[1] <= wildcards.keys():
         return fast[0].format_map(wildcards)  # every name is a wildcard: C does the work
-    parts = parse(text)
-    if len(parts) == 1 and isinstance(parts[0], str):
-        return parts[0]
     out: list[str] = []
     for part in parts:
         if isinstance(part, str):
