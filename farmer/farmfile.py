@@ -11,7 +11,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,6 +222,8 @@ def parse_text(path: Path, raw: bytes) -> Spec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path.name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    import tomllib  # here: a build from the graph cache never parses TOML
+
     try:
         data = tomllib.loads(text)
     except RecursionError:
@@ -237,6 +238,8 @@ def parse_text(path: Path, raw: bytes) -> Spec:
 
 def _no_nul(r: _Reader, text: str, data: dict) -> None:
     """No string can carry a NUL character to a path, a command line or the environment."""
+    if "\\u0000" not in text and "\\U00000000" not in text:
+        return  # TOML lets a NUL in only by these escapes (a raw one is invalid TOML)
     stack: list[tuple[str, object]] = [("", data)]
     while stack:
         where, value = stack.pop()

@@ -30,9 +30,15 @@ class Ref:
 Part = str | Ref
 
 
-@lru_cache(maxsize=None)  # a Farmfile has few distinct templates; 100k expansions reuse them
 def parse(text: str) -> tuple[Part, ...]:
     """Split `text` into literal strings and references; `{{`/`}}` are literal braces."""
+    if "{" not in text and "}" not in text:
+        return (text,) if text else ()  # a path or command written out: no need to cache it
+    return _parse(text)
+
+
+@lru_cache(maxsize=None)  # a Farmfile has few distinct templates; 100k expansions reuse them
+def _parse(text: str) -> tuple[Part, ...]:
     parts: list[Part] = []
     literal: list[str] = []
     pos = 0
