@@ -21,7 +21,6 @@ from pathlib import Path
 from farmer import depfile, lastbuild, noop, report
 from farmer.atomic import write_text_atomically
 from farmer.executors.process import ProcessExecutor, log_path
-from farmer.farmfile import Spec
 from farmer.grains import Digests, NotAFile
 from farmer.lastbuild import Counts, summary_line
 from farmer.graph import Graph, check_inputs, select
@@ -31,9 +30,11 @@ from farmer.latency.simulate import simulate
 from farmer.lock import ProjectLock
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled, Span
 from farmer.state import Sample, State, Trace
-from farmer.timeline import write_chrome_trace
 from farmer.uptodate import out_of_date, plan
-from farmer.worlds.chain import fingerprints
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
+if TYPE_CHECKING:
+    from farmer.farmfile import Spec
 
 _FLUSH_EVERY_S = 1.0
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
@@ -84,6 +85,10 @@ class Session:
     kept_stats: dict[str, tuple] = field(default_factory=dict)
     proof: noop.Proof | None = None
     rechecked: set[int] = field(default_factory=set)  # checked against their traces this build
+    # What this build looks at, in topological order: all of `selected` without a proof;
+    # with one, what a changed file touches and everything downstream of that. Everything
+    # else selected is up to date, and nothing of it needs to be read.
+    affected: list[int] = field(default_factory=list)
 
     def trace(self, cid: str) -> Trace | None:
         if cid not in self.traces and not self.all_traces:
@@ -112,6 +117,8 @@ class Session:
         if name is None:
             return None
         if not self.worlds:
+            from farmer.worlds.chain import fingerprints
+
             self.worlds = fingerprints(self.spec, self.digests)
         return self.worlds[name]
 
@@ -122,7 +129,7 @@ class Session:
             self.worlds = {}
 
     def plan(self) -> dict[int, str]:
-        return plan(self.graph.computations, self.selected, self.check)
+        return plan(self.graph.computations, self.affected, self.check)
 
     def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
         comps = self.graph.computations
@@ -130,7 +137,7 @@ class Session:
         # Only estimates need history, and only of the tasks that run (their others fill in).
         history = self.state.history({comps[i].task for i in to_run}) if to_run else {}
         est = estimates.estimate(comps, list(to_run), history, sizes)
-        return predict(comps, self.selected, to_run, est, jobs, self.spec.pools, compare)
+        return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare)
 
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
@@ -143,15 +150,46 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
         proof = noop.read(farmer_dir, spec.path, spec.digest, targets) if spec.digest else None
     if proof is None:
         selected = targets_of(spec, graph, targets)
-        return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {})
+        return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {},
+                       affected=selected)
     dirty, kept = proof.dirty()
-    selected = targets_of(spec, graph, targets, lambda p: p in kept or os.path.exists(p))
+    exists = lambda p: p in kept or os.path.exists(p)  # noqa: E731
+    proven = _proven_selection(graph, proof, dirty, exists)
+    if proven is None:
+        selected = targets_of(spec, graph, targets, exists)
+        affected = selected
+    else:
+        selected, affected = proven
     if len(dirty) > 1000 and len(dirty) > len(selected) // 8:  # one query beats thousands of small ones
         digests, traces, lazy = Digests(state.stat_cache()), state.traces(), False
     else:  # most are clean: read only the traces and stat entries the others need
         digests, traces, lazy = Digests({}, state.stat_entry), {}, True
     return Session(spec, graph, state, digests, traces, selected, {}, all_traces=not lazy,
-                   dirty=dirty, kept_stats=kept, proof=proof)
+                   dirty=dirty, kept_stats=kept, proof=proof, affected=affected)
+
+
+def _proven_selection(graph: Graph, proof: noop.Proof, dirty: set[str],
+                      exists: Callable[[str], bool]) -> tuple[list[int], list[int]] | None:
+    """What the proof's build selected (the same Farmfile and targets select the same), and
+    what of it this build must look at: the computations with a changed file and all that
+    is downstream of them. None when the proof does not fit the graph."""
+    selected = proof.selected
+    if selected is None or len(selected) != proof.count:
+        return None
+    comps, by_id = graph.computations, graph.by_id
+    rank = {i: k for k, i in enumerate(selected)}
+    seeds = [by_id.get(cid) for cid in dirty]
+    if any(i not in rank for i in seeds):
+        return None
+    seeds.sort(key=rank.__getitem__)
+    check_inputs(graph, seeds, exists)  # only a changed file can be missing
+    seen, stack = set(seeds), list(seeds)
+    while stack:
+        for c in comps[stack.pop()].consumers:
+            if c not in seen and c in rank:
+                seen.add(c)
+                stack.append(c)
+    return selected, sorted(seen, key=rank.__getitem__)
 
 
 class _BuildHooks:
@@ -431,8 +469,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: f
 
     if not to_run:
         # Nothing is out of date: the scheduler would only settle everything as up to date.
-        settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected}
-        return _finish(session, opts, farmer_dir, started_at, t0, settled, {}, None, {}, prediction)
+        return _finish(session, opts, farmer_dir, started_at, t0, {}, {}, None, {}, prediction)
 
     logs = farmer_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -453,12 +490,11 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: f
                                reporter.message)
     # Only what the plan would run goes through the scheduler: nothing else can change,
     # because every consumer of something that runs is in the plan too.
-    scheduler = Scheduler(comps, [i for i in session.selected if i in to_run], prediction.latency,
+    scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
                           opts.jobs, session.spec.pools, opts.keep_going, executor, hooks)
     hooks.scheduler = scheduler
     try:
-        settled = {i: Settled(UP_TO_DATE, "up to date") for i in session.selected if i not in to_run}
-        settled.update(scheduler.run())
+        settled = scheduler.run()
     finally:
         executor.close()
         signal.set_wakeup_fd(old_wakeup)
@@ -481,7 +517,8 @@ def _ignore_signal(signum: int, frame: object) -> None:
 def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: float,
             t0: float, settled: dict[int, Settled], outcomes: dict[int, Outcome],
             signum: int | None, slots_of: dict[int, list[int]], prediction: Prediction) -> int:
-    """The end of every build that got the lock: last-build.json, the trace, the summary."""
+    """The end of every build that got the lock: last-build.json, the trace, the summary.
+    `settled`: how computations settled; every selected one not in it is up to date."""
     comps = session.graph.computations
     if not opts.dry_run:  # what was hashed this build need not be hashed the next
         session.state.save([], [], [], session.digests.changed)
@@ -489,7 +526,7 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
     wall = time.monotonic() - t0
 
     measured = {i: o.end_s - o.start_s for i, o in outcomes.items()}
-    ran_latency = critical.expected_latency(comps, session.selected, measured)
+    ran_latency = critical.expected_latency(comps, session.affected, measured)
     critical_s = max(ran_latency.values(), default=0.0)
     if signum is not None:
         status, code = "interrupted", 128 + signum
@@ -497,7 +534,7 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
         status, code = "failed", 1
     else:
         status, code = "ok", 0
-    counts = Counts()
+    counts = Counts(up_to_date=len(session.selected) - len(settled))
     for s in settled.values():
         if s.status == RAN:
             counts.ran += 1
@@ -511,6 +548,8 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
     write_text_atomically(farmer_dir / "last-build.json",
                           lastbuild.document(head, _tasks_json(session, settled, outcomes)))
     if opts.trace_file:
+        from farmer.timeline import write_chrome_trace
+
         spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
         path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
         write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
@@ -544,11 +583,12 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
     `written`: the outputs of what ran."""
     comps = session.graph.computations
     spec = session.spec
-    if not spec.digest or any(comps[i].always for i in session.selected):
+    old = session.proof  # written only when no computation is `always`, and for this graph
+    if not spec.digest or old is None and any(comps[i].always for i in session.selected):
         return
     if session.digests.unstable:  # a file changed while the build ran: no snapshot holds
         return
-    taken, kept, old = session.digests.taken(), session.kept_stats, session.proof
+    taken, kept = session.digests.taken(), session.kept_stats
     for p, (key, _, _) in taken.items():
         if p in kept and key != kept[p] and p not in written:
             return  # seen unchanged at the start, yet changed since: clean ones may rest on it
@@ -557,14 +597,13 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         by_id = session.graph.by_id
         redo = sorted({by_id[cid] for cid in session.dirty or ()} | session.rechecked)
         proof = noop.Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks,
-                           old.count, old.ids, list(old.files_of), old.ends)
+                           old.count, old.ids, list(old.files_of), old.ends, old.selected)
         slot = {cid: k for k, cid in enumerate(old.ids)}
     else:
         redo = session.selected
-        settled = {i: Settled(UP_TO_DATE, "up to date") for i in redo}
         entries = [json.dumps(e, separators=(",", ":"))
-                   for e in report.last_build_tasks(comps, redo, settled, {})]
-        proof = noop.Proof.of(entries, [comps[i].id for i in redo])
+                   for e in report.last_build_tasks(comps, redo, {}, {})]
+        proof = noop.Proof.of(entries, [comps[i].id for i in redo], redo)
         slot = {cid: k for k, cid in enumerate(proof.ids)}
     position = {p: n for n, p in enumerate(proof.paths)}
     for i in redo:
@@ -621,4 +660,5 @@ def _compacted(proof: noop.Proof) -> noop.Proof:
                     racy[m] = proof.racy[n]
             indices.append(m)
         files_of.append(indices)
-    return noop.Proof(paths, stats, racy, proof.tasks, proof.count, proof.ids, files_of, proof.ends)
+    return noop.Proof(paths, stats, racy, proof.tasks, proof.count, proof.ids, files_of, proof.ends,
+                      proof.selected)

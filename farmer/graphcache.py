@@ -15,13 +15,14 @@ from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
-from farmer.atomic import save_marshalled
+from farmer.atomic import load_marshalled, save_marshalled
 from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 from farmer.matching import list_files, listing_digest
 
-_FORMAT = 2
+_FORMAT = 3
+_CHUNK = 64  # computations per separately marshalled chunk
 _FIELDS = tuple(f.name for f in fields(Computation))
 _WORLD_FIELDS = tuple(f.name for f in fields(WorldSpec))
 NAME = "graph.cache"
@@ -34,8 +35,8 @@ def key(farmfile: Path, text: bytes) -> str:
 
 def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:
     try:
-        data = marshal.loads((farmer_dir / NAME).read_bytes())
-        fmt, stored_key, rows, producer, by_task, order, by_id, listings, world_inputs, spec_data = data
+        data = load_marshalled((farmer_dir / NAME).read_bytes())
+        fmt, stored_key, chunks, producer, by_task, order, by_id, listings, world_inputs, spec_data = data
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or stored_key != key(farmfile, text):
@@ -44,7 +45,7 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
     for prefix, digest in listings.items():
         if listing_digest(list_files(root, prefix)) != digest:
             return None
-    comps = [Computation(*row) for row in rows]
+    comps = Computations(chunks, len(order))
     default, variables, pools, worlds = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
@@ -57,7 +58,41 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
 def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:
     """Write the cache atomically; failing to write it only costs the next build time."""
     rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
+    chunks = [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
-    data = (_FORMAT, key(farmfile, text), rows, graph.producer, graph.by_task, graph.order,
+    data = (_FORMAT, key(farmfile, text), chunks, graph.producer, graph.by_task, graph.order,
             graph.by_id, graph.listings, graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds))
     save_marshalled(farmer_dir / NAME, data)
+
+
+class Computations:
+    """A cached graph's computations, each made when first asked for (`comps[i]`), a chunk
+    at a time: a build that checks and runs a few of 10 000 computations makes a few
+    hundred, not 10 000."""
+
+    __slots__ = ("_chunks", "_made", "_count")
+
+    def __init__(self, chunks: list[bytes], count: int) -> None:
+        self._chunks = chunks
+        self._made: list[Computation | None] = [None] * count
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: int) -> Computation:
+        comp = self._made[i]
+        if comp is None:
+            self._make(i // _CHUNK)
+            comp = self._made[i]
+        return comp  # type: ignore[return-value]
+
+    def __iter__(self):
+        for i in range(self._count):
+            yield self[i]
+
+    def _make(self, chunk: int) -> None:
+        start = chunk * _CHUNK
+        made = self._made
+        for k, row in enumerate(load_marshalled(self._chunks[chunk])):
+            made[start + k] = Computation(*row)

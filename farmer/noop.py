@@ -30,13 +30,13 @@ import sys
 import time
 
 from farmer import __version__
-from farmer.atomic import write_atomically, write_text_atomically
+from farmer.atomic import load_marshalled, write_atomically, write_text_atomically
 from farmer.grains import RACY_NS, StatKey, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
 from farmer.lock import ProjectLock
 
 NAME = "noop.snapshot"
-_FORMAT = 3
+_FORMAT = 4
 # The file: 8 bytes giving the length of the first part, then two marshalled parts. The
 # first holds what a no-op needs; the second what an incremental build needs besides.
 _HEAD = 8
@@ -48,12 +48,12 @@ def _key(farmfile: str, digest: str, targets: list[str]) -> str:
 
 class Proof:
     __slots__ = ("paths", "stats", "racy", "tasks", "count", "ids", "files_of", "ends",
-                 "changed", "key", "listings", "_rest")
+                 "selected", "changed", "key", "listings", "_rest")
 
     def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
                  tasks: str, count: int, ids: list[str] | None = None,
                  files_of: list[list[int]] | None = None, ends: list[int] | None = None,
-                 rest: bytes = b"") -> None:
+                 selected: list[int] | None = None, rest: bytes = b"") -> None:
         self.paths = paths
         self.stats = stats
         self.racy = racy  # index into paths -> digest: files only their content vouches for
@@ -62,19 +62,20 @@ class Proof:
         self.tasks, self.count, self.ends = tasks, count, ends
         self.ids = ids  # the computations, in the build's order (the order of `tasks`)
         self.files_of = files_of  # per computation, indices into paths
+        self.selected = selected  # per computation, its index in the graph
         self.changed: set[int] | None = None  # indices of files not as recorded (`check`)
         self._rest = rest  # the second part, unread until `ids` or `files_of` is needed
         self.key, self.listings = "", {}  # as read (`read`)
 
     @staticmethod
-    def of(entries: list[str], ids: list[str]) -> Proof:
+    def of(entries: list[str], ids: list[str], selected: list[int]) -> Proof:
         """A proof of no file yet, for computations with these last-build.json entries."""
         ends, at = [], 0
         for entry in entries:
             at += 1 + len(entry)  # "[" or ","
             ends.append(at)
         return Proof([], [], {}, "[" + ",".join(entries) + "]", len(ids), ids,
-                     [[] for _ in ids], ends)
+                     [[] for _ in ids], ends, selected)
 
     def check(self) -> set[int]:
         """Stat every file (and hash the racy ones that kept their stat): the indices of
@@ -93,7 +94,7 @@ class Proof:
 
     def load_rest(self) -> None:
         if self.ids is None:
-            self.ids, self.files_of, self.ends = marshal.loads(self._rest)
+            self.ids, self.files_of, self.ends, self.selected = load_marshalled(self._rest)
             self._rest = b""
 
     def dirty(self) -> tuple[set[str], dict[str, StatKey]]:
@@ -152,7 +153,7 @@ def forget(farmer_dir: str | os.PathLike) -> None:
 def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
           targets: list[str], listings: dict[str, str], proof: Proof) -> None:
     proof.load_rest()
-    rest = marshal.dumps((proof.ids, proof.files_of, proof.ends))
+    rest = marshal.dumps((proof.ids, proof.files_of, proof.ends, proof.selected))
     _save(farmer_dir, _key(os.fspath(farmfile), digest, targets), listings, proof, rest)
 
 
@@ -175,7 +176,7 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
             data = f.read()
         first = int.from_bytes(data[:_HEAD], "little")
         view = memoryview(data)
-        fmt, key, listings, paths, stats, racy, tasks, count = marshal.loads(view[_HEAD:_HEAD + first])
+        fmt, key, listings, paths, stats, racy, tasks, count = load_marshalled(view[_HEAD:_HEAD + first])
         rest = bytes(view[_HEAD + first:])
     except (OSError, EOFError, ValueError, TypeError):
         return None

@@ -18,6 +18,7 @@ def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated:
     try:
         comps = graph.computations
         if from_scratch:
+            session.affected = session.selected
             to_run = {i: "never built" for i in session.selected if comps[i].kind is not None}
         else:
             to_run = session.plan()
