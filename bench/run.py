@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark farmer against ninja and make on the same generated build graph.
 
-    python bench/run.py [--sizes 1000,10000] [--repeat 5] [--jobs 2]
+    python bench/run.py [--sizes 1000,10000,100000] [--repeat 5] [--jobs 2]
                         [--only full,noop,change] [--out FILE.md]
 
 For every size N a layered graph of N `cat` steps is generated (deterministically) and
@@ -423,8 +423,9 @@ def farmer_env_base(work: Path) -> dict:
 
 
 def export_farmer(rev: str, work: Path, name: str = "farmer-src") -> tuple[Path, str]:
-    """`git archive REV farmer/` into work/NAME/: measure a commit, not whatever
-    the shared working tree holds right now. Returns (dir, 'sha subject')."""
+    """`git archive REV` of farmer/ and what installs it (pyproject.toml, bin/, README.md)
+    into work/NAME/: measure a commit, not whatever the shared working tree holds right
+    now. Returns (dir, 'sha subject')."""
     dest = work / name
     if dest.exists():
         shutil.rmtree(dest)
@@ -434,34 +435,43 @@ def export_farmer(rev: str, work: Path, name: str = "farmer-src") -> tuple[Path,
     last = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "-1", "--format=%h %s", rev,
                            "--", "farmer"], capture_output=True, text=True).stdout.strip()
     desc = f"{sha}; last farmer/ change {last}"
-    tar = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", rev, "farmer"],
-                         capture_output=True, check=True).stdout
+    tar = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", rev, "farmer",
+                          "bin", "pyproject.toml", "README.md"], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
         tf.extractall(dest)
     return dest, desc
 
 
-def farmer_command(override: str | None, work: Path,
-                   rev: str | None = None) -> tuple[list[str], dict, str]:
+def install_farmer(src: Path, work: Path) -> Path:
+    """Install farmer from `src` into a fresh virtual environment, as a user would (`pip
+    install`, bytecode compiled by pip): the measured start-up is then an installed
+    farmer's, not that of this interpreter's site-packages and start-up hooks."""
+    venv = work / "farmer-venv"
+    if venv.exists():
+        shutil.rmtree(venv)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                    "--disable-pip-version-check", str(src)], check=True)
+    return venv / "bin" / "farmer"
+
+
+def farmer_command(override: str | None, work: Path, rev: str | None = None,
+                   venv: bool = True) -> tuple[list[str], dict, str]:
     env = farmer_env_base(work)
     if override:
         return shlex.split(override), env, override
-    if rev:
-        # the child runs with cwd = the project dir, so PYTHONPATH wins over the
-        # repo's working tree (and over an editable install's finder)
-        src, desc = export_farmer(rev, work)
-        env["PYTHONPATH"] = str(src)
-        where = subprocess.run([sys.executable, "-c", "import farmer; print(farmer.__file__)"],
-                               env=env, cwd="/", capture_output=True, text=True).stdout.strip()
-        if not where.startswith(str(src)):
-            raise SystemExit(f"--farmer-rev: farmer imports from {where!r}, not {src}")
-        return [sys.executable, "-m", "farmer"], env, f"python -m farmer at {rev} = {desc}"
-    exe = shutil.which("farmer")
-    if exe:
-        return [exe], env, exe
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"]
-                                          if env.get("PYTHONPATH") else "")
-    return [sys.executable, "-m", "farmer"], env, f"{sys.executable} -m farmer"
+    src, desc = export_farmer(rev or "HEAD", work)
+    if venv:
+        exe = install_farmer(src, work)
+        return [str(exe)], env, f"{exe} (pip install of {rev or 'HEAD'} = {desc})"
+    # the child runs with cwd = the project dir, so PYTHONPATH wins over the repo's working
+    # tree (and over an editable install's finder)
+    env["PYTHONPATH"] = str(src)
+    where = subprocess.run([sys.executable, "-c", "import farmer; print(farmer.__file__)"],
+                           env=env, cwd="/", capture_output=True, text=True).stdout.strip()
+    if not where.startswith(str(src)):
+        raise SystemExit(f"--farmer-rev: farmer imports from {where!r}, not {src}")
+    return [sys.executable, "-m", "farmer"], env, f"python -m farmer at {rev or 'HEAD'} = {desc}"
 
 
 def tool_version(argv: list[str], env: dict | None = None) -> str:
@@ -564,7 +574,7 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
     full_built = False
     # ---- full ------------------------------------------------------------------------
     if "full" in args.only:
-        reps = args.repeat if n < 10000 else min(args.repeat, 3)
+        reps = args.repeat if n < 10000 else min(args.repeat, 3) if n < 100000 else 1
         runs: dict[str, list[RunResult]] = {t.name: [] for t in tools}
         rss_runs: dict[str, RunResult | None] = {}
         for i in range(reps):
@@ -734,7 +744,7 @@ def machine_info(farmer_argv, farmer_env, farmer_desc) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1000,10000", help="comma-separated step counts")
+    ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated step counts")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per scenario")
     ap.add_argument("--jobs", "-j", type=int, default=2)
     ap.add_argument("--only", default="full,noop,change", help="scenarios: full,noop,change")
@@ -747,11 +757,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=BENCH_DIR / "work",
                     help="work dir (default bench/work; its n<size>/ and .pycache/ are "
                          "wiped and recreated)")
-    ap.add_argument("--farmer", help="farmer command (default: `farmer` on PATH, "
-                                     "else `python -m farmer` from this repo)")
-    ap.add_argument("--farmer-rev", metavar="REV",
-                    help="measure farmer/ as of this commit (git archive into the work dir) "
-                         "instead of the working tree, e.g. HEAD")
+    ap.add_argument("--farmer", help="farmer command (default: farmer at --farmer-rev, "
+                                     "pip-installed into a fresh venv in the work dir)")
+    ap.add_argument("--farmer-rev", metavar="REV", default="HEAD",
+                    help="the commit of farmer to measure (git archive; default HEAD)")
+    ap.add_argument("--no-venv", action="store_true",
+                    help="run the exported farmer as `python -m farmer` with PYTHONPATH "
+                         "instead of installing it (no network needed)")
     ap.add_argument("--timeout", type=float, default=3600, help="per build, seconds")
     args = ap.parse_args(argv)
 
@@ -777,9 +789,11 @@ def main(argv: list[str] | None = None) -> int:
     # their own things under bench/work/ too, so never the whole directory.
     args.work.mkdir(parents=True, exist_ok=True)
     for p in args.work.iterdir():
-        if p.is_dir() and (p.name in (".pycache", "farmer-src") or re.fullmatch(r"n\d+", p.name)):
+        if p.is_dir() and (p.name in (".pycache", "farmer-src", "farmer-venv")
+                           or re.fullmatch(r"n\d+", p.name)):
             shutil.rmtree(p)
-    farmer_argv, farmer_env, farmer_desc = farmer_command(args.farmer, args.work, args.farmer_rev)
+    farmer_argv, farmer_env, farmer_desc = farmer_command(args.farmer, args.work, args.farmer_rev,
+                                                          not args.no_venv)
     info = machine_info(farmer_argv, farmer_env, farmer_desc)
     for k, v in info:
         log(f"{k}: {v}")
@@ -796,14 +810,15 @@ def main(argv: list[str] | None = None) -> int:
     table = render_table(results, args.tools, markdown=False)
     print()
     print(f"median wall seconds, -j {args.jobs}, repeat {args.repeat} "
-          f"(full builds at >=10000 steps: min(repeat, 3))")
+          f"(full builds: min(repeat, 3) at >=10000 steps, one at >=100000)")
     print(table)
 
     if args.out:
         md = ["# farmer benchmark", "",
               f"Command: `{command}`", "",
               f"Median wall time in seconds over the timed runs (`-j {args.jobs}`, "
-              f"`--repeat {args.repeat}`; full builds of ≥10 000 steps use min(repeat, 3) runs). "
+              f"`--repeat {args.repeat}`; full builds use min(repeat, 3) runs at ≥10 000 steps, "
+              "one at ≥100 000). "
               "RSS: peak resident set of the tool's own process (GNU time %M; for full the last run, "
               "for noop and change one extra untimed run). "
               "`change (K steps)`: one source edited, K outputs downstream of it rebuilt.", "",
