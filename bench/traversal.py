@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as bench  # noqa: E402  (bench/run.py: environment and git-archive helpers)
+import run as bench  # noqa: E402  (bench/run.py: paths and the environment farmer runs in)
 
 # Runs in the fresh interpreter: prints import and load seconds and the graph's size.
 _TIMER = """
@@ -42,7 +42,7 @@ from pathlib import Path
 t1 = time.perf_counter()
 spec, graph = farmer.project.load(Path(sys.argv[1]), write_cache=False)
 t2 = time.perf_counter()
-print(t1 - t0, t2 - t1, len(graph.computations))
+print(t1 - t0, t2 - t1, len(graph.computations), farmer.project.__file__)
 """
 
 _PROFILER = """
@@ -100,6 +100,17 @@ def generate(size: int, alias: str, work: Path) -> Path:
     return d
 
 
+def export(rev: str, dest: Path) -> Path:
+    """`git archive REV farmer/` into dest/: measure a commit, not the shared working tree."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    tar = subprocess.run(["git", "-C", str(bench.REPO_ROOT), "archive", "--format=tar", rev, "farmer"],
+                         capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+    return dest
+
+
 def drop_cache(d: Path) -> None:
     """Cold: whatever made .farmer/ (an earlier build) must not spare the traversal."""
     try:
@@ -132,31 +143,32 @@ def main() -> int:
     print(f"project: {d} ({time.perf_counter() - t0:.1f} s to generate or check)", file=sys.stderr)
     env = bench.farmer_env_base(work)
     if args.farmer_rev:
-        src, desc = bench.export_farmer(args.farmer_rev, work, "farmer-src-traversal")
-        print(f"farmer at {args.farmer_rev} = {desc}", file=sys.stderr)
+        src = export(args.farmer_rev, work / "farmer-src-traversal")
+        print(f"farmer/ as of {args.farmer_rev} in {src}", file=sys.stderr)
     else:
         src = bench.REPO_ROOT
     env["PYTHONPATH"] = str(src) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     farmfile = str(d / "Farmfile")
 
-    # One untimed run writes the bytecode cache, as an installed farmer would have it.
-    subprocess.run([sys.executable, "-c", "import farmer.cli, farmer.project"], env=env, check=True)
+    # One untimed run writes the bytecode cache, as an installed farmer would have it. Every
+    # run starts in the project, so that `python -c` cannot import farmer/ from where we are.
+    subprocess.run([sys.executable, "-c", "import farmer.cli, farmer.project"], env=env, cwd=d, check=True)
 
     if args.profile:
         drop_cache(d)
-        subprocess.run([sys.executable, "-c", _PROFILER, farmfile, str(args.top)], env=env, check=True)
+        subprocess.run([sys.executable, "-c", _PROFILER, farmfile, str(args.top)], env=env, cwd=d, check=True)
         return 0
 
     imports, loads, commands = [], [], []
     count = 0
     for _ in range(args.repeat):
         drop_cache(d)
-        cp = subprocess.run([sys.executable, "-c", _TIMER, farmfile], env=env,
+        cp = subprocess.run([sys.executable, "-c", _TIMER, farmfile], env=env, cwd=d,
                             capture_output=True, text=True)
         if cp.returncode != 0:
             print(f"load failed:\n{cp.stderr[-2000:]}", file=sys.stderr)
             return 1
-        imp, load, n = cp.stdout.split()
+        imp, load, n, where = cp.stdout.strip().split(None, 3)
         imports.append(float(imp))
         loads.append(float(load))
         count = int(n)
@@ -164,7 +176,7 @@ def main() -> int:
     for _ in range(0 if args.no_command else args.repeat):
         drop_cache(d)
         t0 = time.perf_counter()
-        cp = subprocess.run([sys.executable, "-m", "farmer", *verb, "-C", str(d), "all"], env=env,
+        cp = subprocess.run([sys.executable, "-m", "farmer", *verb, "-C", str(d), "all"], env=env, cwd=d,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         commands.append(time.perf_counter() - t0)
         if cp.returncode != 0:
@@ -173,10 +185,11 @@ def main() -> int:
             return 1
 
     load = statistics.median(loads)
-    print(f"\n{count} computations, {args.repeat} runs each (median; min-max), "
+    print(f"\nfarmer from {Path(where).parent.parent}")
+    print(f"{count} computations, {args.repeat} runs each (median; min-max), "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"| figure | median s | min s | max s | per computation |")
-    print(f"| --- | ---: | ---: | ---: | ---: |")
+    print("| figure | median s | min s | max s | per computation |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     for name, xs in (("import farmer.project", imports), ("project.load (cold)", loads),
                      (f"farmer {' '.join(verb)} all (cold, whole process)", commands)):
         if not xs:
