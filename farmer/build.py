@@ -598,6 +598,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         redo = sorted({by_id[cid] for cid in session.dirty or ()} | session.rechecked)
         proof = noop.Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks,
                            old.count, old.ids, list(old.files_of), old.ends, old.selected)
+        proof.serial = old.serial
         slot = {cid: k for k, cid in enumerate(old.ids)}
     else:
         redo = session.selected
@@ -606,6 +607,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         proof = noop.Proof.of(entries, [comps[i].id for i in redo], redo)
         slot = {cid: k for k, cid in enumerate(proof.ids)}
     position = {p: n for n, p in enumerate(proof.paths)}
+    snapshot = old is None  # whether the files the proof rests on changed
     for i in redo:
         comp = comps[i]
         trace = session.trace(comp.id)
@@ -630,7 +632,9 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
                 proof.paths.append(p)
                 proof.stats.append(kept.get(p))
             indices.append(n)
-        proof.files_of[slot[comp.id]] = indices
+        k = slot[comp.id]
+        if proof.files_of[k] != indices:
+            proof.files_of[k], snapshot = indices, True
     for p, (key, digest, racy) in taken.items():  # as it was when digested
         n = position.get(p)
         if n is not None:
@@ -640,8 +644,9 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
             else:
                 proof.racy.pop(n, None)
     if old is not None and any(old.paths[n] not in taken for n in old.changed or ()):
-        proof = _compacted(proof)  # a file that changed and no computation rests on any more
-    noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, proof)
+        proof, snapshot = _compacted(proof), True  # a changed file nothing rests on any more
+    noop.write(farmer_dir, spec.path, spec.digest, opts.targets, session.graph.listings, proof,
+               snapshot)
 
 
 def _compacted(proof: noop.Proof) -> noop.Proof:

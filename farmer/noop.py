@@ -35,10 +35,14 @@ from farmer.grains import RACY_NS, StatKey, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
 from farmer.lock import ProjectLock
 
+# Two files. The snapshot holds what changes only with the graph: the files, the tasks of
+# last-build.json, and per computation the files it rests on; it is 8 bytes giving the
+# length of a first marshalled part (what a no-op needs) and a second (what an incremental
+# build needs besides). STATS holds the stat data, rewritten by every good build; both
+# name the same serial, so a pair never mixes two builds' files.
 NAME = "noop.snapshot"
-_FORMAT = 4
-# The file: 8 bytes giving the length of the first part, then two marshalled parts. The
-# first holds what a no-op needs; the second what an incremental build needs besides.
+STATS = "noop.stats"
+_FORMAT = 5
 _HEAD = 8
 
 
@@ -48,7 +52,7 @@ def _key(farmfile: str, digest: str, targets: list[str]) -> str:
 
 class Proof:
     __slots__ = ("paths", "stats", "racy", "tasks", "count", "ids", "files_of", "ends",
-                 "selected", "changed", "key", "listings", "_rest")
+                 "selected", "changed", "key", "listings", "serial", "_rest")
 
     def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
                  tasks: str, count: int, ids: list[str] | None = None,
@@ -65,7 +69,7 @@ class Proof:
         self.selected = selected  # per computation, its index in the graph
         self.changed: set[int] | None = None  # indices of files not as recorded (`check`)
         self._rest = rest  # the second part, unread until `ids` or `files_of` is needed
-        self.key, self.listings = "", {}  # as read (`read`)
+        self.key, self.listings, self.serial = "", {}, ""  # as read (`read`)
 
     @staticmethod
     def of(entries: list[str], ids: list[str], selected: list[int]) -> Proof:
@@ -143,28 +147,35 @@ def _content(path: str) -> str | None:
 
 
 def forget(farmer_dir: str | os.PathLike) -> None:
-    """A build is about to change things: the old proof no longer holds."""
+    """A build is about to change things: the old proof no longer holds. (Its snapshot
+    stays: without its stat data it proves nothing, and the build may reuse it.)"""
     try:
-        os.unlink(os.path.join(farmer_dir, NAME))
+        os.unlink(os.path.join(farmer_dir, STATS))
     except FileNotFoundError:
         pass
 
 
 def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
-          targets: list[str], listings: dict[str, str], proof: Proof) -> None:
-    proof.load_rest()
-    rest = marshal.dumps((proof.ids, proof.files_of, proof.ends, proof.selected))
-    _save(farmer_dir, _key(os.fspath(farmfile), digest, targets), listings, proof, rest)
-
-
-def _save(farmer_dir, key: str, listings: dict[str, str], proof: Proof, rest: bytes) -> None:
-    first = marshal.dumps((_FORMAT, key, listings, proof.paths, proof.stats, proof.racy,
-                           proof.tasks, proof.count))
+          targets: list[str], listings: dict[str, str], proof: Proof, snapshot: bool) -> None:
+    """Write the proof: its stat data, and with `snapshot` (the files it rests on are not
+    those of the snapshot it was read from) its snapshot first."""
     try:  # failing to write it only costs the next build time
-        write_atomically(os.path.join(farmer_dir, NAME),
-                         len(first).to_bytes(_HEAD, "little") + first + rest, 0o600)
+        if snapshot or not proof.serial:
+            proof.load_rest()
+            proof.serial = os.urandom(8).hex()
+            first = marshal.dumps((_FORMAT, _key(os.fspath(farmfile), digest, targets), listings,
+                                   proof.serial, proof.paths, proof.tasks, proof.count))
+            rest = marshal.dumps((proof.ids, proof.files_of, proof.ends, proof.selected))
+            write_atomically(os.path.join(farmer_dir, NAME),
+                             len(first).to_bytes(_HEAD, "little") + first + rest, 0o600)
+        _write_stats(farmer_dir, proof)
     except OSError:
         pass
+
+
+def _write_stats(farmer_dir: str | os.PathLike, proof: Proof) -> None:
+    write_atomically(os.path.join(farmer_dir, STATS),
+                     marshal.dumps((proof.serial, proof.stats, proof.racy)), 0o600)
 
 
 def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
@@ -172,15 +183,18 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     """The proof left by the last good build of these targets from this very Farmfile,
     while the listings its foreach patterns and globs matched are the same."""
     try:
+        with open(os.path.join(farmer_dir, STATS), "rb") as f:
+            serial, stats, racy = load_marshalled(f.read())
         with open(os.path.join(farmer_dir, NAME), "rb") as f:
             data = f.read()
         first = int.from_bytes(data[:_HEAD], "little")
         view = memoryview(data)
-        fmt, key, listings, paths, stats, racy, tasks, count = load_marshalled(view[_HEAD:_HEAD + first])
+        fmt, key, listings, written_as, paths, tasks, count = load_marshalled(view[_HEAD:_HEAD + first])
         rest = bytes(view[_HEAD + first:])
     except (OSError, EOFError, ValueError, TypeError):
         return None
-    if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets):
+    if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets) or serial != written_as \
+            or len(stats) != len(paths):
         return None
     if listings:
         from farmer.matching import list_files, listing_digest
@@ -190,7 +204,7 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
             if listing_digest(list_files(root, prefix)) != listed:
                 return None
     proof = Proof(paths, stats, racy, tasks, count, rest=rest)
-    proof.key, proof.listings = key, listings
+    proof.key, proof.listings, proof.serial = key, listings, serial
     return proof
 
 
@@ -215,7 +229,7 @@ def try_build(farmfile: str, targets: list[str], jobs: int, lock: ProjectLock) -
     started_at = time.time()
     t0 = time.monotonic()
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
-    if not os.path.exists(os.path.join(farmer_dir, NAME)):
+    if not os.path.exists(os.path.join(farmer_dir, STATS)):
         return None
     text = _farmfile_bytes(farmfile)
     if text is None:
@@ -228,7 +242,10 @@ def try_build(farmfile: str, targets: list[str], jobs: int, lock: ProjectLock) -
         # Each racy file vouched for by its content, and now far enough from its last
         # change for its stat to vouch next time: spare the next builds the hashing.
         proof.racy = {}
-        _save(farmer_dir, proof.key, proof.listings, proof, proof._rest)
+        try:
+            _write_stats(farmer_dir, proof)
+        except OSError:
+            pass
     wall = time.monotonic() - t0
     write_text_atomically(os.path.join(farmer_dir, "last-build.json"),
                           document(header(started_at, jobs, "ok", wall, 0.0, 0.0), proof.tasks))
