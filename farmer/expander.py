@@ -153,8 +153,9 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
         candidates = sorted(set(listed).union(declared))
     # Never the task's own outputs, even left on disk by an earlier build: `src/{n}.txt`
     # making `src/{n}.2.txt` must not grow `a.2.2.txt` next time.
-    match = regex.match
-    found = [m for path in candidates if (m := match(path)) and not path.startswith(".farmer/")]
+    if not under or under.startswith(".farmer"):
+        candidates = [p for p in candidates if not p.startswith(".farmer/")]
+    found = [m for m in map(regex.match, candidates) if m]
     if task.outputs:
         own = [pattern_regex(t) for t in task.outputs]
         # An output template's directory is a prefix of all it matches: one C-level test
@@ -162,7 +163,7 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
         dirs = tuple(d + "/" if d else "" for _, d in own)
         found = [m for m in found if not (m.string.startswith(dirs)
                                           and any(r.match(m.string) for r, _ in own))]
-    return [m.groupdict() for m in found]
+    return list(map(re.Match.groupdict, found))
 
 
 def _may_match(task: TaskSpec, paths: list[str]) -> bool:
@@ -249,10 +250,10 @@ def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -
                 if owner.get(out) == name:
                     del owner[out]
         instances[name] = new
-        for inst in new:
-            changed_paths.extend(inst.outputs)
-            for out in inst.outputs:
-                owner.setdefault(out, name)
+        paths = [out for inst in new for out in inst.outputs]
+        changed_paths.extend(paths)
+        for out in paths:
+            owner.setdefault(out, name)
 
     pattern_tasks = []
     matched: dict[str, list[dict[str, str]]] = {}
