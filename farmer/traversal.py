@@ -1,10 +1,10 @@
 """Static traversal: a `Spec` becomes a graph of computations joined by file grains.
 
 Every foreach instance of a task (farmer/expander.py makes them) is one `Computation`, with
-its inputs resolved (`@task` references, globs) and its command line rendered. An edge runs from the computation
-that declares a path as output to every computation that lists it as input. The graph is
-checked here: one producer per output, outputs inside the root, every input either an
-existing file or somebody's output, and no cycles.
+its inputs resolved (`@task` references, globs) and its command line rendered. An edge runs
+from the computation that declares a path as output to every computation that lists it as
+input. The graph is checked here: one producer per output, outputs inside the root, every
+input either an existing file or somebody's output, and no cycles.
 """
 
 from __future__ import annotations
