@@ -64,7 +64,7 @@ def test_compiled_templates_render_as_render_does(scope, quote):
             files = {k: lists[k] for k in scope}
             want = interpreted(text, files, quote)
             if compiled is None:
-                assert want == "error" or not set(template.names(text)) <= set(WILDCARDS) | set(VARIABLES) | set(scope), text
+                assert want == "error", text  # not compiled: only what render refuses
                 continue
             try:
                 got = compiled(WILDCARDS, files.get("inputs"), files.get("outputs"), files.get("depfile"))
