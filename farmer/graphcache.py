@@ -19,7 +19,6 @@ from farmer.atomic import load_marshalled, save_marshalled
 from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import hash_bytes, hash_text
 from farmer.graph import Computation, Graph
-from farmer.matching import list_files, listing_digest
 
 _FORMAT = 3
 _CHUNK = 64  # computations per separately marshalled chunk
@@ -42,6 +41,8 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
     if fmt != _FORMAT or stored_key != key(farmfile, text):
         return None
     root = farmfile.parent
+    if listings:
+        from farmer.matching import list_files, listing_digest
     for prefix, digest in listings.items():
         if listing_digest(list_files(root, prefix)) != digest:
             return None

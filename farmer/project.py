@@ -10,7 +10,6 @@ from farmer import farmfile, graphcache
 from farmer.farmfile import Spec
 from farmer.grains import hash_bytes
 from farmer.graph import Graph
-from farmer.traversal import traverse
 
 
 def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
@@ -23,6 +22,8 @@ def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
         os.chdir(path.parent)
         cached[0].digest = hash_bytes(text)
         return cached
+    from farmer.traversal import traverse  # here: a build from the graph cache never traverses
+
     # Parsing and traversing allocate a few objects per computation and free almost
     # nothing: the cyclic collector would scan the growing heap again and again for no
     # garbage (a quarter of a cold load of 100k computations), so it waits till the end.
