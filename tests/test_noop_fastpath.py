@@ -25,6 +25,15 @@ cmd = "cat out/a.txt out/a.txt > out/b.txt"
 """
 
 
+DEPFILE = """
+[task.obj]
+inputs = ["src.txt"]
+outputs = ["out.txt"]
+depfile = "out.d"
+cmd = "cat src.txt > out.txt && if grep -q use-h src.txt; then printf 'out.txt: h.txt\\\\n' > out.d; else printf 'out.txt:\\\\n' > out.d; fi"
+"""
+
+
 def imported(result) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
             if line.startswith("import time:") and "|" in line}
@@ -66,13 +75,7 @@ def test_build_right_after_a_change_is_a_fast_noop(project):
 def test_a_file_no_computation_rests_on_any_more_leaves_the_proof(project):
     """A depfile input that is listed no more: changing it rebuilds nothing, and the proof
     forgets it, so the build after that is a fast no-op again."""
-    project.farmfile("""
-        [task.obj]
-        inputs = ["src.txt"]
-        outputs = ["out.txt"]
-        depfile = "out.d"
-        cmd = "cat src.txt > out.txt && if grep -q use-h src.txt; then printf 'out.txt: h.txt\\\\n' > out.d; else printf 'out.txt:\\\\n' > out.d; fi"
-    """)
+    project.farmfile(DEPFILE)
     project.write("h.txt", "header\n")
     project.write("src.txt", "use-h\n")
     assert project.build().returncode == 0
@@ -133,3 +136,24 @@ def test_common_build_command_lines_are_read_by_hand(argv, expected):
 ])
 def test_other_command_lines_go_to_click(argv):
     assert command.quick_build_args(argv) is None
+
+
+def test_stat_data_of_another_snapshot_is_never_used(project):
+    """noop.stats and noop.snapshot are written apart: stat data left from before the
+    snapshot was rewritten (a crash between the two writes) proves nothing."""
+    project.farmfile(DEPFILE)
+    project.write("h.txt", "header\n")
+    project.write("src.txt", "use-h\n")
+    assert project.build().returncode == 0
+    old_stats = project.path(".farmer/noop.stats").read_bytes()
+    snapshot = project.path(".farmer/noop.snapshot").read_bytes()
+    project.write("src.txt", "plain\n")  # h.txt is no longer discovered: a new snapshot
+    assert project.build().summary()["ran"] == 1
+    assert project.path(".farmer/noop.snapshot").read_bytes() != snapshot
+    project.path(".farmer/noop.stats").write_bytes(old_stats)
+    digest = grains.hash_bytes(project.path("Farmfile").read_bytes())
+    assert noop.read(str(project.path(".farmer")), str(project.path("Farmfile")), digest, []) is None
+    project.write("out.txt", "tampered\n")
+    r = project.build()
+    assert r.summary()["ran"] == 1, r
+    assert project.read("out.txt") == "plain\n"
