@@ -157,3 +157,9 @@ def test_stat_data_of_another_snapshot_is_never_used(project):
     r = project.build()
     assert r.summary()["ran"] == 1, r
     assert project.read("out.txt") == "plain\n"
+
+
+def test_version_imports_neither_networkx_nor_rich(project):
+    r = project.farmer("--version", env=PROFILE)
+    assert r.returncode == 0 and r.stdout.strip() == "farmer 0.1.0", r
+    assert not {"networkx", "rich", "farmer.build", "sqlite3"} & imported(r)
