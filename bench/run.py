@@ -435,8 +435,11 @@ def export_farmer(rev: str, work: Path, name: str = "farmer-src") -> tuple[Path,
     last = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "-1", "--format=%h %s", rev,
                            "--", "farmer"], capture_output=True, text=True).stdout.strip()
     desc = f"{sha}; last farmer/ change {last}"
-    tar = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", rev, "farmer",
-                          "bin", "pyproject.toml", "README.md"], capture_output=True, check=True).stdout
+    present = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-tree", "--name-only", rev],
+                             capture_output=True, text=True, check=True).stdout.split()
+    wanted = [p for p in ("farmer", "bin", "pyproject.toml", "README.md") if p in present]
+    tar = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", rev, *wanted],
+                         capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
         tf.extractall(dest)
     return dest, desc
