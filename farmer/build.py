@@ -78,12 +78,12 @@ class Session:
     worlds: dict[str, str]  # world fingerprints, taken when first needed
     verdicts: dict[int, str | None] = field(default_factory=dict)
     all_traces: bool = True
-    # From the last good build's proof (farmer/noop.py): the ids of computations a file of
-    # which changed since (None: no proof, so none is known to be up to date; the others
-    # are, without a look at their traces), and the stat data of the files that kept theirs.
-    dirty: set[str] | None = None
-    kept_stats: dict[str, tuple] = field(default_factory=dict)
+    # From the last good build's proof (farmer/noop.py): the computations a file of which
+    # changed since (None: no proof, so none is known to be up to date; the others are,
+    # without a look at their traces), and each selected one's position in the proof.
+    dirty: set[int] | None = None
     proof: noop.Proof | None = None
+    rank: dict[int, int] = field(default_factory=dict)
     rechecked: set[int] = field(default_factory=set)  # checked against their traces this build
     # What this build looks at, in topological order: all of `selected` without a proof;
     # with one, what a changed file touches and everything downstream of that. Everything
@@ -100,7 +100,7 @@ class Session:
         verdict = self.verdicts.get(i, "")
         if verdict == "":
             comp = self.graph.computations[i]
-            clean = self.dirty is not None and comp.id not in self.dirty and not comp.always
+            clean = self.dirty is not None and i not in self.dirty and not comp.always
             verdict = self.verdicts[i] = None if clean else self.recheck(i)
         return verdict
 
@@ -152,36 +152,35 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
         selected = targets_of(spec, graph, targets)
         return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {},
                        affected=selected)
-    dirty, kept = proof.dirty()
-    exists = lambda p: p in kept or os.path.exists(p)  # noqa: E731
-    proven = _proven_selection(graph, proof, dirty, exists)
-    if proven is None:
+    positions = proof.dirty()
+    exists = lambda p: proof.kept(p) is not None or os.path.exists(p)  # noqa: E731
+    proven = _proven_selection(graph, proof, positions, exists)
+    if proven is None:  # the proof does not fit the graph: no proof
         selected = targets_of(spec, graph, targets, exists)
-        affected = selected
-    else:
-        selected, affected = proven
+        return Session(spec, graph, state, Digests(state.stat_cache()), state.traces(), selected, {},
+                       affected=selected)
+    selected, affected, rank = proven
+    dirty = {selected[k] for k in positions}
     if len(dirty) > 1000 and len(dirty) > len(selected) // 8:  # one query beats thousands of small ones
         digests, traces, lazy = Digests(state.stat_cache()), state.traces(), False
     else:  # most are clean: read only the traces and stat entries the others need
         digests, traces, lazy = Digests({}, state.stat_entry), {}, True
     return Session(spec, graph, state, digests, traces, selected, {}, all_traces=not lazy,
-                   dirty=dirty, kept_stats=kept, proof=proof, affected=affected)
+                   dirty=dirty, proof=proof, rank=rank, affected=affected)
 
 
-def _proven_selection(graph: Graph, proof: noop.Proof, dirty: set[str],
-                      exists: Callable[[str], bool]) -> tuple[list[int], list[int]] | None:
-    """What the proof's build selected (the same Farmfile and targets select the same), and
-    what of it this build must look at: the computations with a changed file and all that
-    is downstream of them. None when the proof does not fit the graph."""
+def _proven_selection(graph: Graph, proof: noop.Proof, positions: set[int],
+                      exists: Callable[[str], bool]) -> tuple[list[int], list[int], dict[int, int]] | None:
+    """What the proof's build selected (the same Farmfile and targets select the same),
+    what of it this build must look at (the computations at `positions`, whose files
+    changed, and all that is downstream of them), and each one's position. None when the
+    proof does not fit the graph."""
     selected = proof.selected
-    if selected is None or len(selected) != proof.count:
+    comps = graph.computations
+    if selected is None or len(selected) != proof.count or (selected and max(selected) >= len(comps)):
         return None
-    comps, by_id = graph.computations, graph.by_id
     rank = {i: k for k, i in enumerate(selected)}
-    seeds = [by_id.get(cid) for cid in dirty]
-    if any(i not in rank for i in seeds):
-        return None
-    seeds.sort(key=rank.__getitem__)
+    seeds = [selected[k] for k in sorted(positions)]
     check_inputs(graph, seeds, exists)  # only a changed file can be missing
     seen, stack = set(seeds), list(seeds)
     while stack:
@@ -189,7 +188,7 @@ def _proven_selection(graph: Graph, proof: noop.Proof, dirty: set[str],
             if c not in seen and c in rank:
                 seen.add(c)
                 stack.append(c)
-    return selected, sorted(seen, key=rank.__getitem__)
+    return selected, sorted(seen, key=rank.__getitem__), rank
 
 
 class _BuildHooks:
@@ -570,8 +569,8 @@ def _tasks_json(session: Session, settled: dict[int, Settled], outcomes: dict[in
     if not others:
         return proof.tasks
     proof.load_rest()
-    slot = {cid: k for k, cid in enumerate(proof.ids)}
-    return proof.tasks_with({slot[comps[i].id]: json.dumps(task, separators=(",", ":"))
+    slot = session.rank or {i: k for k, i in enumerate(proof.selected)}
+    return proof.tasks_with({slot[i]: json.dumps(task, separators=(",", ":"))
                              for i, task in zip(others, report.last_build_tasks(comps, others, settled, outcomes))})
 
 
@@ -588,25 +587,27 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         return
     if session.digests.unstable:  # a file changed while the build ran: no snapshot holds
         return
-    taken, kept = session.digests.taken(), session.kept_stats
+    taken = session.digests.taken()
+    kept = old.kept if old is not None else _nothing_kept
     for p, (key, _, _) in taken.items():
-        if p in kept and key != kept[p] and p not in written:
+        was = kept(p)
+        if was is not None and key != was and p not in written:
             return  # seen unchanged at the start, yet changed since: clean ones may rest on it
     if old is not None:
         old.load_rest()
-        by_id = session.graph.by_id
-        redo = sorted({by_id[cid] for cid in session.dirty or ()} | session.rechecked)
+        redo = sorted((session.dirty or set()) | session.rechecked)
         proof = noop.Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks,
-                           old.count, old.ids, list(old.files_of), old.ends, old.selected)
+                           old.count, list(old.files_of), old.ends, old.selected)
         proof.serial = old.serial
-        slot = {cid: k for k, cid in enumerate(old.ids)}
+        slot = session.rank
+        position = dict(old.position())
     else:
         redo = session.selected
         entries = [json.dumps(e, separators=(",", ":"))
                    for e in report.last_build_tasks(comps, redo, {}, {})]
-        proof = noop.Proof.of(entries, [comps[i].id for i in redo], redo)
-        slot = {cid: k for k, cid in enumerate(proof.ids)}
-    position = {p: n for n, p in enumerate(proof.paths)}
+        proof = noop.Proof.of(entries, redo)
+        slot = {i: k for k, i in enumerate(redo)}
+        position = {}
     snapshot = old is None  # whether the files the proof rests on changed
     for i in redo:
         comp = comps[i]
@@ -625,14 +626,14 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         indices = []
         for p in paths:
             n = position.get(p)
-            if p not in taken and (n is None or p not in kept):
+            if p not in taken and (n is None or kept(p) is None):
                 return  # neither digested in this build nor known unchanged: no proof
             if n is None:
                 n = position[p] = len(proof.paths)
                 proof.paths.append(p)
-                proof.stats.append(kept.get(p))
+                proof.stats.append(taken[p][0])
             indices.append(n)
-        k = slot[comp.id]
+        k = slot[i]
         if proof.files_of[k] != indices:
             proof.files_of[k], snapshot = indices, True
     for p, (key, digest, racy) in taken.items():  # as it was when digested
@@ -665,5 +666,9 @@ def _compacted(proof: noop.Proof) -> noop.Proof:
                     racy[m] = proof.racy[n]
             indices.append(m)
         files_of.append(indices)
-    return noop.Proof(paths, stats, racy, proof.tasks, proof.count, proof.ids, files_of, proof.ends,
+    return noop.Proof(paths, stats, racy, proof.tasks, proof.count, files_of, proof.ends,
                       proof.selected)
+
+
+def _nothing_kept(path: str) -> None:
+    return None

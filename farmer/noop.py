@@ -42,7 +42,7 @@ from farmer.lock import ProjectLock
 # name the same serial, so a pair never mixes two builds' files.
 NAME = "noop.snapshot"
 STATS = "noop.stats"
-_FORMAT = 5
+_FORMAT = 6
 _HEAD = 8
 
 
@@ -51,35 +51,36 @@ def _key(farmfile: str, digest: str, targets: list[str]) -> str:
 
 
 class Proof:
-    __slots__ = ("paths", "stats", "racy", "tasks", "count", "ids", "files_of", "ends",
-                 "selected", "changed", "key", "listings", "serial", "_rest")
+    __slots__ = ("paths", "stats", "racy", "tasks", "count", "files_of", "ends", "selected",
+                 "changed", "key", "listings", "serial", "_rest", "_position")
 
     def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
-                 tasks: str, count: int, ids: list[str] | None = None,
-                 files_of: list[list[int]] | None = None, ends: list[int] | None = None,
-                 selected: list[int] | None = None, rest: bytes = b"") -> None:
+                 tasks: str, count: int, files_of: list[list[int]] | None = None,
+                 ends: list[int] | None = None, selected: list[int] | None = None,
+                 rest: bytes = b"") -> None:
         self.paths = paths
         self.stats = stats
         self.racy = racy  # index into paths -> digest: files only their content vouches for
         # last-build.json's tasks when every computation is up to date (a JSON array), and
         # how many there are; `ends`: where each one's entry ends in `tasks`.
         self.tasks, self.count, self.ends = tasks, count, ends
-        self.ids = ids  # the computations, in the build's order (the order of `tasks`)
-        self.files_of = files_of  # per computation, indices into paths
-        self.selected = selected  # per computation, its index in the graph
+        # Per computation, in the build's order (the order of `tasks`): its index in the
+        # graph, and the indices into `paths` of the files it rests on.
+        self.selected, self.files_of = selected, files_of
         self.changed: set[int] | None = None  # indices of files not as recorded (`check`)
-        self._rest = rest  # the second part, unread until `ids` or `files_of` is needed
+        self._rest = rest  # the second part, unread until `files_of` or `selected` is needed
+        self._position: dict[str, int] | None = None
         self.key, self.listings, self.serial = "", {}, ""  # as read (`read`)
 
     @staticmethod
-    def of(entries: list[str], ids: list[str], selected: list[int]) -> Proof:
+    def of(entries: list[str], selected: list[int]) -> Proof:
         """A proof of no file yet, for computations with these last-build.json entries."""
         ends, at = [], 0
         for entry in entries:
             at += 1 + len(entry)  # "[" or ","
             ends.append(at)
-        return Proof([], [], {}, "[" + ",".join(entries) + "]", len(ids), ids,
-                     [[] for _ in ids], ends, selected)
+        return Proof([], [], {}, "[" + ",".join(entries) + "]", len(selected),
+                     [[] for _ in selected], ends, selected)
 
     def check(self) -> set[int]:
         """Stat every file (and hash the racy ones that kept their stat): the indices of
@@ -97,20 +98,31 @@ class Proof:
         return changed
 
     def load_rest(self) -> None:
-        if self.ids is None:
-            self.ids, self.files_of, self.ends, self.selected = load_marshalled(self._rest)
+        if self.selected is None:
+            self.files_of, self.ends, self.selected = load_marshalled(self._rest)
             self._rest = b""
 
-    def dirty(self) -> tuple[set[str], dict[str, StatKey]]:
-        """The ids of computations a file of which changed, and the stat data of the files
-        that kept theirs (checking them first, unless `check` did)."""
+    def dirty(self) -> set[int]:
+        """The positions (in the build's order) of the computations a file of which
+        changed (checking the files first, unless `check` did)."""
         changed = self.check() if self.changed is None else self.changed
         self.load_rest()
         if not changed:
-            return set(), dict(zip(self.paths, self.stats))
-        ids = {cid for cid, files in zip(self.ids, self.files_of) if not changed.isdisjoint(files)}
-        kept = {p: s for n, (p, s) in enumerate(zip(self.paths, self.stats)) if n not in changed}
-        return ids, kept
+            return set()
+        return {k for k, files in enumerate(self.files_of) if not changed.isdisjoint(files)}
+
+    def position(self) -> dict[str, int]:
+        """Each file's index in `paths`."""
+        if self._position is None:
+            self._position = {p: n for n, p in enumerate(self.paths)}
+        return self._position
+
+    def kept(self, path: str) -> StatKey | None:
+        """The stat data of `path` if the proof has it and it kept it (after `check`)."""
+        n = self.position().get(path)
+        if n is None or self.changed is None or n in self.changed:
+            return None
+        return self.stats[n]
 
     def tasks_with(self, entries: dict[int, str]) -> str:
         """`tasks` with the entries at these positions replaced."""
@@ -165,7 +177,7 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
             proof.serial = os.urandom(8).hex()
             first = marshal.dumps((_FORMAT, _key(os.fspath(farmfile), digest, targets), listings,
                                    proof.serial, proof.paths, proof.tasks, proof.count))
-            rest = marshal.dumps((proof.ids, proof.files_of, proof.ends, proof.selected))
+            rest = marshal.dumps((proof.files_of, proof.ends, proof.selected))
             write_atomically(os.path.join(farmer_dir, NAME),
                              len(first).to_bytes(_HEAD, "little") + first + rest, 0o600)
         _write_stats(farmer_dir, proof)

@@ -107,7 +107,7 @@ def test_a_racy_file_is_vouched_for_by_its_content(tmp_path, monkeypatch):
 
 def test_last_build_entries_are_replaced_in_place():
     entries = [json.dumps({"id": name, "status": "up-to-date"}) for name in "abcd"]
-    proof = noop.Proof.of(entries, list("abcd"), [0, 1, 2, 3])
+    proof = noop.Proof.of(entries, [0, 1, 2, 3])
     assert json.loads(proof.tasks) == [json.loads(e) for e in entries]
     fresh = {0: '{"id":"a","status":"ran"}', 3: '{"id":"d","status":"failed"}'}
     assert [t["status"] for t in json.loads(proof.tasks_with(fresh))] == \
