@@ -87,7 +87,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                 os.chdir(root)
                 lock = ProjectLock(os.path.join(root, ".farmer"))
                 lock.acquire()
-                outcome = noop.try_build(farmfile, targets, slots, lock)
+                outcome = noop.try_build(farmfile, targets, slots)
                 if isinstance(outcome, int):
                     return outcome
                 proof = outcome

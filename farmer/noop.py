@@ -33,7 +33,6 @@ from farmer import __version__
 from farmer.atomic import load_marshalled, write_atomically, write_text_atomically
 from farmer.grains import RACY_NS, StatKey, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
-from farmer.lock import ProjectLock
 
 # Two files. The snapshot holds what changes only with the graph: the files, the tasks of
 # last-build.json, and per computation the files it rests on; it is 8 bytes giving the
@@ -234,10 +233,10 @@ def _farmfile_bytes(path: str) -> bytes | None:
             return None
 
 
-def try_build(farmfile: str, targets: list[str], jobs: int, lock: ProjectLock) -> int | Proof | None:
+def try_build(farmfile: str, targets: list[str], jobs: int) -> int | Proof | None:
     """Finish a no-op build here (its exit status), or leave the build to the full path:
     with the proof, checked (what changed is known), or None. The working directory is the
-    project root, and the caller holds `lock`."""
+    project root, and the caller holds the project's lock."""
     started_at = time.time()
     t0 = time.monotonic()
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
