@@ -93,6 +93,8 @@ def test_world_killed_once_recovers_on_the_retry(project):
 
         [task.once]
         world = "w"
+        cost = 30  # started first, so it runs as a fork-job while the others wait (as the
+                   # world's last task, the execute-job, its death would be its own: no retry)
         outputs = ["out/once.txt"]
         python = '''-c "import os; first = not os.path.exists('killed'); open('killed', 'a').close(); first and {KILL_WORLD}; open('out/once.txt', 'w').write('ok')"'''
         """
