@@ -153,13 +153,20 @@ def select(graph: Graph, targets: list[str],
 def check_inputs(graph: Graph, selected: list[int],
                  exists: Callable[[str], bool] | None = None) -> list[int]:
     """`selected`, or an error naming the first input that neither exists nor is made.
-    A graph read from the cache learns now, and only for `selected`, what is missing
-    (`exists` may know files to exist without a look)."""
+    A graph read from the cache learns now, and only for `selected`, what is missing.
+    `exists` knows most files to exist without a look (the no-op proof's), so it is asked
+    before the producers (a cached graph reads its maps only when first used); without it,
+    the producers are asked first, which spares a stat per made input."""
     if not graph.missing_known:
-        there = exists or os.path.exists
-        for i in selected:
-            comp = graph.computations[i]
-            comp.missing = [p for p in comp.inputs if p not in graph.producer and not there(p)]
+        comps = graph.computations
+        if exists is None:
+            for i in selected:
+                comp = comps[i]
+                comp.missing = [p for p in comp.inputs if p not in graph.producer and not os.path.exists(p)]
+        else:
+            for i in selected:
+                comp = comps[i]
+                comp.missing = [p for p in comp.inputs if not exists(p) and p not in graph.producer]
     for i in selected:
         comp = graph.computations[i]
         if comp.missing:

@@ -20,7 +20,8 @@ from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 
-_FORMAT = 3
+_FORMAT = 4
+_MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
 _FIELDS = tuple(f.name for f in fields(Computation))
 _WORLD_FIELDS = tuple(f.name for f in fields(WorldSpec))
@@ -35,7 +36,7 @@ def key(farmfile: Path, text: bytes) -> str:
 def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:
     try:
         data = load_marshalled((farmer_dir / NAME).read_bytes())
-        fmt, stored_key, chunks, producer, by_task, order, by_id, listings, world_inputs, spec_data = data
+        fmt, stored_key, chunks, count, maps, listings, world_inputs, spec_data = data
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or stored_key != key(farmfile, text):
@@ -46,14 +47,10 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
     for prefix, digest in listings.items():
         if listing_digest(list_files(root, prefix)) != digest:
             return None
-    comps = Computations(chunks, len(order))
     default, variables, pools, worlds = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
-    # Which inputs are missing now is learnt at selection (traversal.check_inputs).
-    return spec, Graph(root=root, computations=comps, producer=producer, by_task=by_task,
-                       order=order, by_id=by_id, listings=listings, world_inputs=world_inputs,
-                       missing_known=False)
+    return spec, CachedGraph(maps, root, Computations(chunks, count), listings, world_inputs)
 
 
 def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:
@@ -61,9 +58,36 @@ def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph
     rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
     chunks = [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
-    data = (_FORMAT, key(farmfile, text), chunks, graph.producer, graph.by_task, graph.order,
-            graph.by_id, graph.listings, graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds))
+    maps = marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))
+    data = (_FORMAT, key(farmfile, text), chunks, len(rows), maps, graph.listings,
+            graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds))
     save_marshalled(farmer_dir / NAME, data)
+
+
+class CachedGraph(Graph):
+    """A graph read from the cache. Its maps (the producer of each output, each task's
+    computations, the ids, the order) are unmarshalled when first used: a build that has
+    the no-op proof uses none of them (a tenth of a second at 100 000 computations)."""
+
+    __slots__ = ("_maps",)
+
+    def __init__(self, maps: bytes, root: Path, computations: Computations,
+                 listings: dict[str, str], world_inputs: dict[str, list[str]]) -> None:
+        # Graph's own __init__ would need the maps: the fields are set here, the maps left
+        # unset until `__getattr__` is asked for one.
+        self._maps = maps
+        self.root, self.computations = root, computations
+        self.listings, self.world_inputs = listings, world_inputs
+        self.missing_known = False  # learnt at selection (graph.check_inputs)
+        self.paths_first = False
+
+    def __getattr__(self, name: str):  # only called for an attribute not set
+        if name not in _MAPS or self._maps is None:
+            raise AttributeError(name)
+        for field_name, value in zip(_MAPS, load_marshalled(self._maps)):
+            setattr(self, field_name, value)
+        self._maps = None
+        return getattr(self, name)
 
 
 class Computations:
