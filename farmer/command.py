@@ -124,9 +124,9 @@ def quick_build_args(argv: list[str]) -> dict | None:
         if arg == "--":
             args["targets"].extend(argv[i:])
             break
-        if not arg.startswith("-") or arg == "-":
-            if arg == "-":
-                return None
+        if arg == "-":
+            return None  # what a lone dash means is click's to say
+        if not arg.startswith("-"):
             args["targets"].append(arg)
         elif arg == "-k":
             args["keep_going"] = True
