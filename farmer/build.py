@@ -176,9 +176,9 @@ def _proven_selection(graph: Graph, proof: noop.Proof, positions: set[int],
     changed, and all that is downstream of them), and each one's position. None when the
     proof does not fit the graph."""
     selected = proof.selected
+    if selected is None or len(selected) != proof.count or proof.graph != graph.identify():
+        return None  # a graph with other computations at these indices (another farmer)
     comps = graph.computations
-    if selected is None or len(selected) != proof.count or (selected and max(selected) >= len(comps)):
-        return None
     rank = {i: k for k, i in enumerate(selected)}
     seeds = [selected[k] for k in sorted(positions)]
     check_inputs(graph, seeds, exists)  # only a changed file can be missing
@@ -598,7 +598,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         redo = sorted((session.dirty or set()) | session.rechecked)
         proof = noop.Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks,
                            old.count, list(old.files_of), old.ends, old.selected)
-        proof.serial = old.serial
+        proof.serial, proof.graph = old.serial, old.graph
         slot = session.rank
         position = dict(old.position())
     else:
@@ -606,6 +606,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         entries = [json.dumps(e, separators=(",", ":"))
                    for e in report.last_build_tasks(comps, redo, {}, {})]
         proof = noop.Proof.of(entries, redo)
+        proof.graph = session.graph.identify()
         slot = {i: k for k, i in enumerate(redo)}
         position = {}
     snapshot = old is None  # whether the files the proof rests on changed
@@ -666,8 +667,10 @@ def _compacted(proof: noop.Proof) -> noop.Proof:
                     racy[m] = proof.racy[n]
             indices.append(m)
         files_of.append(indices)
-    return noop.Proof(paths, stats, racy, proof.tasks, proof.count, files_of, proof.ends,
-                      proof.selected)
+    compact = noop.Proof(paths, stats, racy, proof.tasks, proof.count, files_of, proof.ends,
+                         proof.selected)
+    compact.graph = proof.graph
+    return compact
 
 
 def _nothing_kept(path: str) -> None:

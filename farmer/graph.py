@@ -74,6 +74,16 @@ class Graph:
     world_inputs: dict[str, list[str]] = field(default_factory=dict)
     missing_known: bool = True  # Computation.missing is current (see check_inputs)
     paths_first: bool = False  # a target that is an output path and a task name means the path
+    identity: str = ""  # a digest of every computation's id in index order (`identify`)
+
+    def identify(self) -> str:
+        """A digest of the computations' ids in index order: what refers to computations
+        by index (the no-op proof) holds only for a graph with the same identity."""
+        if not self.identity:
+            from farmer.grains import hash_text
+
+            self.identity = hash_text(*(c.id for c in self.computations))
+        return self.identity
 
     def closure(self, seeds: list[int]) -> list[int]:
         """`seeds` and everything they need (and what they validate), in topological order."""

@@ -20,7 +20,7 @@ from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 
-_FORMAT = 4
+_FORMAT = 5
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
 _FIELDS = tuple(f.name for f in fields(Computation))
@@ -36,7 +36,7 @@ def key(farmfile: Path, text: bytes) -> str:
 def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:
     try:
         data = load_marshalled((farmer_dir / NAME).read_bytes())
-        fmt, stored_key, chunks, count, maps, listings, world_inputs, spec_data = data
+        fmt, stored_key, chunks, count, maps, listings, world_inputs, spec_data, identity = data
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or stored_key != key(farmfile, text):
@@ -50,7 +50,9 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
     default, variables, pools, worlds = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
-    return spec, CachedGraph(maps, root, Computations(chunks, count), listings, world_inputs)
+    graph = CachedGraph(maps, root, Computations(chunks, count), listings, world_inputs)
+    graph.identity = identity
+    return spec, graph
 
 
 def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:
@@ -60,7 +62,7 @@ def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
     maps = marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))
     data = (_FORMAT, key(farmfile, text), chunks, len(rows), maps, graph.listings,
-            graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds))
+            graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds), graph.identify())
     save_marshalled(farmer_dir / NAME, data)
 
 
@@ -80,6 +82,7 @@ class CachedGraph(Graph):
         self.listings, self.world_inputs = listings, world_inputs
         self.missing_known = False  # learnt at selection (graph.check_inputs)
         self.paths_first = False
+        self.identity = ""
 
     def __getattr__(self, name: str):  # only called for an attribute not set
         if name not in _MAPS or self._maps is None:

@@ -41,7 +41,7 @@ from farmer.lastbuild import Counts, document, header, summary_line
 # name the same serial, so a pair never mixes two builds' files.
 NAME = "noop.snapshot"
 STATS = "noop.stats"
-_FORMAT = 6
+_FORMAT = 7
 _HEAD = 8
 
 
@@ -51,7 +51,7 @@ def _key(farmfile: str, digest: str, targets: list[str]) -> str:
 
 class Proof:
     __slots__ = ("paths", "stats", "racy", "tasks", "count", "files_of", "ends", "selected",
-                 "changed", "key", "listings", "serial", "_rest", "_position")
+                 "graph", "changed", "key", "listings", "serial", "_rest", "_position")
 
     def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
                  tasks: str, count: int, files_of: list[list[int]] | None = None,
@@ -66,6 +66,7 @@ class Proof:
         # Per computation, in the build's order (the order of `tasks`): its index in the
         # graph, and the indices into `paths` of the files it rests on.
         self.selected, self.files_of = selected, files_of
+        self.graph = ""  # the identity of the graph `selected` indexes (Graph.identify)
         self.changed: set[int] | None = None  # indices of files not as recorded (`check`)
         self._rest = rest  # the second part, unread until `files_of` or `selected` is needed
         self._position: dict[str, int] | None = None
@@ -98,7 +99,7 @@ class Proof:
 
     def load_rest(self) -> None:
         if self.selected is None:
-            self.files_of, self.ends, self.selected = load_marshalled(self._rest)
+            self.files_of, self.ends, self.selected, self.graph = load_marshalled(self._rest)
             self._rest = b""
 
     def dirty(self) -> set[int]:
@@ -176,7 +177,7 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
             proof.serial = os.urandom(8).hex()
             first = marshal.dumps((_FORMAT, _key(os.fspath(farmfile), digest, targets), listings,
                                    proof.serial, proof.paths, proof.tasks, proof.count))
-            rest = marshal.dumps((proof.files_of, proof.ends, proof.selected))
+            rest = marshal.dumps((proof.files_of, proof.ends, proof.selected, proof.graph))
             write_atomically(os.path.join(farmer_dir, NAME),
                              len(first).to_bytes(_HEAD, "little") + first + rest, 0o600)
         _write_stats(farmer_dir, proof)

@@ -163,3 +163,26 @@ def test_version_imports_neither_networkx_nor_rich(project):
     r = project.farmer("--version", env=PROFILE)
     assert r.returncode == 0 and r.stdout.strip() == "farmer 0.1.0", r
     assert not {"networkx", "rich", "farmer.build", "sqlite3"} & imported(r)
+
+
+def test_a_proof_of_another_graph_is_never_used(tmp_path, monkeypatch):
+    """The proof names computations by their index in the graph: it is used only with a
+    graph whose computations have the same ids at the same indices."""
+    from farmer.build import _proven_selection
+    from farmer.farmfile import parse_text
+    from farmer.traversal import traverse
+
+    (tmp_path / "src.txt").write_text("one\n")
+    spec = parse_text(tmp_path / "Farmfile", CHAIN.encode())
+    monkeypatch.chdir(tmp_path)
+    graph = traverse(spec)
+    selected = list(graph.order)
+    proof = noop.Proof.of(["{}"] * len(selected), selected)
+    proof.graph, proof.changed = graph.identify(), set()
+    exists = os.path.exists
+    assert _proven_selection(graph, proof, {0}, exists) == (selected, selected, {i: k for k, i in enumerate(selected)})
+    reordered = traverse(spec)
+    reordered.computations.reverse()  # the same computations at other indices
+    reordered.identity = ""
+    assert reordered.identify() != graph.identify()
+    assert _proven_selection(reordered, proof, {0}, exists) is None
