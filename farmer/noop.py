@@ -1,21 +1,21 @@
 """The no-op proof: what the last successful build rested on, so that the next build of the
 same targets can tell what changed by looking at stat data alone.
 
-At the end of a successful build farmer writes `.farmer/noop.snapshot`: the Farmfile's
-digest, the targets, the listings foreach and globs matched, and for every computation the
-files its verdict rests on (inputs, discovered inputs, outputs, world inputs) with their
-stat data (mtime_ns, size, inode, ctime_ns) as it was when their content was hashed. A file
-hashed within the racy window of its last change (it could change again within the same
-time-stamp tick and keep its stat) is recorded with its digest, and only its content can
-vouch for it: it is hashed again when its stat says it is unchanged ("racily clean", as git
-calls such index entries).
+At the end of a successful build farmer writes the proof: the Farmfile's digest, the
+targets, the listings foreach and globs matched, the graph it indexes, and for every
+computation the files its verdict rests on (inputs, discovered inputs, outputs, world
+inputs) with their stat data (mtime_ns, size, inode, ctime_ns) as it was when their content
+was hashed. A file hashed within the racy window of its last change (it could change again
+within the same time-stamp tick and keep its stat) is recorded with its digest, and only
+its content can vouch for it: it is hashed again when its stat says it is unchanged
+("racily clean", as git calls such index entries).
 
 The next build with the same Farmfile and targets stats those files. When every one is as
 recorded, every computation is up to date by the rule a full check applies (the stat
 cache's: equal stat data, equal content) and the build ends at once (`try_build`).
-Otherwise the computations whose files all kept their stat are still up to date, and only
-the others need their traces checked (`Proof.clean`). The full build removes the proof
-before it runs anything and writes a new one only if it ends well.
+Otherwise only the computations with a changed file (`Proof.dirty`) and what is downstream
+of them need a look; the rest are up to date. A build removes the stat data before it runs
+anything and writes it anew only if it ends well.
 
 This module is on the path of every no-op build, before anything else is imported: it
 imports only what that path needs.
