@@ -146,6 +146,17 @@ class _Reader:
             out[k] = str(v)
         return out
 
+    def environment(self, table: tuple[str, ...], key: str, value: object) -> dict[str, str]:
+        """A table of environment variables: names as the operating system takes them."""
+        env = self.table(table, key, value)
+        for name in env:
+            if not name or "=" in name:
+                sub = table + (key,)
+                line = self.where.key(sub, name) if self.where.table(*sub) else self.where.key(table, key)
+                raise self.fail(line, f"{'.'.join(table)}.{key}: {name!r} is not an environment "
+                                      "variable name; give it a non-empty name without '='")
+        return env
+
     def number(self, table: tuple[str, ...], key: str, value: object, minimum: float,
                integer: bool = False) -> float:
         kind = int if integer else (int, float)
@@ -312,7 +323,7 @@ def _world(r: _Reader, name: str, body: object) -> WorldSpec:
         world.inputs = r.strings(table, "inputs", body["inputs"])
         r.templates(table, "inputs", world.inputs)
     if "env" in body:
-        world.env = r.table(table, "env", body["env"])
+        world.env = r.environment(table, "env", body["env"])
     return world
 
 
@@ -346,7 +357,7 @@ def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
         if getattr(t, key) is not None:
             r.templates(table, key, [getattr(t, key)])
     if "env" in body:
-        t.env = r.table(table, "env", body["env"])
+        t.env = r.environment(table, "env", body["env"])
         r.templates(table, "env", list(t.env.values()))
     if "cost" in body:
         t.cost = float(r.number(table, "cost", body["cost"], 0))

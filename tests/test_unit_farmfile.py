@@ -320,6 +320,17 @@ def test_error_in_env_subtable_has_its_line(tmp_path):
     assert at_line(msg, 4), msg
 
 
+@pytest.mark.parametrize("lines, line", [
+    (('[task.a]', 'cmd = "true"', 'env = {"" = "x"}'), 3),
+    (('[task.a]', 'cmd = "true"', '[task.a.env]', '"A=B" = "x"'), 4),
+    (('[world.w]', 'setup = []', 'env = {"" = "x"}'), 3),
+])
+def test_env_names_the_system_refuses_are_errors(tmp_path, lines, line):
+    msg = error(tmp_path, *lines)
+    assert "is not an environment variable name" in msg, msg
+    assert at_line(msg, line), msg
+
+
 def test_error_in_task_with_dotted_name_has_line(tmp_path):
     msg = error(tmp_path, '[task.first]', 'cmd = "true"', '', '[task."v1.2"]', 'cmd = "true"',
                 'pool = "nope"')
