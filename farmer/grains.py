@@ -29,6 +29,22 @@ def stat_key(st: os.stat_result) -> StatKey:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
+# farmer's own sources that decide what a Farmfile expands to and what is up to date.
+_SOURCES = ("farmfile.py", "traversal.py", "expander.py", "template.py", "matching.py",
+            "graph.py", "uptodate.py", "graphcache.py", "grains.py", "noop.py", "build.py")
+
+
+def code_stamp() -> str:
+    """The stat data of those sources as installed, for the keys of farmer's caches: a
+    farmer that expands or decides differently (a newer commit under the same version)
+    ignores what another one left."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        return repr([stat_key(os.stat(os.path.join(here, name))) for name in _SOURCES])
+    except OSError:
+        return ""
+
+
 def hash_file(path: str) -> str:
     h = xxhash.xxh3_128()
     with open(path, "rb") as f:

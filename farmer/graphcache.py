@@ -17,7 +17,7 @@ from pathlib import Path
 from farmer import __version__
 from farmer.atomic import load_marshalled, save_marshalled
 from farmer.farmfile import Spec, WorldSpec
-from farmer.grains import hash_bytes, hash_text
+from farmer.grains import code_stamp, hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 
 _FORMAT = 5
@@ -29,7 +29,7 @@ NAME = "graph.cache"
 
 
 def key(farmfile: Path, text: bytes) -> str:
-    return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS)) + \
+    return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS), code_stamp()) + \
         hash_bytes(text)
 
 

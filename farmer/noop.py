@@ -31,7 +31,7 @@ import time
 
 from farmer import __version__
 from farmer.atomic import load_marshalled, write_atomically, write_text_atomically
-from farmer.grains import RACY_NS, StatKey, hash_bytes, hash_file, hash_text
+from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
 
 # Two files. The snapshot holds what changes only with the graph: the files, the tasks of
@@ -46,7 +46,7 @@ _HEAD = 8
 
 
 def _key(farmfile: str, digest: str, targets: list[str]) -> str:
-    return hash_text(farmfile, __version__, sys.version, digest, "\0targets", *targets)
+    return hash_text(farmfile, __version__, sys.version, code_stamp(), digest, "\0targets", *targets)
 
 
 class Proof:
