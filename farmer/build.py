@@ -8,7 +8,6 @@ every build that got the lock, whatever its outcome.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import stat
@@ -563,15 +562,11 @@ def _tasks_json(session: Session, settled: dict[int, Settled], outcomes: dict[in
     date: only the others are rendered."""
     comps, selected, proof = session.graph.computations, session.selected, session.proof
     if proof is None or proof.count != len(selected):
-        tasks = report.last_build_tasks(comps, selected, settled, outcomes)
-        return json.dumps(tasks, separators=(",", ":"))
+        return report.compact_json(report.last_build_tasks(comps, selected, settled, outcomes))
     others = [i for i, s in settled.items() if s.status != UP_TO_DATE or i in outcomes]
-    if not others:
-        return proof.tasks
-    proof.load_rest()
-    slot = session.rank or {i: k for k, i in enumerate(proof.selected)}
-    return proof.tasks_with({slot[i]: json.dumps(task, separators=(",", ":"))
-                             for i, task in zip(others, report.last_build_tasks(comps, others, settled, outcomes))})
+    tasks = report.last_build_tasks(comps, others, settled, outcomes)
+    # session.rank: each selected computation's position in the proof (open_session)
+    return proof.tasks_with({session.rank[i]: report.compact_json(task) for i, task in zip(others, tasks)})
 
 
 def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
@@ -593,8 +588,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         was = kept(p)
         if was is not None and key != was and p not in written:
             return  # seen unchanged at the start, yet changed since: clean ones may rest on it
-    if old is not None:
-        old.load_rest()
+    if old is not None:  # its second part read by open_session (Proof.dirty)
         redo = sorted((session.dirty or set()) | session.rechecked)
         proof = noop.Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks,
                            old.count, list(old.files_of), old.ends, old.selected)
@@ -603,8 +597,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         position = dict(old.position())
     else:
         redo = session.selected
-        entries = [json.dumps(e, separators=(",", ":"))
-                   for e in report.last_build_tasks(comps, redo, {}, {})]
+        entries = [report.compact_json(e) for e in report.last_build_tasks(comps, redo, {}, {})]
         proof = noop.Proof.of(entries, redo)
         proof.graph = session.graph.identify()
         slot = {i: k for k, i in enumerate(redo)}

@@ -145,6 +145,10 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
     return tasks
 
 
-def write_json_atomically(path: Path, data: dict) -> None:
+def compact_json(data: object) -> str:
     # dumps without indent runs the C encoder; dump() never does.
-    write_text_atomically(path, json.dumps(data, separators=(",", ":")) + "\n")
+    return json.dumps(data, separators=(",", ":"))
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    write_text_atomically(path, compact_json(data) + "\n")
