@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from farmer.errors import LockHeld
+
+
+def _holder(fd: int) -> str:
+    """The holder's pid as written in the lock file. A holder that has just taken the lock
+    writes it within microseconds, so an empty file is read again for a moment (a new
+    project's file is empty until its first holder writes)."""
+    for _ in range(50):
+        first = os.pread(fd, 64, 0).split(b"\n", 1)[0].strip()
+        if first:
+            return first.decode(errors="replace")
+        time.sleep(0.002)
+    return "unknown"
 
 
 class ProjectLock:
@@ -24,13 +37,15 @@ class ProjectLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            holder = _holder(fd)
             os.close(fd)
             raise LockHeld(
                 f"another farmer (pid {holder}) holds {self.path}; wait for it to finish or stop it"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # Overwrite, then cut: the file is never empty while a farmer holds the lock.
+        line = f"{os.getpid()}\n".encode()
+        os.pwrite(fd, line, 0)
+        os.ftruncate(fd, len(line))
         self.fd = fd
 
     def release(self) -> None:

@@ -92,6 +92,32 @@ def test_stale_lock_file_never_blocks(project):
     assert project.read(".farmer/lock").strip().isdigit()
 
 
+def test_a_lock_taken_a_moment_ago_is_named_by_its_holder(tmp_path):
+    """A farmer that took a new project's lock has not written its pid yet (the file is
+    empty for a moment): a second farmer waits for the pid instead of saying "pid unknown"."""
+    import fcntl
+    import threading
+
+    from farmer.errors import LockHeld
+    from farmer.lock import ProjectLock
+
+    farmer_dir = tmp_path / ".farmer"
+    farmer_dir.mkdir()
+    fd = os.open(farmer_dir / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    later = threading.Timer(0.02, os.pwrite, (fd, b"4242\n", 0))
+    later.start()
+    try:
+        with pytest.raises(LockHeld, match=r"pid 4242\)"):
+            ProjectLock(farmer_dir).acquire()
+    finally:
+        later.join()
+        os.close(fd)
+    # Once the holder is gone, the lock is free and the new holder's pid replaces the old one.
+    with ProjectLock(farmer_dir):
+        assert (farmer_dir / "lock").read_text() == f"{os.getpid()}\n"
+
+
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1) to start a daemon")
 def test_lock_is_not_inherited_by_commands(project):
     """A command that leaves a daemon behind (its own session, still running) does not keep
