@@ -1,0 +1,119 @@
+"""The no-op proof's stat check shared among forked children (farmer/noop.py,
+`_changed_in_parallel`): it finds exactly what a check in one process finds, a child that
+cannot be started or fails leaves its part to the parent, and no child outlives it."""
+
+import os
+
+import pytest
+
+from farmer import noop
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """300 files with their stat data as a proof records it; three CPUs and a low threshold,
+    so the check forks two children even for so few files."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(noop, "_FILES_PER_PROCESS", 50)
+    monkeypatch.setattr(noop.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    paths = []
+    for n in range(300):
+        path = f"d{n % 7}/f{n}.txt"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"{n}\n")
+        paths.append(path)
+    stats = [noop._stat(p) for p in paths]
+    return paths, stats
+
+
+def change_some(paths):
+    """A file in each third changes: content and size, removed, replaced by another inode."""
+    with open(paths[10], "a") as f:
+        f.write("more\n")
+    os.unlink(paths[150])
+    os.rename(paths[298], paths[299])  # 299 is now another file, 298 is gone
+    return {10, 150, 298, 299}
+
+
+def test_children_find_what_one_process_finds(tree):
+    paths, stats = tree
+    assert noop._changed_in_parallel(paths, stats) == set()
+    expected = change_some(paths)
+    assert set(noop._changed(paths, stats, 0, len(paths))) == expected
+    assert noop._changed_in_parallel(paths, stats) == expected
+
+
+def test_too_few_files_or_cpus_are_checked_here(tree, monkeypatch):
+    paths, stats = tree
+    assert noop._changed_in_parallel(paths[:99], stats[:99]) is None  # fewer than 2 × 50
+    monkeypatch.setattr(noop.os, "sched_getaffinity", lambda pid: {0})
+    assert noop._changed_in_parallel(paths, stats) is None
+    change_some(paths)
+    proof = noop.Proof(paths, stats, {}, "[]", 0)
+    assert proof.check() == {10, 150, 298, 299}  # the check in one process
+
+
+def test_a_child_that_cannot_start_leaves_its_part_to_the_parent(tree, monkeypatch):
+    paths, stats = tree
+    expected = change_some(paths)
+
+    def no_fork(*args):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(noop, "_fork_checker", no_fork)
+    assert noop._changed_in_parallel(paths, stats) == expected
+
+
+def test_a_failing_child_leaves_its_part_to_the_parent(tree, monkeypatch):
+    paths, stats = tree
+    expected = change_some(paths)
+    parent, check = os.getpid(), noop._changed
+    started = []
+    fork_checker = noop._fork_checker
+
+    def dying(paths, stats, lo, hi):
+        if os.getpid() != parent:
+            os._exit(3)  # the child dies before it says anything
+        return check(paths, stats, lo, hi)
+
+    def recording(*args):
+        pid, fd = fork_checker(*args)
+        started.append(pid)
+        return pid, fd
+
+    monkeypatch.setattr(noop, "_changed", dying)
+    monkeypatch.setattr(noop, "_fork_checker", recording)
+    assert noop._changed_in_parallel(paths, stats) == expected
+    assert len(started) == 2
+    for pid in started:  # every child was reaped
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_an_interrupted_check_kills_and_reaps_its_children(tree, monkeypatch):
+    paths, stats = tree
+    parent, check = os.getpid(), noop._changed
+    started = []
+    fork_checker = noop._fork_checker
+
+    def slow_children_interrupted_parent(paths, stats, lo, hi):
+        if os.getpid() != parent:
+            import time
+            time.sleep(30)  # a child still at work when the parent is interrupted
+        raise KeyboardInterrupt
+
+    def recording(*args):
+        pid, fd = fork_checker(*args)
+        started.append(pid)
+        return pid, fd
+
+    monkeypatch.setattr(noop, "_changed", slow_children_interrupted_parent)
+    monkeypatch.setattr(noop, "_fork_checker", recording)
+    with pytest.raises(KeyboardInterrupt):
+        noop._changed_in_parallel(paths, stats)
+    monkeypatch.setattr(noop, "_changed", check)
+    assert len(started) == 2
+    for pid in started:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
