@@ -14,7 +14,6 @@ import stat
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from farmer import depfile, lastbuild, noop, report
@@ -41,18 +40,21 @@ _ETA_EVERY_S = 0.25
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-@dataclass(slots=True)
 class BuildOptions:
-    targets: list[str]
-    jobs: int
-    load: float | None = None
-    keep_going: bool = False
-    dry_run: bool = False
-    explain: bool = False
-    no_worlds: bool = False
-    timeout: float | None = None
-    live: bool = False
-    trace_file: str | None = None
+    __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
+                 "timeout", "live", "trace_file")
+
+    def __init__(self, targets: list[str], jobs: int, load: float | None = None,
+                 keep_going: bool = False, dry_run: bool = False, explain: bool = False,
+                 no_worlds: bool = False, timeout: float | None = None, live: bool = False,
+                 trace_file: str | None = None) -> None:
+        self.targets, self.jobs, self.load, self.keep_going = targets, jobs, load, keep_going
+        self.dry_run, self.explain, self.no_worlds = dry_run, explain, no_worlds
+        self.timeout, self.live, self.trace_file = timeout, live, trace_file
+
+    def replace(self, **changes) -> BuildOptions:
+        """A copy with `changes` (option names as keywords) made."""
+        return BuildOptions(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
 def targets_of(spec: Spec, graph: Graph, targets: list[str],
@@ -64,30 +66,42 @@ def targets_of(spec: Spec, graph: Graph, targets: list[str],
     return check_inputs(graph, list(graph.order), exists)
 
 
-@dataclass(slots=True)
 class Session:
     """What a build knows before it runs anything: state read, the plan made."""
 
-    spec: Spec
-    graph: Graph
-    state: State
-    digests: Digests
-    traces: dict[str, Trace]  # read from state.db when first needed, unless all are here
-    selected: list[int]
-    worlds: dict[str, str]  # world fingerprints, taken when first needed
-    verdicts: dict[int, str | None] = field(default_factory=dict)
-    all_traces: bool = True
-    # From the last good build's proof (farmer/noop.py): the computations a file of which
-    # changed since (None: no proof, so none is known to be up to date; the others are,
-    # without a look at their traces), and each selected one's position in the proof.
-    dirty: set[int] | None = None
-    proof: noop.Proof | None = None
-    rank: dict[int, int] = field(default_factory=dict)
-    rechecked: set[int] = field(default_factory=set)  # checked against their traces this build
-    # What this build looks at, in topological order: all of `selected` without a proof;
-    # with one, what a changed file touches and everything downstream of that. Everything
-    # else selected is up to date, and nothing of it needs to be read.
-    affected: list[int] = field(default_factory=list)
+    __slots__ = ("spec", "graph", "state", "digests", "traces", "selected", "worlds", "verdicts",
+                 "all_traces", "dirty", "proof", "rank", "rechecked", "affected")
+
+    def __init__(
+        self,
+        spec: Spec,
+        graph: Graph,
+        state: State,
+        digests: Digests,
+        traces: dict[str, Trace],  # read from state.db when first needed, unless all are here
+        selected: list[int],
+        worlds: dict[str, str],  # world fingerprints, taken when first needed
+        verdicts: dict[int, str | None] | None = None,
+        all_traces: bool = True,
+        # From the last good build's proof (farmer/noop.py): the computations a file of which
+        # changed since (None: no proof, so none is known to be up to date; the others are,
+        # without a look at their traces), and each selected one's position in the proof.
+        dirty: set[int] | None = None,
+        proof: noop.Proof | None = None,
+        rank: dict[int, int] | None = None,
+        rechecked: set[int] | None = None,  # checked against their traces this build
+        # What this build looks at, in topological order: all of `selected` without a proof;
+        # with one, what a changed file touches and everything downstream of that. Everything
+        # else selected is up to date, and nothing of it needs to be read.
+        affected: list[int] | None = None,
+    ) -> None:
+        self.spec, self.graph, self.state, self.digests = spec, graph, state, digests
+        self.traces, self.selected, self.worlds = traces, selected, worlds
+        self.verdicts = {} if verdicts is None else verdicts
+        self.all_traces, self.dirty, self.proof = all_traces, dirty, proof
+        self.rank = {} if rank is None else rank
+        self.rechecked = set() if rechecked is None else rechecked
+        self.affected = [] if affected is None else affected
 
     def trace(self, cid: str) -> Trace | None:
         if cid not in self.traces and not self.all_traces:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from dataclasses import dataclass
 
 from farmer import template
 from farmer.errors import UsageError
@@ -199,14 +198,16 @@ def render_list(compiled, texts: list[str], whats: list[str], task: TaskSpec,
     return [_render(t, task, wildcards, files, spec.vars, quote, what) for t, what in zip(texts, whats)]
 
 
-@dataclass(slots=True)
 class Instance:
-    task: TaskSpec
-    wildcards: dict[str, str]
-    raw_inputs: list[str]  # after substitution, before resolving @refs and globs
-    outputs: list[str]
-    plain: bool = False  # every raw input is a normal path: resolving changes nothing
-    safe: bool = False  # plain, and no input or output path needs shell quotes
+    __slots__ = ("task", "wildcards", "raw_inputs", "outputs", "plain", "safe")
+
+    def __init__(self, task: TaskSpec, wildcards: dict[str, str], raw_inputs: list[str],
+                 outputs: list[str], plain: bool = False, safe: bool = False) -> None:
+        self.task, self.wildcards = task, wildcards
+        self.raw_inputs = raw_inputs  # after substitution, before resolving @refs and globs
+        self.outputs = outputs
+        self.plain = plain  # every raw input is a normal path: resolving changes nothing
+        self.safe = safe  # plain, and no input or output path needs shell quotes
 
 
 def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],

@@ -11,7 +11,6 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from farmer import template
@@ -31,47 +30,59 @@ _MAX_SECONDS = 1e9  # cost and timeout: finite, and small enough for any timer
 _KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
 
 
-@dataclass(slots=True)
 class TaskSpec:
-    name: str
-    line: int | None
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    cmd: str | None = None
-    python: str | None = None
-    world: str | None = None
-    foreach: str | dict[str, list[str]] | None = None
-    depfile: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    cost: float | None = None
-    cpus: int = 1
-    pool: str | None = None
-    timeout: float | None = None
-    always: bool = False
-    cache: bool = True
+    __slots__ = ("name", "line", "inputs", "outputs", "cmd", "python", "world", "foreach",
+                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache")
+
+    def __init__(self, name: str, line: int | None, inputs: list[str] | None = None,
+                 outputs: list[str] | None = None, cmd: str | None = None,
+                 python: str | None = None, world: str | None = None,
+                 foreach: str | dict[str, list[str]] | None = None, depfile: str | None = None,
+                 env: dict[str, str] | None = None, cost: float | None = None, cpus: int = 1,
+                 pool: str | None = None, timeout: float | None = None, always: bool = False,
+                 cache: bool = True) -> None:
+        self.name, self.line = name, line
+        self.inputs = [] if inputs is None else inputs
+        self.outputs = [] if outputs is None else outputs
+        self.cmd, self.python, self.world, self.foreach, self.depfile = cmd, python, world, foreach, depfile
+        self.env = {} if env is None else env
+        self.cost, self.cpus, self.pool, self.timeout = cost, cpus, pool, timeout
+        self.always, self.cache = always, cache
 
 
-@dataclass(slots=True)
 class WorldSpec:
-    name: str
-    line: int | None
-    setup: list[str] = field(default_factory=list)
-    parent: str | None = None
-    inputs: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
+    # In this order: the graph cache stores a world as the tuple of its fields.
+    __slots__ = ("name", "line", "setup", "parent", "inputs", "env")
+
+    def __init__(self, name: str, line: int | None, setup: list[str] | None = None,
+                 parent: str | None = None, inputs: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.name, self.line = name, line
+        self.setup = [] if setup is None else setup
+        self.parent = parent
+        self.inputs = [] if inputs is None else inputs
+        self.env = {} if env is None else env
 
 
-@dataclass(slots=True)
 class Spec:
-    path: Path  # the Farmfile
-    root: Path  # the project root: the Farmfile's directory
-    default: list[str] | None
-    vars: dict[str, str]
-    pools: dict[str, int]
-    worlds: dict[str, WorldSpec]
-    tasks: dict[str, TaskSpec]
-    default_line: int | None = None  # where `default` is written, for errors after traversal
-    digest: str = ""  # of the Farmfile's bytes: what caches built from this spec are keyed by
+    __slots__ = ("path", "root", "default", "vars", "pools", "worlds", "tasks", "default_line",
+                 "digest")
+
+    def __init__(
+        self,
+        path: Path,  # the Farmfile
+        root: Path,  # the project root: the Farmfile's directory
+        default: list[str] | None,
+        vars: dict[str, str],
+        pools: dict[str, int],
+        worlds: dict[str, WorldSpec],
+        tasks: dict[str, TaskSpec],
+        default_line: int | None = None,  # where `default` is written, for errors after traversal
+        digest: str = "",  # of the Farmfile's bytes: what caches built from this spec are keyed by
+    ) -> None:
+        self.path, self.root, self.default, self.vars = path, root, default, vars
+        self.pools, self.worlds, self.tasks = pools, worlds, tasks
+        self.default_line, self.digest = default_line, digest
 
 
 class _Lines:

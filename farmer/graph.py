@@ -7,7 +7,6 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from farmer.errors import UsageError
@@ -15,40 +14,68 @@ from farmer.errors import UsageError
 _DRIVER = str(Path(__file__).with_name("worlds") / "driver.py")
 
 
-@dataclass(slots=True)
+# Plain classes with __slots__, not dataclasses, here and in every module a build imports:
+# `import dataclasses` (which imports inspect, ast, dis, tokenize) and making each class cost
+# every build about 14 ms of start-up (`import farmer.build, farmer.project`: 55 -> 41 ms).
 class Computation:
-    index: int
-    id: str
-    task: str
-    wildcards: dict[str, str]
-    inputs: list[str]  # declared inputs, expanded and resolved, in declared order
-    outputs: list[str]
-    depfile: str | None
-    kind: str | None  # "cmd", "python" or None for an alias
-    action: str | None  # the expanded cmd, or the expanded python line
-    env: dict[str, str]
-    world: str | None
-    cost: float | None
-    cpus: int
-    pool: str | None
-    timeout: float | None
-    always: bool
-    cache: bool
-    world_setup: str | None = None  # JSON of the world chain's setup, for a fresh interpreter
-    missing: list[str] = field(default_factory=list)  # inputs neither existing nor produced
-    fingerprint: str = ""  # the action fingerprint (uptodate.action_fingerprint)
-    producers: list[int] = field(default_factory=list)
-    consumers: list[int] = field(default_factory=list)
-    # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
-    order_only: list[str] = field(default_factory=list)  # ordering only: never hashed
-    validates: list[int] = field(default_factory=list)  # built with it, not needed by it
-    description: str | None = None  # shown instead of TASK ID when it starts
-    generator: bool = False  # the command is left out of the action fingerprint
-    remove_depfile: bool = False  # the depfile is deleted once read (`deps = gcc`)
-    rspfile: str | None = None  # written with rspfile_content before the run, deleted after
-    rspfile_content: str | None = None
-    optional_outputs: bool = False  # an output missing after a run is no failure: it reruns
-    console: bool = False  # runs on the terminal (stdin/stdout), not into its log
+    # In this order: graph caches store a computation as the tuple of its fields.
+    __slots__ = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind",
+                 "action", "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
+                 "world_setup", "missing", "fingerprint", "producers", "consumers", "order_only",
+                 "validates", "description", "generator", "remove_depfile", "rspfile",
+                 "rspfile_content", "optional_outputs", "console")
+
+    def __init__(
+        self,
+        index: int,
+        id: str,
+        task: str,
+        wildcards: dict[str, str],
+        inputs: list[str],  # declared inputs, expanded and resolved, in declared order
+        outputs: list[str],
+        depfile: str | None,
+        kind: str | None,  # "cmd", "python" or None for an alias
+        action: str | None,  # the expanded cmd, or the expanded python line
+        env: dict[str, str],
+        world: str | None,
+        cost: float | None,
+        cpus: int,
+        pool: str | None,
+        timeout: float | None,
+        always: bool,
+        cache: bool,
+        world_setup: str | None = None,  # JSON of the world chain's setup, for a fresh interpreter
+        missing: list[str] | None = None,  # inputs neither existing nor produced
+        fingerprint: str = "",  # the action fingerprint (uptodate.action_fingerprint)
+        producers: list[int] | None = None,
+        consumers: list[int] | None = None,
+        # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
+        order_only: list[str] | None = None,  # ordering only: never hashed
+        validates: list[int] | None = None,  # built with it, not needed by it
+        description: str | None = None,  # shown instead of TASK ID when it starts
+        generator: bool = False,  # the command is left out of the action fingerprint
+        remove_depfile: bool = False,  # the depfile is deleted once read (`deps = gcc`)
+        rspfile: str | None = None,  # written with rspfile_content before the run, deleted after
+        rspfile_content: str | None = None,
+        optional_outputs: bool = False,  # an output missing after a run is no failure: it reruns
+        console: bool = False,  # runs on the terminal (stdin/stdout), not into its log
+    ) -> None:
+        self.index, self.id, self.task, self.wildcards = index, id, task, wildcards
+        self.inputs, self.outputs, self.depfile, self.kind = inputs, outputs, depfile, kind
+        self.action, self.env, self.world, self.cost = action, env, world, cost
+        self.cpus, self.pool, self.timeout, self.always = cpus, pool, timeout, always
+        self.cache, self.world_setup, self.fingerprint = cache, world_setup, fingerprint
+        self.missing = [] if missing is None else missing
+        self.producers = [] if producers is None else producers
+        self.consumers = [] if consumers is None else consumers
+        self.order_only = [] if order_only is None else order_only
+        self.validates = [] if validates is None else validates
+        self.description, self.generator = description, generator
+        self.remove_depfile, self.rspfile, self.rspfile_content = remove_depfile, rspfile, rspfile_content
+        self.optional_outputs, self.console = optional_outputs, console
+
+    def __repr__(self) -> str:
+        return f"Computation({self.index}, {self.id!r}, task={self.task!r}, kind={self.kind!r})"
 
     def argv(self) -> list[str]:
         """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
@@ -61,20 +88,30 @@ class Computation:
         return [sys.executable, *args]
 
 
-@dataclass(slots=True)
 class Graph:
-    root: Path
-    computations: list[Computation]
-    producer: dict[str, int]  # output path -> index of the computation that declares it
-    by_task: dict[str, list[int]]
-    order: list[int]  # a topological order: producers before consumers
-    by_id: dict[str, int]
-    listings: dict[str, str] = field(default_factory=dict)  # walked prefix -> listing digest
-    # Each world's input paths, its ancestors' included, as substituted and normalised.
-    world_inputs: dict[str, list[str]] = field(default_factory=dict)
-    missing_known: bool = True  # Computation.missing is current (see check_inputs)
-    paths_first: bool = False  # a target that is an output path and a task name means the path
-    identity: str = ""  # a digest of every computation's id in index order (`identify`)
+    __slots__ = ("root", "computations", "producer", "by_task", "order", "by_id", "listings",
+                 "world_inputs", "missing_known", "paths_first", "identity")
+
+    def __init__(
+        self,
+        root: Path,
+        computations: list[Computation],
+        producer: dict[str, int],  # output path -> index of the computation that declares it
+        by_task: dict[str, list[int]],
+        order: list[int],  # a topological order: producers before consumers
+        by_id: dict[str, int],
+        listings: dict[str, str] | None = None,  # walked prefix -> listing digest
+        # Each world's input paths, its ancestors' included, as substituted and normalised.
+        world_inputs: dict[str, list[str]] | None = None,
+        missing_known: bool = True,  # Computation.missing is current (see check_inputs)
+        paths_first: bool = False,  # a target that is an output path and a task name means the path
+        identity: str = "",  # a digest of every computation's id in index order (`identify`)
+    ) -> None:
+        self.root, self.computations, self.producer, self.by_task = root, computations, producer, by_task
+        self.order, self.by_id = order, by_id
+        self.listings = {} if listings is None else listings
+        self.world_inputs = {} if world_inputs is None else world_inputs
+        self.missing_known, self.paths_first, self.identity = missing_known, paths_first, identity
 
     def identify(self) -> str:
         """A digest of the computations' ids in index order: what refers to computations

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import marshal
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
@@ -23,8 +22,8 @@ from farmer.graph import Computation, Graph
 _FORMAT = 5
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
-_FIELDS = tuple(f.name for f in fields(Computation))
-_WORLD_FIELDS = tuple(f.name for f in fields(WorldSpec))
+_FIELDS = Computation.__slots__  # a computation is stored as the tuple of these, in order
+_WORLD_FIELDS = WorldSpec.__slots__
 NAME = "graph.cache"
 
 

@@ -11,7 +11,6 @@ a simulated clock (`plan --simulate`), driven by this same code.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 from farmer.graph import Computation
 
@@ -21,18 +20,22 @@ FAILED = "failed"
 SKIPPED = "skipped"
 
 
-@dataclass(slots=True)
 class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
-    index: int
-    ok: bool
-    reason: str | None  # why it failed, in SPEC §4 words
-    exit_code: int | None
-    start_s: float
-    end_s: float
-    cpu_s: float | None = None
-    max_rss_kb: int | None = None
+    __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb")
+
+    def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
+                 start_s: float, end_s: float, cpu_s: float | None = None,
+                 max_rss_kb: int | None = None) -> None:
+        self.index, self.ok = index, ok
+        self.reason = reason  # why it failed, in SPEC §4 words
+        self.exit_code, self.start_s, self.end_s = exit_code, start_s, end_s
+        self.cpu_s, self.max_rss_kb = cpu_s, max_rss_kb
+
+    def __repr__(self) -> str:
+        return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "
+                f"start_s={self.start_s}, end_s={self.end_s})")
 
 
 # The interfaces the scheduler is given. For type checkers only: importing typing would
@@ -74,25 +77,31 @@ if TYPE_CHECKING:
             """False while the load limit (`-l`) holds new starts back."""
 
 
-@dataclass(slots=True)
 class Span:
     """Where and when a computation ran: its CPU slots (the first names its row in a
     timeline) and its start and end, in seconds from the build's start."""
 
-    index: int
-    slots: list[int]
-    start_s: float
-    end_s: float
+    __slots__ = ("index", "slots", "start_s", "end_s")
+
+    def __init__(self, index: int, slots: list[int], start_s: float, end_s: float) -> None:
+        self.index, self.slots, self.start_s, self.end_s = index, slots, start_s, end_s
+
+    def __repr__(self) -> str:
+        return f"Span({self.index}, {self.slots}, {self.start_s}, {self.end_s})"
 
     @property
     def slot(self) -> int:
         return self.slots[0]
 
 
-@dataclass(slots=True)
 class Settled:
-    status: str
-    reason: str
+    __slots__ = ("status", "reason")
+
+    def __init__(self, status: str, reason: str) -> None:
+        self.status, self.reason = status, reason
+
+    def __repr__(self) -> str:
+        return f"Settled({self.status!r}, {self.reason!r})"
 
 
 class Scheduler:

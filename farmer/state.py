@@ -13,7 +13,6 @@ import os
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from farmer.grains import StatKey
@@ -34,29 +33,53 @@ CREATE INDEX IF NOT EXISTS history_id ON history (id, at);
 """
 
 
-@dataclass(slots=True)
 class Trace:
     """The record of a computation's last successful run."""
 
-    id: str
-    action: str  # action fingerprint (command, env, outputs)
-    world: str | None  # world fingerprint, when the computation runs in a world
-    inputs: list[tuple[str, str]]  # declared inputs (path, digest), in declared order
-    discovered: list[tuple[str, str]]  # depfile inputs (path, digest)
-    outputs: list[tuple[str, str]]  # declared outputs (path, digest)
+    __slots__ = ("id", "action", "world", "inputs", "discovered", "outputs")
+
+    def __init__(self, id: str, action: str, world: str | None, inputs: list[tuple[str, str]],
+                 discovered: list[tuple[str, str]], outputs: list[tuple[str, str]]) -> None:
+        self.id = id
+        self.action = action  # action fingerprint (command, env, outputs)
+        self.world = world  # world fingerprint, when the computation runs in a world
+        self.inputs = inputs  # declared inputs (path, digest), in declared order
+        self.discovered = discovered  # depfile inputs (path, digest)
+        self.outputs = outputs  # declared outputs (path, digest)
+
+    def _values(self) -> tuple:
+        return (self.id, self.action, self.world, self.inputs, self.discovered, self.outputs)
+
+    def __eq__(self, other: object) -> bool:  # compared by value (tests of state.db)
+        if other.__class__ is not Trace:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        return (f"Trace({self.id!r}, action={self.action!r}, world={self.world!r}, inputs={self.inputs!r}, "
+                f"discovered={self.discovered!r}, outputs={self.outputs!r})")
 
 
-@dataclass(slots=True)
 class Sample:
     """One measured run."""
 
-    id: str
-    task: str
-    at: float
-    wall_s: float
-    cpu_s: float | None
-    max_rss_kb: int | None
-    input_bytes: int | None
+    __slots__ = ("id", "task", "at", "wall_s", "cpu_s", "max_rss_kb", "input_bytes")
+
+    def __init__(self, id: str, task: str, at: float, wall_s: float, cpu_s: float | None,
+                 max_rss_kb: int | None, input_bytes: int | None) -> None:
+        self.id, self.task, self.at, self.wall_s = id, task, at, wall_s
+        self.cpu_s, self.max_rss_kb, self.input_bytes = cpu_s, max_rss_kb, input_bytes
+
+    def _values(self) -> tuple:
+        return (self.id, self.task, self.at, self.wall_s, self.cpu_s, self.max_rss_kb, self.input_bytes)
+
+    def __eq__(self, other: object) -> bool:  # compared by value (tests of state.db)
+        if other.__class__ is not Sample:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        return f"Sample{self._values()!r}"
 
 
 class StateError(Exception):

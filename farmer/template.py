@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from functools import lru_cache
 
 FILE_KEYS = ("inputs", "outputs", "depfile")
@@ -21,10 +20,24 @@ class TemplateError(Exception):
     """A template that cannot be parsed or names something unknown."""
 
 
-@dataclass(slots=True, frozen=True)
 class Ref:
-    name: str
-    index: int | None
+    """`{name}` or `{name[index]}`. A value: equal and hashed by its fields; never changed."""
+
+    __slots__ = ("name", "index")
+
+    def __init__(self, name: str, index: int | None) -> None:
+        self.name, self.index = name, index
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Ref:
+            return NotImplemented
+        return self.name == other.name and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.index))
+
+    def __repr__(self) -> str:
+        return f"Ref({self.name!r}, {self.index!r})"
 
 
 Part = str | Ref

@@ -157,7 +157,7 @@ class TestBasicSyntax:
         gen = comp(g, "build.ninja")
         assert gen.generator and not gen.cache
         assert not comp(g, "o").generator
-        changed = type(gen)(**{f: getattr(gen, f) for f in gen.__dataclass_fields__})
+        changed = type(gen)(**{f: getattr(gen, f) for f in gen.__slots__})
         changed.action = "./configure --other"
         assert action_fingerprint(changed) == action_fingerprint(gen)
 

@@ -12,7 +12,6 @@ import os
 import selectors
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from farmer.executors.shell import Direct, direct
@@ -46,16 +45,16 @@ def log_path(logs: Path, comp_id: str) -> Path:
     return logs / (name + ".log")
 
 
-@dataclass(slots=True)
 class _Running:
-    index: int
-    pid: int
-    pidfd: int | None
-    start: float  # monotonic
-    deadline: float | None
-    timeout: float | None
-    killed_for: str | None = None
-    group: bool = True  # leads its own process group (not a console-pool command)
+    __slots__ = ("index", "pid", "pidfd", "start", "deadline", "timeout", "killed_for", "group")
+
+    def __init__(self, index: int, pid: int, pidfd: int | None, start: float,
+                 deadline: float | None, timeout: float | None, killed_for: str | None = None,
+                 group: bool = True) -> None:
+        self.index, self.pid, self.pidfd = index, pid, pidfd
+        self.start = start  # monotonic
+        self.deadline, self.timeout, self.killed_for = deadline, timeout, killed_for
+        self.group = group  # leads its own process group (not a console-pool command)
 
 
 class ProcessExecutor:

@@ -10,8 +10,6 @@ name, ...) returns None, and the command runs through `/bin/sh -c` as the SPEC s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 # Characters that mean something to the shell outside quotes (`>` is handled on its own).
 _SPECIAL = set("$`\\|&;()<*?[]~#{}!\n\t\r")
 # Inside double quotes the shell still expands these.
@@ -27,11 +25,21 @@ _SHELL_WORDS = {
 }
 
 
-@dataclass(slots=True, frozen=True)
 class Direct:
-    argv: list[str]
-    stdout: str | None  # `> PATH`: the file the command's standard output goes to
-    append: bool  # `>> PATH`
+    __slots__ = ("argv", "stdout", "append")
+
+    def __init__(self, argv: list[str], stdout: str | None, append: bool) -> None:
+        self.argv = argv
+        self.stdout = stdout  # `> PATH`: the file the command's standard output goes to
+        self.append = append  # `>> PATH`
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Direct:
+            return NotImplemented
+        return (self.argv, self.stdout, self.append) == (other.argv, other.stdout, other.append)
+
+    def __repr__(self) -> str:
+        return f"Direct({self.argv!r}, {self.stdout!r}, {self.append!r})"
 
 
 def _words(cmd: str) -> list[tuple[str, bool]] | None:

@@ -7,8 +7,6 @@ fit explains their durations; the mean of the task's measured computations; 1 s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from farmer.state import Sample
 from farmer.graph import Computation
 
@@ -41,11 +39,11 @@ def from_history(samples: list[Sample]) -> float:
     return weighted[-1][0]
 
 
-@dataclass(slots=True)
 class _TaskModel:
-    mean: float
-    slope: float | None = None
-    intercept: float | None = None
+    __slots__ = ("mean", "slope", "intercept")
+
+    def __init__(self, mean: float, slope: float | None = None, intercept: float | None = None) -> None:
+        self.mean, self.slope, self.intercept = mean, slope, intercept
 
     def predict(self, size: int | None) -> float:
         if self.slope is not None and size is not None:

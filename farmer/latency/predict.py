@@ -5,24 +5,31 @@ would, for comparison."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from farmer.latency import critical, simulate
 from farmer.graph import Computation
 
 
-@dataclass(slots=True)
 class Prediction:
-    jobs: int
-    to_run: dict[int, str]
-    estimates: dict[int, float]  # seconds, for every selected computation (0 if up to date)
-    latency: dict[int, float]  # expected latency: the critical path from each one to the end
-    simulation: simulate.Simulation
-    critical_path: list[int]
-    critical_path_s: float
-    total_work_s: float
-    fifo_makespan_s: float | None = None
-    unit_makespan_s: float | None = None
+    __slots__ = ("jobs", "to_run", "estimates", "latency", "simulation", "critical_path",
+                 "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s")
+
+    def __init__(
+        self,
+        jobs: int,
+        to_run: dict[int, str],
+        estimates: dict[int, float],  # seconds, for every selected computation (0 if up to date)
+        latency: dict[int, float],  # expected latency: the critical path from each one to the end
+        simulation: simulate.Simulation,
+        critical_path: list[int],
+        critical_path_s: float,
+        total_work_s: float,
+        fifo_makespan_s: float | None = None,
+        unit_makespan_s: float | None = None,
+    ) -> None:
+        self.jobs, self.to_run, self.estimates, self.latency = jobs, to_run, estimates, latency
+        self.simulation, self.critical_path = simulation, critical_path
+        self.critical_path_s, self.total_work_s = critical_path_s, total_work_s
+        self.fifo_makespan_s, self.unit_makespan_s = fifo_makespan_s, unit_makespan_s
 
     @property
     def makespan_s(self) -> float:

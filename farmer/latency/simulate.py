@@ -4,7 +4,6 @@ of a build run the real scheduling policy with each computation lasting its esti
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 from farmer.scheduler import Outcome, Scheduler, Span
 from farmer.graph import Computation
@@ -43,9 +42,11 @@ class SimulatedExecutor:
         self._events.clear()
 
 
-@dataclass(slots=True)
 class _SimHooks:
-    to_run: dict[int, str]
+    __slots__ = ("to_run",)
+
+    def __init__(self, to_run: dict[int, str]) -> None:
+        self.to_run = to_run
 
     def check(self, index: int, producers_ran: bool) -> str | None:
         return self.to_run.get(index)
@@ -63,11 +64,11 @@ class _SimHooks:
         return True
 
 
-@dataclass(slots=True)
 class Simulation:
-    makespan_s: float
-    start_order: list[int]
-    timeline: list[Span]
+    __slots__ = ("makespan_s", "start_order", "timeline")
+
+    def __init__(self, makespan_s: float, start_order: list[int], timeline: list[Span]) -> None:
+        self.makespan_s, self.start_order, self.timeline = makespan_s, start_order, timeline
 
 
 def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, str],

@@ -9,7 +9,6 @@ reads the manifest again. See docs/ninja.md.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -67,7 +66,7 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
             to_run = _plan(spec, graph, name)
         if not to_run:
             break
-        code = run_build(spec, graph, dataclasses.replace(opts, targets=[name], trace_file=None))
+        code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None))
         if code != 0:
             return spec, graph, code
         spec, graph = load(spec.path, write_cache=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from farmer import __version__
@@ -28,7 +27,7 @@ from farmer.ninja.graph import FileChecks, apply_file_checks
 
 NAME = "ninja-graph.cache"
 _FORMAT = 1
-_FIELDS = tuple(f.name for f in fields(Computation))
+_FIELDS = Computation.__slots__  # a computation is stored as the tuple of these, in order
 
 
 def _code_stamp() -> list:
