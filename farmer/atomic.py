@@ -11,9 +11,11 @@ import marshal
 import os
 
 
-def write_atomically(path: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
-    """Write `data` to a temporary file next to `path` and rename it over `path`. `mode` is
-    masked by the umask, as for any file a program creates."""
+def write_atomically(path: str | os.PathLike, data: bytes | list[bytes | memoryview],
+                     mode: int = 0o666) -> None:
+    """Write `data` (or its parts, one after the other: a big file made of slices of
+    another is written without joining them first) to a temporary file next to `path` and
+    rename it over `path`. `mode` is masked by the umask, as for any file a program creates."""
     path = os.fspath(path)
     # One writer per project holds the lock, so the pid names the temporary file uniquely;
     # O_TRUNC reuses one that a killed farmer with the same pid left behind.
@@ -25,8 +27,10 @@ def write_atomically(path: str | os.PathLike, data: bytes, mode: int = 0o666) ->
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         fd = os.open(tmp, flags, mode)
     try:
-        with open(fd, "wb", closefd=True) as f:
-            f.write(data)
+        try:
+            _write_all(fd, data if isinstance(data, list) else [data])
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -34,6 +38,20 @@ def write_atomically(path: str | os.PathLike, data: bytes, mode: int = 0o666) ->
         except OSError:
             pass
         raise
+
+
+def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
+    views = [memoryview(p) for p in parts if len(p)]
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first:first + 1024])  # at most IOV_MAX buffers a call
+        while written:  # a short write (a signal, a full disk) goes on where it stopped
+            size = len(views[first])
+            if written < size:
+                views[first] = views[first][written:]
+                break
+            written -= size
+            first += 1
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from farmer import depfile, lastbuild, noop, report
-from farmer.atomic import write_text_atomically
+from farmer.atomic import write_atomically
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.grains import Digests, NotAFile
 from farmer.lastbuild import Counts, summary_line
@@ -192,7 +192,7 @@ def _proven_selection(graph: Graph, proof: noop.Proof, positions: set[int],
     if selected is None or len(selected) != proof.count or proof.graph != graph.identify():
         return None  # a graph with other computations at these indices (another farmer)
     comps = graph.computations
-    rank = {i: k for k, i in enumerate(selected)}
+    rank = dict(zip(selected, range(len(selected))))
     seeds = [selected[k] for k in sorted(positions)]
     check_inputs(graph, seeds, exists)  # only a changed file can be missing
     seen, stack = set(seeds), list(seeds)
@@ -557,8 +557,8 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
         elif s.status == SKIPPED:
             counts.skipped += 1
     head = lastbuild.header(started_at, opts.jobs, status, wall, critical_s, prediction.makespan_s)
-    write_text_atomically(farmer_dir / "last-build.json",
-                          lastbuild.document(head, _tasks_json(session, settled, outcomes)))
+    write_atomically(farmer_dir / "last-build.json",
+                     lastbuild.document(head, _tasks_json(session, settled, outcomes)))
     if opts.trace_file:
         from farmer.timeline import write_chrome_trace
 
@@ -571,12 +571,13 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
     return code
 
 
-def _tasks_json(session: Session, settled: dict[int, Settled], outcomes: dict[int, Outcome]) -> str:
-    """last-build.json's tasks. The proof keeps them as they are when everything is up to
-    date: only the others are rendered."""
+def _tasks_json(session: Session, settled: dict[int, Settled],
+                outcomes: dict[int, Outcome]) -> list[bytes | memoryview]:
+    """last-build.json's tasks, in parts. The proof keeps them as they are when everything
+    is up to date: only the others are rendered."""
     comps, selected, proof = session.graph.computations, session.selected, session.proof
     if proof is None or proof.count != len(selected):
-        return report.compact_json(report.last_build_tasks(comps, selected, settled, outcomes))
+        return [report.compact_json(report.last_build_tasks(comps, selected, settled, outcomes)).encode()]
     others = [i for i, s in settled.items() if s.status != UP_TO_DATE or i in outcomes]
     tasks = report.last_build_tasks(comps, others, settled, outcomes)
     # session.rank: each selected computation's position in the proof (open_session)

@@ -40,12 +40,13 @@ def rounded(x: float) -> float:
     return round(x, 4)
 
 
-def document(head: dict, tasks_json: str) -> str:
-    """last-build.json's text from its header and its tasks already as JSON (the no-op
-    proof keeps them rendered). The header is rendered here, not by json, whose import
-    would cost a no-op build 2 ms: its values are numbers, null and plain words."""
+def document(head: dict, tasks_json: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """last-build.json's bytes, in parts, from its header and its tasks already as JSON, in
+    parts too (the no-op proof keeps them rendered: megabytes that are written as they are,
+    not joined). The header is rendered here, not by json, whose import would cost a no-op
+    build 2 ms: its values are numbers, null and plain words."""
     fields = ",".join(f'"{k}":{_scalar(v)}' for k, v in head.items())
-    return "{" + fields + ',"tasks":' + tasks_json + "}\n"
+    return [("{" + fields + ',"tasks":').encode(), *tasks_json, b"}\n"]
 
 
 def _scalar(value: object) -> str:

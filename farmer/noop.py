@@ -30,7 +30,7 @@ import sys
 import time
 
 from farmer import __version__
-from farmer.atomic import load_marshalled, write_atomically, write_text_atomically
+from farmer.atomic import load_marshalled, write_atomically
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
 
@@ -41,7 +41,7 @@ from farmer.lastbuild import Counts, document, header, summary_line
 # name the same serial, so a pair never mixes two builds' files.
 NAME = "noop.snapshot"
 STATS = "noop.stats"
-_FORMAT = 7
+_FORMAT = 8
 _HEAD = 8
 
 
@@ -54,14 +54,14 @@ class Proof:
                  "graph", "changed", "key", "listings", "serial", "_rest", "_position")
 
     def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
-                 tasks: str, count: int, files_of: list[list[int]] | None = None,
+                 tasks: bytes, count: int, files_of: list[list[int]] | None = None,
                  ends: list[int] | None = None, selected: list[int] | None = None,
                  rest: bytes = b"") -> None:
         self.paths = paths
         self.stats = stats
         self.racy = racy  # index into paths -> digest: files only their content vouches for
-        # last-build.json's tasks when every computation is up to date (a JSON array), and
-        # how many there are; `ends`: where each one's entry ends in `tasks`.
+        # last-build.json's tasks when every computation is up to date (a JSON array, ASCII
+        # bytes), and how many there are; `ends`: where each one's entry ends in `tasks`.
         self.tasks, self.count, self.ends = tasks, count, ends
         # Per computation, in the build's order (the order of `tasks`): its index in the
         # graph, and the indices into `paths` of the files it rests on.
@@ -79,7 +79,7 @@ class Proof:
         for entry in entries:
             at += 1 + len(entry)  # "[" or ","
             ends.append(at)
-        return Proof([], [], {}, "[" + ",".join(entries) + "]", len(selected),
+        return Proof([], [], {}, ("[" + ",".join(entries) + "]").encode(), len(selected),
                      [[] for _ in selected], ends, selected)
 
     def check(self) -> set[int]:
@@ -112,7 +112,7 @@ class Proof:
     def position(self) -> dict[str, int]:
         """Each file's index in `paths`."""
         if self._position is None:
-            self._position = {p: n for n, p in enumerate(self.paths)}
+            self._position = dict(zip(self.paths, range(len(self.paths))))
         return self._position
 
     def kept(self, path: str) -> StatKey | None:
@@ -122,18 +122,19 @@ class Proof:
             return None
         return self.stats[n]
 
-    def tasks_with(self, entries: dict[int, str]) -> str:
-        """`tasks` with the entries at these positions replaced."""
+    def tasks_with(self, entries: dict[int, str]) -> list[bytes | memoryview]:
+        """`tasks` with the entries at these positions replaced, in parts (slices of
+        `tasks`, not copies)."""
         if not entries:
-            return self.tasks
+            return [self.tasks]
         self.load_rest()
-        parts, at = [], 0
+        tasks, parts, at = memoryview(self.tasks), [], 0
         for k in sorted(entries):
             start = self.ends[k - 1] + 1 if k else 1
-            parts += [self.tasks[at:start], entries[k]]
+            parts += [tasks[at:start], entries[k].encode()]
             at = self.ends[k]
-        parts.append(self.tasks[at:])
-        return "".join(parts)
+        parts.append(tasks[at:])
+        return parts
 
 
 def matches(proof: Proof, farmfile: str | os.PathLike, digest: str | None, targets: list[str]) -> bool:
@@ -349,7 +350,7 @@ def try_build(farmfile: str, targets: list[str], jobs: int) -> int | Proof | Non
         except OSError:
             pass
     wall = time.monotonic() - t0
-    write_text_atomically(os.path.join(farmer_dir, "last-build.json"),
-                          document(header(started_at, jobs, "ok", wall, 0.0, 0.0), proof.tasks))
+    write_atomically(os.path.join(farmer_dir, "last-build.json"),
+                     document(header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks]))
     print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
     return 0

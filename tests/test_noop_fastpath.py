@@ -110,9 +110,11 @@ def test_last_build_entries_are_replaced_in_place():
     proof = noop.Proof.of(entries, [0, 1, 2, 3])
     assert json.loads(proof.tasks) == [json.loads(e) for e in entries]
     fresh = {0: '{"id":"a","status":"ran"}', 3: '{"id":"d","status":"failed"}'}
-    assert [t["status"] for t in json.loads(proof.tasks_with(fresh))] == \
+    assert [t["status"] for t in json.loads(b"".join(proof.tasks_with(fresh)))] == \
         ["ran", "up-to-date", "up-to-date", "failed"]
-    assert proof.tasks_with({}) == proof.tasks
+    assert b"".join(proof.tasks_with({2: '{"id":"c","status":"ran"}'})) == \
+        proof.tasks.replace(b'{"id": "c", "status": "up-to-date"}', b'{"id":"c","status":"ran"}')
+    assert proof.tasks_with({}) == [proof.tasks]
 
 
 @pytest.mark.parametrize("argv, expected", [
