@@ -8,8 +8,8 @@ every build that got the lock, whatever its outcome.
 
 from __future__ import annotations
 
+import _signal as signal  # not `signal`, which imports enum (the same functions, ints for enums)
 import os
-import signal
 import stat
 import sys
 import time

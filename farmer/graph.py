@@ -4,7 +4,6 @@ questions asked of the whole (order, cycles, what a set of targets needs)."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +81,8 @@ class Computation:
         task a fresh `python3` that runs the world chain's setup first (`--no-worlds`)."""
         if self.kind == "cmd":
             return ["/bin/sh", "-c", self.action or ""]
+        import shlex  # here: only a python line is split (a build of cmd tasks never imports it)
+
         args = shlex.split(self.action or "")
         if self.world is not None:
             return [sys.executable, _DRIVER, "--setup", self.world_setup or "[]", "--", *args]

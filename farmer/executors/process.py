@@ -8,9 +8,9 @@ the child's CPU time and peak RSS.
 
 from __future__ import annotations
 
+import _signal as signal  # not `signal`, which imports enum (the same functions, ints for enums)
 import os
 import selectors
-import signal
 import time
 from pathlib import Path
 
