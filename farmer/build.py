@@ -581,7 +581,8 @@ def _tasks_json(session: Session, settled: dict[int, Settled],
     others = [i for i, s in settled.items() if s.status != UP_TO_DATE or i in outcomes]
     tasks = report.last_build_tasks(comps, others, settled, outcomes)
     # session.rank: each selected computation's position in the proof (open_session)
-    return proof.tasks_with({session.rank[i]: report.compact_json(task) for i, task in zip(others, tasks)})
+    entries = report.compact_json_each(tasks)
+    return proof.tasks_with({session.rank[i]: entry for i, entry in zip(others, entries)})
 
 
 def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
@@ -612,7 +613,7 @@ def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
         position = dict(old.position())
     else:
         redo = session.selected
-        entries = [report.compact_json(e) for e in report.last_build_tasks(comps, redo, {}, {})]
+        entries = report.compact_json_each(report.last_build_tasks(comps, redo, {}, {}))
         proof = noop.Proof.of(entries, redo)
         proof.graph = session.graph.identify()
         slot = {i: k for k, i in enumerate(redo)}

@@ -3,12 +3,12 @@ terminal, the failures with their output, the summary line, and last-build.json.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from farmer import jsontext
 from farmer.atomic import write_text_atomically
 from farmer.lastbuild import rounded
 
@@ -145,9 +145,10 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
     return tasks
 
 
-def compact_json(data: object) -> str:
-    # dumps without indent runs the C encoder; dump() never does.
-    return json.dumps(data, separators=(",", ":"))
+# json.dumps(data, separators=(",", ":")), byte for byte; json is imported only for big data
+# or strings to escape (farmer/jsontext.py).
+compact_json = jsontext.dumps
+compact_json_each = jsontext.dumps_each
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
