@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from pathlib import Path
 
 from farmer import template
 from farmer.errors import UsageError
+from farmer.spec import Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
 
 TASK_KEYS = {
     "inputs", "outputs", "cmd", "python", "world", "foreach", "depfile", "env", "cost",
@@ -28,61 +28,6 @@ _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
 _DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")  # parts of a dotted TOML key
 _MAX_SECONDS = 1e9  # cost and timeout: finite, and small enough for any timer
 _KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
-
-
-class TaskSpec:
-    __slots__ = ("name", "line", "inputs", "outputs", "cmd", "python", "world", "foreach",
-                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache")
-
-    def __init__(self, name: str, line: int | None, inputs: list[str] | None = None,
-                 outputs: list[str] | None = None, cmd: str | None = None,
-                 python: str | None = None, world: str | None = None,
-                 foreach: str | dict[str, list[str]] | None = None, depfile: str | None = None,
-                 env: dict[str, str] | None = None, cost: float | None = None, cpus: int = 1,
-                 pool: str | None = None, timeout: float | None = None, always: bool = False,
-                 cache: bool = True) -> None:
-        self.name, self.line = name, line
-        self.inputs = [] if inputs is None else inputs
-        self.outputs = [] if outputs is None else outputs
-        self.cmd, self.python, self.world, self.foreach, self.depfile = cmd, python, world, foreach, depfile
-        self.env = {} if env is None else env
-        self.cost, self.cpus, self.pool, self.timeout = cost, cpus, pool, timeout
-        self.always, self.cache = always, cache
-
-
-class WorldSpec:
-    # In this order: the graph cache stores a world as the tuple of its fields.
-    __slots__ = ("name", "line", "setup", "parent", "inputs", "env")
-
-    def __init__(self, name: str, line: int | None, setup: list[str] | None = None,
-                 parent: str | None = None, inputs: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.name, self.line = name, line
-        self.setup = [] if setup is None else setup
-        self.parent = parent
-        self.inputs = [] if inputs is None else inputs
-        self.env = {} if env is None else env
-
-
-class Spec:
-    __slots__ = ("path", "root", "default", "vars", "pools", "worlds", "tasks", "default_line",
-                 "digest")
-
-    def __init__(
-        self,
-        path: Path,  # the Farmfile
-        root: Path,  # the project root: the Farmfile's directory
-        default: list[str] | None,
-        vars: dict[str, str],
-        pools: dict[str, int],
-        worlds: dict[str, WorldSpec],
-        tasks: dict[str, TaskSpec],
-        default_line: int | None = None,  # where `default` is written, for errors after traversal
-        digest: str = "",  # of the Farmfile's bytes: what caches built from this spec are keyed by
-    ) -> None:
-        self.path, self.root, self.default, self.vars = path, root, default, vars
-        self.pools, self.worlds, self.tasks = pools, worlds, tasks
-        self.default_line, self.digest = default_line, digest
 
 
 class _Lines:
@@ -217,25 +162,6 @@ class _Reader:
 def load(path: Path) -> Spec:
     """Read and validate the Farmfile at `path`."""
     return parse_text(path, read(path))
-
-
-def read(path: Path) -> bytes:
-    try:
-        # Non-blocking: a FIFO in the Farmfile's place must not hang farmer.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UsageError(
-            f"{path}: no such Farmfile; write one (see Farmfile.example) or pass -f FILE"
-        ) from None
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"{path}: not a regular file; a Farmfile is a TOML text file")
-        try:
-            return f.read()
-        except OSError as e:
-            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
 
 
 def parse_text(path: Path, raw: bytes) -> Spec:

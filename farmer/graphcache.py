@@ -15,9 +15,9 @@ from pathlib import Path
 
 from farmer import __version__
 from farmer.atomic import load_marshalled, save_marshalled
-from farmer.farmfile import Spec, WorldSpec
 from farmer.grains import code_stamp, hash_bytes, hash_text
 from farmer.graph import Computation, Graph
+from farmer.spec import Spec, WorldSpec
 
 _FORMAT = 5
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
@@ -28,8 +28,8 @@ NAME = "graph.cache"
 
 
 def key(farmfile: Path, text: bytes) -> str:
-    return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS), code_stamp()) + \
-        hash_bytes(text)
+    return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS),
+                     ",".join(_WORLD_FIELDS), code_stamp()) + hash_bytes(text)
 
 
 def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:

@@ -1,26 +1,36 @@
 """Files that exist, and the patterns matched against them: foreach patterns with
 `{wildcards}` and globs. Listings are made once per directory prefix and digested, so that a
-cached graph can tell when what a pattern matches may have changed."""
+cached graph can tell when what a pattern matches may have changed.
+
+A build from the graph cache (and the no-op check) only lists and digests: the patterns'
+`re` and template.py are imported when a pattern is made, on a cold cache."""
 
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 
-from farmer import template
 from farmer.grains import hash_text
 
-GLOB_CHARS = re.compile(r"[*?\[]")
 _SKIP_DIRS = {".farmer", ".git"}
 
 
-def list_files(root: Path | str, prefix: str) -> list[str]:
+def __getattr__(name: str) -> object:
+    """`GLOB_CHARS`, the characters that make a path a glob, compiled when first asked for."""
+    if name != "GLOB_CHARS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import re
+
+    global GLOB_CHARS
+    GLOB_CHARS = re.compile(r"[*?\[]")
+    return GLOB_CHARS
+
+
+def list_files(root: str | os.PathLike, prefix: str) -> list[str]:
     """Files under `root/prefix`, as sorted root-relative paths; `.farmer` and `.git` skipped."""
     return _scan(root, prefix)[0]
 
 
-def _scan(root: Path | str, prefix: str) -> tuple[list[str], set[str]]:
+def _scan(root: str | os.PathLike, prefix: str) -> tuple[list[str], set[str]]:
     """`list_files`, and which of the files are symbolic links. What os.walk(top) would
     list, from one os.scandir per directory: a symlink to a directory counts as a directory
     and is not entered, an unreadable directory is left out."""
@@ -69,7 +79,7 @@ class Files:
     """Existing files under the root, listed once per directory prefix (for foreach and
     globs). The listings' digests let a cached graph tell when a match set may differ."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: str | os.PathLike) -> None:
         self.root = root
         self._under: dict[str, list[str]] = {}
         self._links: set[str] = set()
@@ -106,6 +116,10 @@ class Files:
 def pattern_regex(pattern: str) -> tuple[re.Pattern[str], str]:
     """A foreach pattern as a regex (a wildcard matches one or more characters, `/` too)
     and the fixed directory prefix before its first wildcard."""
+    import re
+
+    from farmer import template
+
     if pattern.startswith("./"):
         pattern = pattern[2:]
     out = []
@@ -130,6 +144,8 @@ def pattern_regex(pattern: str) -> tuple[re.Pattern[str], str]:
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """`*`, `?`, `[...]` stay inside one path component; `**` spans components."""
+    import re
+
     out = []
     i = 0
     while i < len(pattern):

@@ -6,23 +6,25 @@ import gc
 import os
 from pathlib import Path
 
-from farmer import farmfile, graphcache
-from farmer.farmfile import Spec
+from farmer import graphcache
 from farmer.grains import hash_bytes
 from farmer.graph import Graph
+from farmer.spec import Spec, read
 
 
 def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
     """Read the Farmfile at `path` and expand it; the project root becomes the working
     directory. Only commands that hold the lock write the cache (`write_cache`)."""
-    text = farmfile.read(path)
+    text = read(path)
     farmer_dir = path.parent / ".farmer"
     cached = graphcache.load(farmer_dir, path, text)
     if cached is not None:
         os.chdir(path.parent)
         cached[0].digest = hash_bytes(text)
         return cached
-    from farmer.traversal import traverse  # here: a build from the graph cache never traverses
+    # Here: a build from the graph cache never parses (farmfile.py, tomllib) nor traverses.
+    from farmer import farmfile
+    from farmer.traversal import traverse
 
     # Parsing and traversing allocate a few objects per computation and free almost
     # nothing: the cyclic collector would scan the growing heap again and again for no

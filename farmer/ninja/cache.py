@@ -20,7 +20,7 @@ from pathlib import Path
 
 from farmer import __version__
 from farmer.atomic import save_marshalled
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.graph import Computation, Graph
 from farmer.grains import RACY_NS, hash_text, stat_key
 from farmer.ninja.graph import FileChecks, apply_file_checks

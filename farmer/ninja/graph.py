@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from farmer.errors import UsageError
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.ninja.lexer import evaluate
 from farmer.ninja.parser import Edge, Manifest, shell_escape
 from farmer.graph import Computation, Graph, topological_order

@@ -7,7 +7,7 @@ import os
 import sys
 
 from farmer import template
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.grains import Digests, hash_text
 from farmer.uptodate import digest_or_changed
 

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from farmer.farmfile import WorldSpec
+from farmer.spec import WorldSpec
 
 
 @dataclass(slots=True)

@@ -1,0 +1,92 @@
+"""What a Farmfile declares (`Spec`, its tasks and worlds), and reading its bytes.
+
+Apart from farmfile.py, which parses and validates the TOML: a build from the graph cache
+needs these classes but never parses, so it does not import the parser (its regexes,
+template.py, tomllib).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from farmer.errors import UsageError
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+class TaskSpec:
+    __slots__ = ("name", "line", "inputs", "outputs", "cmd", "python", "world", "foreach",
+                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache")
+
+    def __init__(self, name: str, line: int | None, inputs: list[str] | None = None,
+                 outputs: list[str] | None = None, cmd: str | None = None,
+                 python: str | None = None, world: str | None = None,
+                 foreach: str | dict[str, list[str]] | None = None, depfile: str | None = None,
+                 env: dict[str, str] | None = None, cost: float | None = None, cpus: int = 1,
+                 pool: str | None = None, timeout: float | None = None, always: bool = False,
+                 cache: bool = True) -> None:
+        self.name, self.line = name, line
+        self.inputs = [] if inputs is None else inputs
+        self.outputs = [] if outputs is None else outputs
+        self.cmd, self.python, self.world, self.foreach, self.depfile = cmd, python, world, foreach, depfile
+        self.env = {} if env is None else env
+        self.cost, self.cpus, self.pool, self.timeout = cost, cpus, pool, timeout
+        self.always, self.cache = always, cache
+
+
+class WorldSpec:
+    # In this order: the graph cache stores a world as the tuple of its fields.
+    __slots__ = ("name", "line", "setup", "parent", "inputs", "env")
+
+    def __init__(self, name: str, line: int | None, setup: list[str] | None = None,
+                 parent: str | None = None, inputs: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.name, self.line = name, line
+        self.setup = [] if setup is None else setup
+        self.parent = parent
+        self.inputs = [] if inputs is None else inputs
+        self.env = {} if env is None else env
+
+
+class Spec:
+    __slots__ = ("path", "root", "default", "vars", "pools", "worlds", "tasks", "default_line",
+                 "digest")
+
+    def __init__(
+        self,
+        path: Path,  # the Farmfile
+        root: Path,  # the project root: the Farmfile's directory
+        default: list[str] | None,
+        vars: dict[str, str],
+        pools: dict[str, int],
+        worlds: dict[str, WorldSpec],
+        tasks: dict[str, TaskSpec],
+        default_line: int | None = None,  # where `default` is written, for errors after traversal
+        digest: str = "",  # of the Farmfile's bytes: what caches built from this spec are keyed by
+    ) -> None:
+        self.path, self.root, self.default, self.vars = path, root, default, vars
+        self.pools, self.worlds, self.tasks = pools, worlds, tasks
+        self.default_line, self.digest = default_line, digest
+
+
+def read(path: str | os.PathLike) -> bytes:
+    """The Farmfile's bytes."""
+    try:
+        # Non-blocking: a FIFO in the Farmfile's place must not hang farmer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UsageError(
+            f"{path}: no such Farmfile; write one (see Farmfile.example) or pass -f FILE"
+        ) from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path}: not a regular file; a Farmfile is a TOML text file")
+        try:
+            return f.read()
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
