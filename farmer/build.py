@@ -14,7 +14,6 @@ import stat
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from farmer import depfile, lastbuild, noop, report
 from farmer.atomic import write_atomically
@@ -32,7 +31,7 @@ from farmer.uptodate import out_of_date, plan
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
 if TYPE_CHECKING:
-    from farmer.farmfile import Spec
+    from farmer.spec import Spec
 
 _FLUSH_EVERY_S = 1.0
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
@@ -153,7 +152,7 @@ class Session:
         return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare)
 
 
-def open_session(spec: Spec, graph: Graph, farmer_dir: Path, targets: list[str],
+def open_session(spec: Spec, graph: Graph, farmer_dir: str | os.PathLike, targets: list[str],
                  readonly: bool = False, proof: noop.Proof | None = None) -> Session:
     """`proof`: the no-op proof as the no-op check read and checked it, if it did."""
     state = State(farmer_dir, readonly=readonly)
@@ -208,7 +207,7 @@ class _BuildHooks:
     """The scheduler's hooks for a real build: checks, records, reports."""
 
     def __init__(self, session: Session, opts: BuildOptions, prediction: Prediction,
-                 reporter: report.PlainReporter, logs: Path, t0: float) -> None:
+                 reporter: report.PlainReporter, logs: str, t0: float) -> None:
         self.s = session
         self.comps = session.graph.computations
         self.opts = opts
@@ -254,7 +253,8 @@ class _BuildHooks:
         if comp.rspfile:  # ninja: written before the command, removed once it succeeded
             if os.path.dirname(comp.rspfile):
                 os.makedirs(os.path.dirname(comp.rspfile), exist_ok=True)
-            Path(comp.rspfile).write_text(comp.rspfile_content or "", errors="surrogateescape")
+            with open(comp.rspfile, "w", errors="surrogateescape") as f:
+                f.write(comp.rspfile_content or "")
         if self.opts.explain:
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
         self.running[index] = time.monotonic()
@@ -436,7 +436,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
     """`lock`: the project's, when the caller holds it already (it is released here);
     `proof`: the no-op proof the caller checked."""
     root = spec.root
-    farmer_dir = root / ".farmer"
+    farmer_dir = os.path.join(root, ".farmer")
     started_at = time.time()
     t0 = time.monotonic()  # the build's start: every time in last-build.json counts from here
     lock = lock or ProjectLock(farmer_dir)
@@ -464,7 +464,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
         lock.release()
 
 
-def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: float,
+def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: float,
            t0: float, early: list[int]) -> int:
     comps = session.graph.computations
     prediction = session.predict(session.plan(), opts.jobs)
@@ -483,8 +483,8 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: f
         # Nothing is out of date: the scheduler would only settle everything as up to date.
         return _finish(session, opts, farmer_dir, started_at, t0, {}, {}, None, {}, prediction)
 
-    logs = farmer_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = os.path.join(farmer_dir, "logs")
+    os.makedirs(logs, exist_ok=True)
     live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
     reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter()
     hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)
@@ -526,7 +526,7 @@ def _ignore_signal(signum: int, frame: object) -> None:
     pass
 
 
-def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: float,
+def _finish(session: Session, opts: BuildOptions, farmer_dir: str, started_at: float,
             t0: float, settled: dict[int, Settled], outcomes: dict[int, Outcome],
             signum: int | None, slots_of: dict[int, list[int]], prediction: Prediction) -> int:
     """The end of every build that got the lock: last-build.json, the trace, the summary.
@@ -557,14 +557,14 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: Path, started_at: 
         elif s.status == SKIPPED:
             counts.skipped += 1
     head = lastbuild.header(started_at, opts.jobs, status, wall, critical_s, prediction.makespan_s)
-    write_atomically(farmer_dir / "last-build.json",
+    write_atomically(os.path.join(farmer_dir, "last-build.json"),
                      lastbuild.document(head, _tasks_json(session, settled, outcomes)))
     if opts.trace_file:
         from farmer.timeline import write_chrome_trace
 
         spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
         path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
-        write_chrome_trace(Path(opts.trace_file), spans, comps, path, "farmer build")
+        write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
     if status == "ok":
         _write_noop_proof(session, opts, farmer_dir, {p for i in outcomes for p in comps[i].outputs})
     print(summary_line(counts, wall, critical_s, status), flush=True)
@@ -585,7 +585,7 @@ def _tasks_json(session: Session, settled: dict[int, Settled],
     return proof.tasks_with({session.rank[i]: entry for i, entry in zip(others, entries)})
 
 
-def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: Path,
+def _write_noop_proof(session: Session, opts: BuildOptions, farmer_dir: str,
                       written: set[str]) -> None:
     """Everything selected is up to date now: record the stat of every file that verdict
     rests on, so that the next build of the same targets can check just those. With the

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
-    from farmer.farmfile import Spec
     from farmer.graph import Graph
+    from farmer.spec import Spec
 
 
 def job_slots(value: int | None) -> int:
@@ -49,16 +49,16 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
                  farmfile_given: bool = True) -> tuple[Spec, Graph]:
     """Read the Farmfile (or with `ninja`, a ninja manifest: docs/ninja.md) and traverse it;
     the project root becomes the working directory."""
-    from pathlib import Path
-
     enter(directory)
     if is_ninja(farmfile, ninja):
+        from pathlib import Path
+
         from farmer import ninja as manifest
 
         return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache)
     from farmer import project
 
-    return project.load(Path(farmfile).absolute(), write_cache)
+    return project.load(os.path.abspath(farmfile), write_cache)
 
 
 def build(targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from pathlib import Path
 
 from farmer import template
 from farmer.errors import UsageError
@@ -65,12 +64,12 @@ class _Lines:
 
 
 class _Reader:
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike, text: str) -> None:
+        self.file = os.path.basename(path)
         self.where = _Lines(text)
 
     def fail(self, line: int | None, message: str) -> UsageError:
-        at = f"{self.path.name}:{line}" if line else self.path.name
+        at = f"{self.file}:{line}" if line else self.file
         return UsageError(f"{at}: {message}")
 
     # -- typed getters: each names the table and key in its error ------------------------
@@ -159,28 +158,29 @@ class _Reader:
                 raise self.fail(self.where.key(table, key), f"{'.'.join(table)}.{key}: {e}") from None
 
 
-def load(path: Path) -> Spec:
+def load(path: str | os.PathLike) -> Spec:
     """Read and validate the Farmfile at `path`."""
     return parse_text(path, read(path))
 
 
-def parse_text(path: Path, raw: bytes) -> Spec:
+def parse_text(path: str | os.PathLike, raw: bytes) -> Spec:
     """Validate a Farmfile's bytes; `path` names it in errors."""
+    name = os.path.basename(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UsageError(f"{path.name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+        raise UsageError(f"{name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     import tomllib  # here: a build from the graph cache never parses TOML
 
     try:
         data = tomllib.loads(text)
     except RecursionError:
-        raise UsageError(f"{path.name}: invalid TOML: arrays or tables nested too deeply") from None
+        raise UsageError(f"{name}: invalid TOML: arrays or tables nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)).replace("\n", " ")
         line = f":{m.group(1)}" if m else ""
-        raise UsageError(f"{path.name}{line}: invalid TOML: {message}") from None
+        raise UsageError(f"{name}{line}: invalid TOML: {message}") from None
     return parse(path, text, data)
 
 
@@ -205,7 +205,7 @@ def _no_nul(r: _Reader, text: str, data: dict) -> None:
             raise r.fail(line, f"{bad!r} contains a NUL character (\\u0000); remove it")
 
 
-def parse(path: Path, text: str, data: dict) -> Spec:
+def parse(path: str | os.PathLike, text: str, data: dict) -> Spec:
     r = _Reader(path, text)
     _no_nul(r, text, data)
     r.known_keys((), data, TOP_KEYS)
@@ -242,8 +242,9 @@ def parse(path: Path, text: str, data: dict) -> Spec:
     for name, body in data.get("task", {}).items():
         tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
 
-    return Spec(path=path, root=path.parent, default=default, vars=variables, pools=pools,
-                worlds=worlds, tasks=tasks, default_line=r.where.key(("farmer",), "default"))
+    return Spec(path=path, root=os.path.dirname(path) or ".", default=default, vars=variables,
+                pools=pools, worlds=worlds, tasks=tasks,
+                default_line=r.where.key(("farmer",), "default"))
 
 
 def _world(r: _Reader, name: str, body: object) -> WorldSpec:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from farmer.errors import UsageError
 
-_DRIVER = str(Path(__file__).with_name("worlds") / "driver.py")
+_DRIVER = os.path.join(os.path.dirname(__file__), "worlds", "driver.py")
 
 
 # Plain classes with __slots__, not dataclasses, here and in every module a build imports:
@@ -95,7 +94,7 @@ class Graph:
 
     def __init__(
         self,
-        root: Path,
+        root: str | os.PathLike,  # kept as a str
         computations: list[Computation],
         producer: dict[str, int],  # output path -> index of the computation that declares it
         by_task: dict[str, list[int]],
@@ -108,8 +107,8 @@ class Graph:
         paths_first: bool = False,  # a target that is an output path and a task name means the path
         identity: str = "",  # a digest of every computation's id in index order (`identify`)
     ) -> None:
-        self.root, self.computations, self.producer, self.by_task = root, computations, producer, by_task
-        self.order, self.by_id = order, by_id
+        self.root, self.computations = os.fspath(root), computations
+        self.producer, self.by_task, self.order, self.by_id = producer, by_task, order, by_id
         self.listings = {} if listings is None else listings
         self.world_inputs = {} if world_inputs is None else world_inputs
         self.missing_known, self.paths_first, self.identity = missing_known, paths_first, identity

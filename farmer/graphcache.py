@@ -10,8 +10,8 @@ vanished since are re-checked on load. A cache that cannot be read is ignored.
 from __future__ import annotations
 
 import marshal
+import os
 import sys
-from pathlib import Path
 
 from farmer import __version__
 from farmer.atomic import load_marshalled, save_marshalled
@@ -27,20 +27,23 @@ _WORLD_FIELDS = WorldSpec.__slots__
 NAME = "graph.cache"
 
 
-def key(farmfile: Path, text: bytes) -> str:
-    return hash_text(str(farmfile), __version__, sys.version, ",".join(_FIELDS),
+def key(farmfile: str | os.PathLike, text: bytes) -> str:
+    return hash_text(os.fspath(farmfile), __version__, sys.version, ",".join(_FIELDS),
                      ",".join(_WORLD_FIELDS), code_stamp()) + hash_bytes(text)
 
 
-def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | None:
+def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
+         text: bytes) -> tuple[Spec, Graph] | None:
     try:
-        data = load_marshalled((farmer_dir / NAME).read_bytes())
+        with open(os.path.join(farmer_dir, NAME), "rb") as f:
+            data = load_marshalled(f.read())
         fmt, stored_key, chunks, count, maps, listings, world_inputs, spec_data, identity = data
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or stored_key != key(farmfile, text):
         return None
-    root = farmfile.parent
+    farmfile = os.fspath(farmfile)
+    root = os.path.dirname(farmfile) or "."
     if listings:
         from farmer.matching import list_files, listing_digest
     for prefix, digest in listings.items():
@@ -54,7 +57,8 @@ def load(farmer_dir: Path, farmfile: Path, text: bytes) -> tuple[Spec, Graph] | 
     return spec, graph
 
 
-def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph) -> None:
+def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes, spec: Spec,
+         graph: Graph) -> None:
     """Write the cache atomically; failing to write it only costs the next build time."""
     rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
     chunks = [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]
@@ -62,7 +66,7 @@ def save(farmer_dir: Path, farmfile: Path, text: bytes, spec: Spec, graph: Graph
     maps = marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))
     data = (_FORMAT, key(farmfile, text), chunks, len(rows), maps, graph.listings,
             graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds), graph.identify())
-    save_marshalled(farmer_dir / NAME, data)
+    save_marshalled(os.path.join(farmer_dir, NAME), data)
 
 
 class CachedGraph(Graph):
@@ -72,7 +76,7 @@ class CachedGraph(Graph):
 
     __slots__ = ("_maps",)
 
-    def __init__(self, maps: bytes, root: Path, computations: Computations,
+    def __init__(self, maps: bytes, root: str, computations: Computations,
                  listings: dict[str, str], world_inputs: dict[str, list[str]]) -> None:
         # Graph's own __init__ would need the maps: the fields are set here, the maps left
         # unset until `__getattr__` is asked for one.

@@ -7,7 +7,7 @@ import os
 
 from farmer.errors import UsageError
 from farmer.executors.process import log_path
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.lock import ProjectLock
 from farmer.state import State
 from farmer.graph import Graph, select
@@ -56,9 +56,9 @@ def _one(graph: Graph, target: str) -> int:
 
 def query(spec: Spec, graph: Graph, target: str) -> str:
     comp = graph.computations[_one(graph, target)]
-    farmer_dir = spec.root / ".farmer"
+    farmer_dir = os.path.join(spec.root, ".farmer")
     discovered: list[str] = []
-    if (farmer_dir / "state.db").exists():
+    if os.path.exists(os.path.join(farmer_dir, "state.db")):
         state = State(farmer_dir, readonly=True)
         try:
             trace = state.traces().get(comp.id)
@@ -93,7 +93,7 @@ def clean(spec: Spec, graph: Graph, targets: list[str]) -> str:
             name = t[1:] if t.startswith("@") else t
             wanted.update(graph.by_task.get(name) or [_one(graph, t)])
         selected = [i for i in selected if i in wanted]
-    farmer_dir = spec.root / ".farmer"
+    farmer_dir = os.path.join(spec.root, ".farmer")
     removed = 0
     with ProjectLock(farmer_dir):
         ids = []
@@ -109,7 +109,7 @@ def clean(spec: Spec, graph: Graph, targets: list[str]) -> str:
                 except (FileNotFoundError, IsADirectoryError):
                     pass
             try:
-                os.unlink(log_path(farmer_dir / "logs", comp.id))
+                os.unlink(log_path(os.path.join(farmer_dir, "logs"), comp.id))
             except FileNotFoundError:
                 pass
         state = State(farmer_dir)

@@ -4,17 +4,18 @@ take. It reads the state and writes nothing (but the trace file asked for)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from farmer.build import open_session
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.graph import Graph
 from farmer.timeline import plan_json, plan_text, write_chrome_trace
 
 
 def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
              from_scratch: bool, as_json: bool, trace_file: str | None) -> int:
-    session = open_session(spec, graph, spec.root / ".farmer", targets, readonly=True)
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), targets, readonly=True)
     try:
         comps = graph.computations
         if from_scratch:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-from pathlib import Path
 
 from farmer import graphcache
 from farmer.grains import hash_bytes
@@ -12,14 +11,16 @@ from farmer.graph import Graph
 from farmer.spec import Spec, read
 
 
-def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
+def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
     """Read the Farmfile at `path` and expand it; the project root becomes the working
     directory. Only commands that hold the lock write the cache (`write_cache`)."""
+    path = os.fspath(path)
+    root = os.path.dirname(path) or "."
     text = read(path)
-    farmer_dir = path.parent / ".farmer"
+    farmer_dir = os.path.join(root, ".farmer")
     cached = graphcache.load(farmer_dir, path, text)
     if cached is not None:
-        os.chdir(path.parent)
+        os.chdir(root)
         cached[0].digest = hash_bytes(text)
         return cached
     # Here: a build from the graph cache never parses (farmfile.py, tomllib) nor traverses.
@@ -42,4 +43,3 @@ def load(path: Path, write_cache: bool) -> tuple[Spec, Graph]:
     if write_cache:
         graphcache.save(farmer_dir, path, text, spec, graph)
     return spec, graph
-

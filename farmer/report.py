@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 from farmer import jsontext
 from farmer.atomic import write_text_atomically
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 _SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has it all
 
 
-def read_output(log: Path) -> str:
+def read_output(log: str | os.PathLike) -> str:
     """A log's text for the terminal: its tail when it is long."""
     try:
         with open(log, "rb") as f:
@@ -38,7 +37,7 @@ def read_output(log: Path) -> str:
         return ""
 
 
-def failure_text(comp: Computation, reason: str, log: Path, output: str) -> str:
+def failure_text(comp: Computation, reason: str, log: str | os.PathLike, output: str) -> str:
     lines = [f"FAILED: {comp.task} {comp.id} ({reason})"]
     if comp.action is not None:
         lines.append(f"  {comp.kind}: {comp.action}")
@@ -151,5 +150,5 @@ compact_json = jsontext.dumps
 compact_json_each = jsontext.dumps_each
 
 
-def write_json_atomically(path: Path, data: dict) -> None:
+def write_json_atomically(path: str | os.PathLike, data: dict) -> None:
     write_text_atomically(path, compact_json(data) + "\n")

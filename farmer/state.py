@@ -13,7 +13,6 @@ import os
 import sqlite3
 import sys
 import time
-from pathlib import Path
 
 from farmer.grains import StatKey
 
@@ -87,9 +86,9 @@ class StateError(Exception):
 
 
 class State:
-    def __init__(self, farmer_dir: Path, readonly: bool = False) -> None:
-        self.dir = farmer_dir
-        self.path = farmer_dir / "state.db"
+    def __init__(self, farmer_dir: str | os.PathLike, readonly: bool = False) -> None:
+        self.dir = os.fspath(farmer_dir)
+        self.path = os.path.join(self.dir, "state.db")
         self.warnings: list[str] = []
         self.readonly = readonly
         self.write_failed = False
@@ -97,7 +96,7 @@ class State:
 
     def _open_readonly(self) -> sqlite3.Connection:
         """For commands that must write nothing (`plan`): the state as it is, or none."""
-        if self.path.exists():
+        if os.path.exists(self.path):
             try:
                 db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -111,11 +110,11 @@ class State:
         return db
 
     def _open(self) -> sqlite3.Connection:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        os.makedirs(self.dir, exist_ok=True)
         try:
             return self._connect()
         except sqlite3.DatabaseError as e:
-            if not (_corrupt(e) or self.path.is_dir()):
+            if not (_corrupt(e) or os.path.isdir(self.path)):
                 raise  # the file system failed (full, read-only): not the database's fault
             self.warnings.append(self._set_aside(e))
             return self._connect()
@@ -123,12 +122,12 @@ class State:
     def _set_aside(self, e: Exception) -> str:
         """Move an unreadable database (and its -wal and -shm) aside; removing state only
         ever costs rebuilding."""
-        aside = self.path.with_name(f"state.db.corrupt-{int(time.time())}")
+        name = f"state.db.corrupt-{int(time.time())}"
+        aside = os.path.join(self.dir, name)
         for suffix in ("", "-wal", "-shm"):
-            src = Path(str(self.path) + suffix)
-            if src.exists():
-                os.replace(src, Path(str(aside) + suffix))
-        return f"{self.path} could not be read ({e}); moved it to {aside.name} and starting from scratch"
+            if os.path.exists(self.path + suffix):
+                os.replace(self.path + suffix, aside + suffix)
+        return f"{self.path} could not be read ({e}); moved it to {name} and starting from scratch"
 
     def _corruption_found(self, e: sqlite3.DatabaseError) -> None:
         """Corruption found after opening (a page read or written only now): the same as at

@@ -30,7 +30,7 @@ def _chain(names: list[str]) -> str:
     return " -> ".join(names)
 
 
-def check_inside(root: Path, comps: list[Computation]) -> None:
+def check_inside(root: str | os.PathLike, comps: list[Computation]) -> None:
     """What farmer writes (outputs' folders, and their removal when a computation fails)
     stays inside the root, also through symlinks that exist when the graph is made."""
     real_root = os.path.realpath(root)
@@ -228,7 +228,8 @@ def traverse(spec: Spec) -> Graph:
     for target in spec.default or []:
         name = target[1:] if target.startswith("@") else target
         if name not in by_task and os.path.normpath(target) not in producer and target not in by_id:
-            at = f"{spec.path.name}:{spec.default_line}" if spec.default_line else spec.path.name
+            file = os.path.basename(spec.path)
+            at = f"{file}:{spec.default_line}" if spec.default_line else file
             raise UsageError(f"{at}: default target {target!r} is not a task, a declared output "
                              "or a computation id; fix the name in [farmer] default")
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
@@ -373,7 +374,7 @@ def _resolve_inputs(inst: Instance, resolver: _Resolver) -> list[str]:
     return inputs
 
 
-def mark_missing(comps: list[Computation], producer: dict[str, int], root: Path,
+def mark_missing(comps: list[Computation], producer: dict[str, int], root: str | os.PathLike,
                  files: Files | None = None) -> None:
     """Note inputs that neither exist nor are made: an error only for a build that needs
     them, as in make. `files` knows many files to exist from its listings."""

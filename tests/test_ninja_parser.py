@@ -8,6 +8,7 @@ the commands farmer expands against `ninja -t commands`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import textwrap
@@ -68,7 +69,7 @@ class TestBasicSyntax:
         assert c.action == "gcc -c a.c -o a.o"
         assert c.argv() == ["/bin/sh", "-c", "gcc -c a.c -o a.o"]
         assert c.description == "CC a.o"
-        assert spec.root == root and spec.default is None and spec.worlds == {}
+        assert spec.root == os.fspath(root) and spec.default is None and spec.worlds == {}
         assert c.fingerprint == action_fingerprint(c)
 
     def test_several_inputs_and_outputs(self, root):

@@ -9,12 +9,12 @@ scheduler sees one executor: `-j`, priorities and pools apply to world tasks as 
 
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
 
 from farmer.executors.process import ProcessExecutor
 from farmer.executors.world import WorldExecutor
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.scheduler import Outcome
 from farmer.graph import Computation
 
@@ -60,7 +60,7 @@ class CompositeExecutor:
 
 
 def with_worlds(process: ProcessExecutor, spec: Spec, comps: list[Computation], to_run: dict[int, str],
-                logs: Path, t0: float, timeout: float | None, warn) -> CompositeExecutor:
+                logs: str | os.PathLike, t0: float, timeout: float | None, warn) -> CompositeExecutor:
     """The build's executor when world tasks run in worlds (not `--no-worlds`). `to_run` is
     the plan: the world tasks in it are the worlds' first futures."""
     expected = [i for i in to_run if comps[i].world is not None]

@@ -12,7 +12,6 @@ import _signal as signal  # not `signal`, which imports enum (the same functions
 import os
 import selectors
 import time
-from pathlib import Path
 
 from farmer.executors.shell import Direct, direct
 from farmer.scheduler import Outcome
@@ -22,11 +21,11 @@ _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, 
                   signal.SIGCHLD}
 
 
-def _direct_actions(plain: Direct, log: Path) -> list[tuple]:
+def _direct_actions(plain: Direct, log: str) -> list[tuple]:
     """stdin from /dev/null; stdout to the log, or to the `>` file with stderr to the log."""
     write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, str(log), write, 0o644)]
+               (os.POSIX_SPAWN_OPEN, 2, log, write, 0o644)]
     if plain.stdout is None:
         actions.append((os.POSIX_SPAWN_DUP2, 2, 1))
     else:
@@ -35,14 +34,14 @@ def _direct_actions(plain: Direct, log: Path) -> list[tuple]:
     return actions
 
 
-def log_path(logs: Path, comp_id: str) -> Path:
+def log_path(logs: str | os.PathLike, comp_id: str) -> str:
     """One log file per computation; ids become flat, readable file names."""
     name = comp_id.replace("%", "%25").replace("/", "%2F")
     if len(name.encode()) > 200:
         import hashlib
 
         name = name[:100] + "-" + hashlib.sha1(comp_id.encode()).hexdigest()[:16]
-    return logs / (name + ".log")
+    return os.path.join(logs, name + ".log")
 
 
 class _Running:
@@ -61,8 +60,9 @@ class ProcessExecutor:
     """Its selector is the build's one event loop: other executors (worlds) register their
     descriptors on it with a callable as data, called with the descriptor when it is ready."""
 
-    def __init__(self, logs: Path, t0: float, timeout: float | None, wake_fd: int | None) -> None:
-        self.logs = logs
+    def __init__(self, logs: str | os.PathLike, t0: float, timeout: float | None,
+                 wake_fd: int | None) -> None:
+        self.logs = os.fspath(logs)
         self.t0 = t0  # monotonic time of the build's start
         self.default_timeout = timeout
         self.selector = selectors.DefaultSelector()
@@ -86,10 +86,11 @@ class ProcessExecutor:
         # ninja's console pool: the terminal's stdin/stdout/stderr, in farmer's process group.
         console = comp.console
         if console:
-            log.write_bytes(b"")
+            with open(log, "wb"):
+                pass
         actions = [] if console else [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+            (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ]
         group = {} if console else {"setpgroup": 0}
@@ -107,7 +108,8 @@ class ProcessExecutor:
                 pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **group,
                                       setsigdef=_RESET_SIGNALS, setsigmask=())
         except OSError as e:
-            log.write_text(f"farmer: cannot start {argv[0]}: {e.strerror}\n")
+            with open(log, "w") as f:
+                f.write(f"farmer: cannot start {argv[0]}: {e.strerror}\n")
             self._finished.append(Outcome(comp.index, False, "exit 127", 127, now - self.t0, now - self.t0))
             return
         timeout = comp.timeout if comp.timeout is not None else self.default_timeout

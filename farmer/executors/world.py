@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from farmer.executors.process import log_path
-from farmer.farmfile import WorldSpec
+from farmer.spec import WorldSpec
 from farmer.scheduler import Outcome
 from farmer.graph import Computation
 from farmer.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
@@ -37,14 +37,15 @@ _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dea
 
 
 class WorldExecutor:
-    def __init__(self, worlds: dict[str, WorldSpec], root: Path, logs: Path, t0: float,
-                 timeout: float | None, selector: selectors.BaseSelector,
-                 comps: list[Computation], expected: list[int], warn: Callable[[str], None]) -> None:
+    def __init__(self, worlds: dict[str, WorldSpec], root: str | os.PathLike,
+                 logs: str | os.PathLike, t0: float, timeout: float | None,
+                 selector: selectors.BaseSelector, comps: list[Computation], expected: list[int],
+                 warn: Callable[[str], None]) -> None:
         self.tree = WorldTree(worlds)
         world_of = {c.index: c.world for c in comps if c.world is not None}
         self.futures = Futures(self.tree, world_of, expected)
         self.root = str(root)
-        self.logs = logs
+        self.logs = Path(logs)
         self.t0 = t0
         self.default_timeout = timeout
         self.selector = selector

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from farmer.errors import UsageError
-from farmer.farmfile import Spec
+from farmer.spec import Spec
 from farmer.graph import Graph
 
 _MAX_REGENERATIONS = 3
@@ -24,7 +24,7 @@ def is_manifest(name: str) -> bool:
     return name.endswith(".ninja")
 
 
-def load(path: Path, write_cache: bool = False) -> tuple[Spec, Graph]:
+def load(path: str | os.PathLike, write_cache: bool = False) -> tuple[Spec, Graph]:
     """Read the manifest at `path` and make its graph (from the graph cache while no manifest
     file changed); the manifest's directory becomes the working directory, as with
     `ninja -C`. Only commands that hold the lock write the cache (`write_cache`)."""
@@ -32,7 +32,7 @@ def load(path: Path, write_cache: bool = False) -> tuple[Spec, Graph]:
     from farmer.ninja.graph import build_graph
     from farmer.ninja.parser import parse_manifest
 
-    path = path.absolute()
+    path = Path(path).absolute()
     farmer_dir = path.parent / ".farmer"
     if not path.parent.is_dir():
         raise UsageError(f"{path}: cannot read the ninja manifest: no such directory")
@@ -56,7 +56,7 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
     ran. Returns the (new) spec and graph and the exit code of the regeneration (0: go on)."""
     from farmer.build import run_build
 
-    name = spec.path.name
+    name = os.path.basename(spec.path)
     for _ in range(_MAX_REGENERATIONS):
         i = graph.producer.get(name)
         if i is None or graph.computations[i].kind is None:
@@ -80,7 +80,7 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
 def _plan(spec: Spec, graph: Graph, target: str) -> dict[int, str]:
     from farmer.build import open_session
 
-    session = open_session(spec, graph, spec.root / ".farmer", [target], readonly=True)
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target], readonly=True)
     try:
         return session.plan()
     finally:
@@ -108,7 +108,7 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
             return False
         if newest_input > oldest_output:
             return False
-    farmer_dir = spec.root / ".farmer"
+    farmer_dir = os.path.join(spec.root, ".farmer")
     with ProjectLock(farmer_dir):
         state = State(farmer_dir)
         try:
