@@ -1,0 +1,90 @@
+"""An incremental build (graph cache warm, no-op proof present, one source edited) imports
+only what it needs (docs/performance.md, "Where the time goes"): none of the standard
+library's heavier modules, which farmer imports only where really needed (parsing a
+Farmfile, worlds, ninja manifests, python tasks, `plan`, errors)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import xxhash
+
+from conftest import REPO, Result, farmer_env
+
+# `signal` is the Python wrapper (it imports enum); farmer uses `_signal`, the C module under it.
+NOT_ON_AN_INCREMENTAL_BUILD = {
+    "re", "enum", "signal", "json", "shlex", "pathlib", "urllib.parse", "ipaddress", "fnmatch",
+    "ntpath", "typing", "dataclasses", "inspect", "tomllib",
+    # farmer's own: the Farmfile's parser and traversal run on a cold graph cache only
+    "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander", "click", "rich",
+}
+
+FARMFILE = """
+[task.compile]
+foreach = "src/{stem}.c"
+inputs = ["src/{stem}.c"]
+outputs = ["out/{stem}.o"]
+cmd = "cat {inputs} > {outputs}"
+
+[task.link]
+inputs = ["out/a.o", "out/b.o", "out/c.o"]
+outputs = ["out/app"]
+cmd = "cat out/a.o out/b.o out/c.o > out/app && echo linked"
+
+[task.stamp]
+inputs = ["out/app"]
+outputs = ["out/stamp"]
+env = { WHO = "farmer" }
+cmd = "printf '%s\\n' \\"$WHO\\" > out/stamp"
+"""
+
+
+def imported_modules(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def build_without_site(project, *args: str) -> Result:
+    """`farmer build` with -X importtime, without the site module: what it imports at start-up
+    (an editable install's finder imports pathlib; other .pth files more) would hide what
+    farmer imports. farmer and xxhash are found through PYTHONPATH instead."""
+    path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
+    env = farmer_env({"PYTHONPROFILEIMPORTTIME": "1", "PYTHONPATH": path})
+    cmd = [sys.executable, "-S", "-m", "farmer", "build", *args]
+    cp = subprocess.run(cmd, cwd=project.root, stdin=subprocess.DEVNULL, capture_output=True,
+                        text=True, timeout=60, env=env)
+    return Result(cp, ["build", *args], 0.0)
+
+
+def test_an_incremental_build_imports_no_heavy_module(project):
+    project.farmfile(FARMFILE)
+    for stem in "abc":
+        project.write(f"src/{stem}.c", f"{stem}\n")
+    assert project.build().returncode == 0  # writes the graph cache and the no-op proof
+    assert project.build().summary()["ran"] == 0
+    project.write("src/b.c", "b, edited\n")
+    r = build_without_site(project, "-j", "2")
+    assert r.returncode == 0, r
+    assert r.summary()["ran"] == 3, r
+    assert project.read("out/app") == "a\nb, edited\nc\n"
+    assert project.read("out/stamp") == "farmer\n"
+    assert "linked" in r.stdout
+    modules = imported_modules(r.stderr)
+    assert {"farmer.noop", "farmer.build", "farmer.graphcache", "farmer.matching"} <= modules, sorted(modules)
+    assert not NOT_ON_AN_INCREMENTAL_BUILD & modules, sorted(NOT_ON_AN_INCREMENTAL_BUILD & modules)
+    tasks = project.tasks()
+    assert tasks["out/b.o"]["status"] == "ran" and tasks["out/a.o"]["status"] == "up-to-date"
+    assert project.build().summary()["ran"] == 0  # and the proof it left holds
+
+
+def test_without_the_site_module_the_heavy_modules_are_not_imported_at_start_up():
+    """What the test above rests on: a bare interpreter started as it starts farmer has none
+    of these modules yet (else -X importtime would not list farmer's import of them)."""
+    path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
+    cp = subprocess.run([sys.executable, "-S", "-c", "import sys; print(*sys.modules, sep='\\n')"],
+                        capture_output=True, text=True, env=farmer_env({"PYTHONPATH": path}))
+    assert cp.returncode == 0, cp.stderr
+    assert "sys" in cp.stdout.split()
+    assert not NOT_ON_AN_INCREMENTAL_BUILD & set(cp.stdout.split()), cp.stdout
