@@ -30,7 +30,7 @@ def stat_key(st: os.stat_result) -> StatKey:
 
 
 # farmer's own sources that decide what a Farmfile expands to and what is up to date.
-_SOURCES = ("farmfile.py", "traversal.py", "expander.py", "template.py", "matching.py",
+_SOURCES = ("spec.py", "farmfile.py", "traversal.py", "expander.py", "template.py", "matching.py",
             "graph.py", "uptodate.py", "graphcache.py", "grains.py", "noop.py", "build.py")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from farmer import __version__
+from farmer.jsontext import dumps
 
 
 class Counts:
@@ -43,20 +44,5 @@ def rounded(x: float) -> float:
 def document(head: dict, tasks_json: list[bytes | memoryview]) -> list[bytes | memoryview]:
     """last-build.json's bytes, in parts, from its header and its tasks already as JSON, in
     parts too (the no-op proof keeps them rendered: megabytes that are written as they are,
-    not joined). The header is rendered here, not by json, whose import would cost a no-op
-    build 2 ms: its values are numbers, null and plain words."""
-    fields = ",".join(f'"{k}":{_scalar(v)}' for k, v in head.items())
-    return [("{" + fields + ',"tasks":').encode(), *tasks_json, b"}\n"]
-
-
-def _scalar(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return repr(value)  # as json renders them (times are finite)
-    if isinstance(value, str) and value.isascii() and value.isprintable() and '"' not in value \
-            and "\\" not in value:
-        return f'"{value}"'
-    import json
-
-    return json.dumps(value)
+    not joined)."""
+    return [(dumps(head)[:-1] + ',"tasks":').encode(), *tasks_json, b"}\n"]
