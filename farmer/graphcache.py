@@ -14,12 +14,12 @@ import os
 import sys
 
 from farmer import __version__
-from farmer.atomic import load_marshalled, save_marshalled
+from farmer.atomic import load_marshalled, write_atomically
 from farmer.grains import code_stamp, hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 from farmer.spec import Spec, WorldSpec
 
-_FORMAT = 5
+_FORMAT = 6
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
 _FIELDS = Computation.__slots__  # a computation is stored as the tuple of these, in order
@@ -34,11 +34,12 @@ def key(farmfile: str | os.PathLike, text: bytes) -> str:
 
 def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
          text: bytes) -> tuple[Spec, Graph] | None:
+    pieces = _Pieces.open(os.path.join(farmer_dir, NAME))
+    if pieces is None:
+        return None
     try:
-        with open(os.path.join(farmer_dir, NAME), "rb") as f:
-            data = load_marshalled(f.read())
-        fmt, stored_key, chunks, count, maps, listings, world_inputs, spec_data, identity = data
-    except (OSError, EOFError, ValueError, TypeError):
+        fmt, stored_key, count, listings, world_inputs, spec_data, identity = pieces.header
+    except (TypeError, ValueError):
         return None
     if fmt != _FORMAT or stored_key != key(farmfile, text):
         return None
@@ -52,7 +53,7 @@ def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
     default, variables, pools, worlds = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={})
-    graph = CachedGraph(maps, root, Computations(chunks, count), listings, world_inputs)
+    graph = CachedGraph(pieces, root, Computations(pieces, count), listings, world_inputs)
     graph.identity = identity
     return spec, graph
 
@@ -61,12 +62,67 @@ def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes
          graph: Graph) -> None:
     """Write the cache atomically; failing to write it only costs the next build time."""
     rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
-    chunks = [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
-    maps = marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))
-    data = (_FORMAT, key(farmfile, text), chunks, len(rows), maps, graph.listings,
-            graph.world_inputs, (spec.default, spec.vars, spec.pools, worlds), graph.identify())
-    save_marshalled(os.path.join(farmer_dir, NAME), data)
+    pieces = [marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))]
+    pieces += [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]
+    header = (_FORMAT, key(farmfile, text), len(rows), graph.listings, graph.world_inputs,
+              (spec.default, spec.vars, spec.pools, worlds), graph.identify())
+    try:
+        write_atomically(os.path.join(farmer_dir, NAME), _Pieces.layout(header, pieces), 0o600)
+    except (OSError, ValueError):
+        pass
+
+
+class _Pieces:
+    """The cache file: an 8-byte length, a marshalled header (the cache's key and what every
+    build needs, with where each piece lies), then the pieces, each marshalled alone and read
+    from the file when first used (the maps, then each chunk of computations): an
+    incremental build of 10 000 computations reads tens of kilobytes of its 2.6 MB. The file
+    stays open while the graph is used: a new cache is renamed over it, so what is read is
+    always from the file the header came from."""
+
+    __slots__ = ("_fd", "header", "_offsets")
+
+    def __init__(self, fd: int, header: tuple, offsets: list[int]) -> None:
+        self._fd, self.header, self._offsets = fd, header, offsets
+
+    @staticmethod
+    def layout(header: tuple, pieces: list[bytes]) -> list[bytes]:
+        ends, at = [], 0
+        for piece in pieces:
+            at += len(piece)
+            ends.append(at)
+        head = marshal.dumps((header, ends))
+        return [len(head).to_bytes(8, "little"), head, *pieces]
+
+    @staticmethod
+    def open(path: str) -> _Pieces | None:
+        """The file's header and pieces, or None if it cannot be read or is cut short."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            length = int.from_bytes(os.pread(fd, 8, 0), "little")
+            if 8 + length > size:
+                raise ValueError("cut short")
+            header, ends = load_marshalled(os.pread(fd, length, 8))
+            start = 8 + length
+            if not ends or start + ends[-1] != size:
+                raise ValueError("cut short")
+            pieces = _Pieces(fd, header, [start] + [start + end for end in ends])
+        except (OSError, EOFError, ValueError, TypeError):
+            os.close(fd)
+            return None
+        return pieces
+
+    def read(self, k: int) -> object:
+        start, end = self._offsets[k], self._offsets[k + 1]
+        return load_marshalled(os.pread(self._fd, end - start, start))
+
+    def __del__(self) -> None:
+        os.close(self._fd)
 
 
 class CachedGraph(Graph):
@@ -74,13 +130,13 @@ class CachedGraph(Graph):
     computations, the ids, the order) are unmarshalled when first used: a build that has
     the no-op proof uses none of them (a tenth of a second at 100 000 computations)."""
 
-    __slots__ = ("_maps",)
+    __slots__ = ("_pieces",)
 
-    def __init__(self, maps: bytes, root: str, computations: Computations,
+    def __init__(self, pieces: _Pieces | None, root: str, computations: Computations,
                  listings: dict[str, str], world_inputs: dict[str, list[str]]) -> None:
         # Graph's own __init__ would need the maps: the fields are set here, the maps left
         # unset until `__getattr__` is asked for one.
-        self._maps = maps
+        self._pieces = pieces
         self.root, self.computations = root, computations
         self.listings, self.world_inputs = listings, world_inputs
         self.missing_known = False  # learnt at selection (graph.check_inputs)
@@ -88,11 +144,11 @@ class CachedGraph(Graph):
         self.identity = ""
 
     def __getattr__(self, name: str):  # only called for an attribute not set
-        if name not in _MAPS or self._maps is None:
+        if name not in _MAPS or self._pieces is None:
             raise AttributeError(name)
-        for field_name, value in zip(_MAPS, load_marshalled(self._maps)):
+        for field_name, value in zip(_MAPS, self._pieces.read(0)):
             setattr(self, field_name, value)
-        self._maps = None
+        self._pieces = None
         return getattr(self, name)
 
 
@@ -101,10 +157,10 @@ class Computations:
     at a time: a build that checks and runs a few of 10 000 computations makes a few
     hundred, not 10 000."""
 
-    __slots__ = ("_chunks", "_made", "_count")
+    __slots__ = ("_pieces", "_made", "_count")
 
-    def __init__(self, chunks: list[bytes], count: int) -> None:
-        self._chunks = chunks
+    def __init__(self, pieces: _Pieces, count: int) -> None:
+        self._pieces = pieces
         self._made: list[Computation | None] = [None] * count
         self._count = count
 
@@ -125,5 +181,5 @@ class Computations:
     def _make(self, chunk: int) -> None:
         start = chunk * _CHUNK
         made = self._made
-        for k, row in enumerate(load_marshalled(self._chunks[chunk])):
+        for k, row in enumerate(self._pieces.read(1 + chunk)):
             made[start + k] = Computation(*row)
