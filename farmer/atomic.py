@@ -11,8 +11,68 @@ import marshal
 import os
 
 
-def write_atomically(path: str | os.PathLike, data: bytes | list[bytes | memoryview],
-                     mode: int = 0o666) -> None:
+class OpenFile:
+    """One of farmer's files kept open to read pieces of it when they are needed. Every
+    such file is replaced by renaming a new one over it, so what is read later is always
+    from the file as it was opened."""
+
+    __slots__ = ("fd", "size")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+
+    @staticmethod
+    def open(path: str | os.PathLike) -> OpenFile | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            return OpenFile(fd)
+        except OSError:
+            os.close(fd)
+            return None
+
+    def read(self, offset: int, length: int) -> bytes:
+        """These bytes; OSError if the file ends before them."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise OSError(f"{length} bytes at {offset} of a file of {self.size}")
+        data = os.pread(self.fd, length, offset)
+        if len(data) != length:
+            raise OSError(f"{length} bytes at {offset}: the file ended after {len(data)}")
+        return data
+
+    def __del__(self) -> None:
+        os.close(self.fd)
+
+
+class FileRange:
+    """Bytes of an open file, written out by the kernel (copy_file_range) without passing
+    through farmer: last-build.json is mostly the no-op proof's rendered entries."""
+
+    __slots__ = ("file", "offset", "length")
+
+    def __init__(self, file: OpenFile, offset: int, length: int) -> None:
+        if offset < 0 or length < 0 or offset + length > file.size:
+            raise OSError(f"{length} bytes at {offset} of a file of {file.size}")
+        self.file, self.offset, self.length = file, offset, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, part: slice) -> FileRange:
+        start, stop, _ = part.indices(self.length)
+        return FileRange(self.file, self.offset + start, max(0, stop - start))
+
+    def bytes(self) -> bytes:
+        return self.file.read(self.offset, self.length)
+
+
+Part = bytes | memoryview | FileRange
+
+
+def write_atomically(path: str | os.PathLike, data: bytes | list[Part], mode: int = 0o666) -> None:
     """Write `data` (or its parts, one after the other: a big file made of slices of
     another is written without joining them first) to a temporary file next to `path` and
     rename it over `path`. `mode` is masked by the umask, as for any file a program creates."""
@@ -40,8 +100,19 @@ def write_atomically(path: str | os.PathLike, data: bytes | list[bytes | memoryv
         raise
 
 
-def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
-    views = [memoryview(p) for p in parts if len(p)]
+def _write_all(fd: int, parts: list[Part]) -> None:
+    views: list[memoryview] = []
+    for part in parts:
+        if isinstance(part, FileRange):
+            _writev_all(fd, views)
+            views = []
+            _copy_range(part, fd)
+        elif len(part):
+            views.append(memoryview(part))
+    _writev_all(fd, views)
+
+
+def _writev_all(fd: int, views: list[memoryview]) -> None:
     first = 0
     while first < len(views):
         written = os.writev(fd, views[first:first + 1024])  # at most IOV_MAX buffers a call
@@ -52,6 +123,19 @@ def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
                 break
             written -= size
             first += 1
+
+
+def _copy_range(part: FileRange, fd: int) -> None:
+    offset, left = part.offset, part.length
+    while left:
+        try:
+            copied = os.copy_file_range(part.file.fd, fd, left, offset)
+        except OSError:  # a file system without it (or the files on two)
+            copied = 0
+        if not copied:  # through farmer then (read says if the file ended)
+            _writev_all(fd, [memoryview(part.file.read(offset, left))])
+            return
+        offset, left = offset + copied, left - copied
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:

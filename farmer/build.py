@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from farmer import depfile, lastbuild, noop, report
-from farmer.atomic import write_atomically
+from farmer.atomic import Part, write_atomically
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.grains import Digests, NotAFile
 from farmer.lastbuild import Counts, summary_line
@@ -572,7 +572,7 @@ def _finish(session: Session, opts: BuildOptions, farmer_dir: str, started_at: f
 
 
 def _tasks_json(session: Session, settled: dict[int, Settled],
-                outcomes: dict[int, Outcome]) -> list[bytes | memoryview]:
+                outcomes: dict[int, Outcome]) -> list[Part]:
     """last-build.json's tasks, in parts. The proof keeps them as they are when everything
     is up to date: only the others are rendered."""
     comps, selected, proof = session.graph.computations, session.selected, session.proof

@@ -14,7 +14,7 @@ import os
 import sys
 
 from farmer import __version__
-from farmer.atomic import load_marshalled, write_atomically
+from farmer.atomic import OpenFile, load_marshalled, write_atomically
 from farmer.grains import code_stamp, hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 from farmer.spec import Spec, WorldSpec
@@ -75,16 +75,14 @@ def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes
 
 class _Pieces:
     """The cache file: an 8-byte length, a marshalled header (the cache's key and what every
-    build needs, with where each piece lies), then the pieces, each marshalled alone and read
+    build needs, with where each piece ends), then the pieces, each marshalled alone and read
     from the file when first used (the maps, then each chunk of computations): an
-    incremental build of 10 000 computations reads tens of kilobytes of its 2.6 MB. The file
-    stays open while the graph is used: a new cache is renamed over it, so what is read is
-    always from the file the header came from."""
+    incremental build of 10 000 computations reads tens of kilobytes of its 2.6 MB."""
 
-    __slots__ = ("_fd", "header", "_offsets")
+    __slots__ = ("_file", "header", "_offsets")
 
-    def __init__(self, fd: int, header: tuple, offsets: list[int]) -> None:
-        self._fd, self.header, self._offsets = fd, header, offsets
+    def __init__(self, file: OpenFile, header: tuple, offsets: list[int]) -> None:
+        self._file, self.header, self._offsets = file, header, offsets
 
     @staticmethod
     def layout(header: tuple, pieces: list[bytes]) -> list[bytes]:
@@ -98,31 +96,22 @@ class _Pieces:
     @staticmethod
     def open(path: str) -> _Pieces | None:
         """The file's header and pieces, or None if it cannot be read or is cut short."""
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
+        file = OpenFile.open(path)
+        if file is None:
             return None
         try:
-            size = os.fstat(fd).st_size
-            length = int.from_bytes(os.pread(fd, 8, 0), "little")
-            if 8 + length > size:
-                raise ValueError("cut short")
-            header, ends = load_marshalled(os.pread(fd, length, 8))
+            length = int.from_bytes(file.read(0, 8), "little")
+            header, ends = load_marshalled(file.read(8, length))
             start = 8 + length
-            if not ends or start + ends[-1] != size:
-                raise ValueError("cut short")
-            pieces = _Pieces(fd, header, [start] + [start + end for end in ends])
+            if not ends or start + ends[-1] != file.size:
+                return None
         except (OSError, EOFError, ValueError, TypeError):
-            os.close(fd)
             return None
-        return pieces
+        return _Pieces(file, header, [start] + [start + end for end in ends])
 
     def read(self, k: int) -> object:
         start, end = self._offsets[k], self._offsets[k + 1]
-        return load_marshalled(os.pread(self._fd, end - start, start))
-
-    def __del__(self) -> None:
-        os.close(self._fd)
+        return load_marshalled(self._file.read(start, end - start))
 
 
 class CachedGraph(Graph):

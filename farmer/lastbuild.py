@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from farmer import __version__
+from farmer.atomic import Part
 from farmer.jsontext import dumps
 
 
@@ -41,7 +42,7 @@ def rounded(x: float) -> float:
     return round(x, 4)
 
 
-def document(head: dict, tasks_json: list[bytes | memoryview]) -> list[bytes | memoryview]:
+def document(head: dict, tasks_json: list[Part]) -> list[Part]:
     """last-build.json's bytes, in parts, from its header and its tasks already as JSON, in
     parts too (the no-op proof keeps them rendered: megabytes that are written as they are,
     not joined)."""

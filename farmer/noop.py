@@ -30,19 +30,20 @@ import sys
 import time
 
 from farmer import __version__
-from farmer.atomic import load_marshalled, write_atomically
+from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
 
 # Two files. The snapshot holds what changes only with the graph: the files, the tasks of
-# last-build.json, and per computation the files it rests on; it is 8 bytes giving the
-# length of a first marshalled part (what a no-op needs) and a second (what an incremental
-# build needs besides). STATS holds the stat data, rewritten by every good build; both
-# name the same serial, so a pair never mixes two builds' files.
+# last-build.json, and per computation the files it rests on. It is three lengths (8 bytes
+# each), then a marshalled part with what a no-op reads, the tasks as they go into
+# last-build.json (copied from file to file by the kernel), and a marshalled part that
+# only an incremental build reads. STATS holds the stat data, rewritten by every good
+# build; both name the same serial, so a pair never mixes two builds' files.
 NAME = "noop.snapshot"
 STATS = "noop.stats"
-_FORMAT = 8
-_HEAD = 8
+_FORMAT = 9
+_HEAD = 24
 
 
 def _key(farmfile: str, digest: str, targets: list[str]) -> str:
@@ -54,14 +55,15 @@ class Proof:
                  "graph", "changed", "key", "listings", "serial", "_rest", "_position")
 
     def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
-                 tasks: bytes, count: int, files_of: list[list[int]] | None = None,
+                 tasks: bytes | FileRange, count: int, files_of: list[list[int]] | None = None,
                  ends: list[int] | None = None, selected: list[int] | None = None,
-                 rest: bytes = b"") -> None:
+                 rest: FileRange | None = None) -> None:
         self.paths = paths
         self.stats = stats
         self.racy = racy  # index into paths -> digest: files only their content vouches for
         # last-build.json's tasks when every computation is up to date (a JSON array, ASCII
-        # bytes), and how many there are; `ends`: where each one's entry ends in `tasks`.
+        # bytes, or where they lie in the snapshot read), and how many there are; `ends`:
+        # where each one's entry ends in `tasks`.
         self.tasks, self.count, self.ends = tasks, count, ends
         # Per computation, in the build's order (the order of `tasks`): its index in the
         # graph, and the indices into `paths` of the files it rests on.
@@ -96,9 +98,9 @@ class Proof:
         return changed
 
     def load_rest(self) -> None:
-        if self.selected is None:
-            self.files_of, self.ends, self.selected, self.graph = load_marshalled(self._rest)
-            self._rest = b""
+        if self.selected is None and self._rest is not None:
+            self.files_of, self.ends, self.selected, self.graph = load_marshalled(self._rest.bytes())
+            self._rest = None
 
     def dirty(self) -> set[int]:
         """The positions (in the build's order) of the computations a file of which
@@ -122,13 +124,15 @@ class Proof:
             return None
         return self.stats[n]
 
-    def tasks_with(self, entries: dict[int, str]) -> list[bytes | memoryview]:
+    def tasks_with(self, entries: dict[int, str]) -> list[Part]:
         """`tasks` with the entries at these positions replaced, in parts (slices of
         `tasks`, not copies)."""
         if not entries:
             return [self.tasks]
         self.load_rest()
-        tasks, parts, at = memoryview(self.tasks), [], 0
+        tasks = self.tasks if isinstance(self.tasks, FileRange) else memoryview(self.tasks)
+        parts: list[Part] = []
+        at = 0
         for k in sorted(entries):
             start = self.ends[k - 1] + 1 if k else 1
             parts += [tasks[at:start], entries[k].encode()]
@@ -267,10 +271,10 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
             proof.load_rest()
             proof.serial = os.urandom(8).hex()
             first = marshal.dumps((_FORMAT, _key(os.fspath(farmfile), digest, targets), listings,
-                                   proof.serial, proof.paths, proof.tasks, proof.count))
+                                   proof.serial, proof.paths, proof.count))
             rest = marshal.dumps((proof.files_of, proof.ends, proof.selected, proof.graph))
-            write_atomically(os.path.join(farmer_dir, NAME),
-                             len(first).to_bytes(_HEAD, "little") + first + rest, 0o600)
+            head = b"".join(len(part).to_bytes(8, "little") for part in (first, proof.tasks, rest))
+            write_atomically(os.path.join(farmer_dir, NAME), [head, first, proof.tasks, rest], 0o600)
         _write_stats(farmer_dir, proof)
     except OSError:
         pass
@@ -288,12 +292,16 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     try:
         with open(os.path.join(farmer_dir, STATS), "rb") as f:
             serial, stats, racy = load_marshalled(f.read())
-        with open(os.path.join(farmer_dir, NAME), "rb") as f:
-            data = f.read()
-        first = int.from_bytes(data[:_HEAD], "little")
-        view = memoryview(data)
-        fmt, key, listings, written_as, paths, tasks, count = load_marshalled(view[_HEAD:_HEAD + first])
-        rest = bytes(view[_HEAD + first:])
+        snapshot = OpenFile.open(os.path.join(farmer_dir, NAME))
+        if snapshot is None:
+            return None
+        head = snapshot.read(0, _HEAD)
+        first, size, last = (int.from_bytes(head[k:k + 8], "little") for k in (0, 8, 16))
+        if _HEAD + first + size + last != snapshot.size:
+            return None
+        fmt, key, listings, written_as, paths, count = load_marshalled(snapshot.read(_HEAD, first))
+        tasks = FileRange(snapshot, _HEAD + first, size)
+        rest = FileRange(snapshot, _HEAD + first + size, last)
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets) or serial != written_as \

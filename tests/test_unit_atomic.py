@@ -4,6 +4,8 @@ splits the writes, and no temporary file is left behind."""
 
 import os
 
+import pytest
+
 from farmer import atomic
 
 
@@ -31,3 +33,42 @@ def test_short_writes_go_on_where_they_stopped(tmp_path, monkeypatch):
     parts = [b"abc", b"", b"defghijklmnop", memoryview(b"0123456789")[2:], b"!"]
     atomic.write_atomically(tmp_path / "f", parts)
     assert (tmp_path / "f").read_bytes() == b"abcdefghijklmnop23456789!"
+
+
+def test_ranges_of_an_open_file_are_copied_between_parts(tmp_path):
+    source = tmp_path / "source"
+    source.write_bytes(b"0123456789abcdef")
+    opened = atomic.OpenFile.open(source)
+    whole = atomic.FileRange(opened, 2, 12)  # "23456789abcd"
+    source.unlink()  # replaced or removed meanwhile: the open file is what is copied
+    atomic.write_atomically(tmp_path / "f", [b"<", whole[:3], b"|", whole[5:], whole[3:3], b">"])
+    assert (tmp_path / "f").read_bytes() == b"<234|789abcd>"
+
+
+def test_ranges_are_copied_through_farmer_where_the_kernel_cannot(tmp_path, monkeypatch):
+    source = tmp_path / "source"
+    source.write_bytes(b"x" * 100_000 + b"end")
+    opened = atomic.OpenFile.open(source)
+
+    def unsupported(*args):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(atomic.os, "copy_file_range", unsupported)
+    atomic.write_atomically(tmp_path / "f", [atomic.FileRange(opened, 99_990, 13)])
+    assert (tmp_path / "f").read_bytes() == b"x" * 10 + b"end"
+
+
+def test_a_range_of_a_file_cut_short_fails_and_leaves_the_old_file(tmp_path):
+    source = tmp_path / "source"
+    source.write_bytes(b"0123456789")
+    opened = atomic.OpenFile.open(source)
+    part = atomic.FileRange(opened, 0, 10)
+    with open(source, "r+b") as f:
+        f.truncate(4)  # cut in place behind farmer's back
+    (tmp_path / "f").write_bytes(b"old")
+    with pytest.raises(OSError):
+        atomic.write_atomically(tmp_path / "f", [b"new:", part])
+    assert (tmp_path / "f").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["f", "source"]
+    with pytest.raises(OSError):
+        atomic.FileRange(opened, 8, 5)  # beyond the file as opened
