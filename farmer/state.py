@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS history (
     id TEXT NOT NULL, task TEXT NOT NULL, at REAL NOT NULL, wall_s REAL NOT NULL,
     cpu_s REAL, max_rss_kb INTEGER, input_bytes INTEGER);
 CREATE INDEX IF NOT EXISTS history_id ON history (id, at);
+CREATE INDEX IF NOT EXISTS history_task ON history (task, at);
 """
 
 

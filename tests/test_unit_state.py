@@ -108,6 +108,22 @@ def test_history_keeps_newest_over_many_builds(farmer_dir):
     s.close()
 
 
+def test_history_of_some_tasks_is_found_by_index(farmer_dir):
+    """A build that runs a few computations reads the history of their tasks only, through
+    an index, not by scanning every measured run of the project (10 000 rows at 10k steps,
+    also in a state.db made before the index existed)."""
+    s = State(farmer_dir)
+    s.db.execute("DROP INDEX history_task")  # as an older farmer left it
+    s.save([], [], [sample(f"x{n}", float(n), task=f"t{n % 50}") for n in range(500)], {})
+    s = reopen(s)
+    h = s.history({"t7", "t8"})
+    assert sorted(h) == sorted(f"x{n}" for n in range(500) if n % 50 in (7, 8))
+    plan = " ".join(str(row) for row in s.db.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM history WHERE task IN (?, ?) ORDER BY at", ("t7", "t8")))
+    assert "history_task" in plan, plan
+    s.close()
+
+
 def test_history_of_other_ids_untouched_by_trimming(farmer_dir):
     s = State(farmer_dir)
     s.save([], [], [sample("old", float(t)) for t in range(1, 4)], {})
