@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import marshal
 import os
-import stat as statmod
 import sys
 import time
 
-from farmer import __version__
+from farmer import __version__, spec
 from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
+from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, document, header, summary_line
 
@@ -320,17 +320,11 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
 
 
 def _farmfile_bytes(path: str) -> bytes | None:
-    """The Farmfile's bytes, or None for the full path to say what is wrong with it (not
-    open() alone: a FIFO in its place would block for ever)."""
+    """The Farmfile's bytes, or None for the full path to say what is wrong with it."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        return spec.read(path)
+    except UsageError:
         return None
-    with open(fd, "rb", closefd=True) as f:
-        try:
-            return f.read() if statmod.S_ISREG(os.fstat(fd).st_mode) else None
-        except OSError:
-            return None
 
 
 def try_build(farmfile: str, targets: list[str], jobs: int) -> int | Proof | None:
