@@ -495,7 +495,9 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
     if not hasattr(os, "pidfd_open"):
         signal.signal(signal.SIGCHLD, lambda *_: None)
     executor = ProcessExecutor(logs, t0, opts.timeout, wake_r)
-    if session.spec.worlds and not opts.no_worlds:  # --no-worlds: fresh python3 per task
+    # --no-worlds: fresh python3 per task. Every computation that can run is in the plan, so
+    # a plan without world tasks needs no world (nor the modules that drive them).
+    if not opts.no_worlds and any(comps[i].world is not None for i in to_run):
         from farmer.executors.composite import with_worlds
 
         executor = with_worlds(executor, session.spec, comps, to_run, logs, t0, opts.timeout,

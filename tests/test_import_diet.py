@@ -88,3 +88,35 @@ def test_without_the_site_module_the_heavy_modules_are_not_imported_at_start_up(
     assert cp.returncode == 0, cp.stderr
     assert "sys" in cp.stdout.split()
     assert not NOT_ON_AN_INCREMENTAL_BUILD & set(cp.stdout.split()), cp.stdout
+
+
+def test_a_build_that_runs_no_world_task_starts_no_world(project):
+    """A project with worlds, where nothing a world task reads is out of date: no world
+    starts, and the executor that drives worlds is not even imported."""
+    project.farmfile(FARMFILE + """
+[world.py]
+setup = ["import os"]
+
+[task.report]
+world = "py"
+inputs = ["notes.txt"]
+outputs = ["out/report.txt"]
+python = "report.py"
+""")
+    project.write("report.py", "open('out/report.txt', 'w').write(open('notes.txt').read().upper())\n")
+    project.write("notes.txt", "farmer\n")
+    for stem in "abc":
+        project.write(f"src/{stem}.c", f"{stem}\n")
+    assert project.build().summary()["ran"] == 6
+    assert project.read("out/report.txt") == "FARMER\n"
+    project.write("src/a.c", "a, edited\n")
+    r = build_without_site(project)
+    assert r.returncode == 0, r
+    assert r.summary()["ran"] == 3, r
+    assert project.tasks()["out/report.txt"]["status"] == "up-to-date"
+    assert not {"farmer.executors.composite", "farmer.executors.world"} & imported_modules(r.stderr)
+    project.write("notes.txt", "worlds\n")
+    r = build_without_site(project)  # now the world task is out of date: its world runs it
+    assert r.returncode == 0 and r.summary()["ran"] == 1, r
+    assert project.read("out/report.txt") == "WORLDS\n"
+    assert "farmer.executors.composite" in imported_modules(r.stderr)
