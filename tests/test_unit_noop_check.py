@@ -3,6 +3,7 @@
 cannot be started or fails leaves its part to the parent, and no child outlives it."""
 
 import os
+import time
 
 import pytest
 
@@ -65,25 +66,32 @@ def test_a_child_that_cannot_start_leaves_its_part_to_the_parent(tree, monkeypat
     assert noop._changed_in_parallel(paths, stats) == expected
 
 
-def test_a_failing_child_leaves_its_part_to_the_parent(tree, monkeypatch):
+@pytest.fixture
+def started(monkeypatch):
+    """The pids of the checker children forked from here on."""
+    pids = []
+    fork_checker = noop._fork_checker
+
+    def recording(*args):
+        pid, fd = fork_checker(*args)
+        pids.append(pid)
+        return pid, fd
+
+    monkeypatch.setattr(noop, "_fork_checker", recording)
+    return pids
+
+
+def test_a_failing_child_leaves_its_part_to_the_parent(tree, monkeypatch, started):
     paths, stats = tree
     expected = change_some(paths)
     parent, check = os.getpid(), noop._changed
-    started = []
-    fork_checker = noop._fork_checker
 
     def dying(paths, stats, lo, hi):
         if os.getpid() != parent:
             os._exit(3)  # the child dies before it says anything
         return check(paths, stats, lo, hi)
 
-    def recording(*args):
-        pid, fd = fork_checker(*args)
-        started.append(pid)
-        return pid, fd
-
     monkeypatch.setattr(noop, "_changed", dying)
-    monkeypatch.setattr(noop, "_fork_checker", recording)
     assert noop._changed_in_parallel(paths, stats) == expected
     assert len(started) == 2
     for pid in started:  # every child was reaped
@@ -91,28 +99,18 @@ def test_a_failing_child_leaves_its_part_to_the_parent(tree, monkeypatch):
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_an_interrupted_check_kills_and_reaps_its_children(tree, monkeypatch):
+def test_an_interrupted_check_kills_and_reaps_its_children(tree, monkeypatch, started):
     paths, stats = tree
-    parent, check = os.getpid(), noop._changed
-    started = []
-    fork_checker = noop._fork_checker
+    parent = os.getpid()
 
     def slow_children_interrupted_parent(paths, stats, lo, hi):
         if os.getpid() != parent:
-            import time
             time.sleep(30)  # a child still at work when the parent is interrupted
         raise KeyboardInterrupt
 
-    def recording(*args):
-        pid, fd = fork_checker(*args)
-        started.append(pid)
-        return pid, fd
-
     monkeypatch.setattr(noop, "_changed", slow_children_interrupted_parent)
-    monkeypatch.setattr(noop, "_fork_checker", recording)
     with pytest.raises(KeyboardInterrupt):
         noop._changed_in_parallel(paths, stats)
-    monkeypatch.setattr(noop, "_changed", check)
     assert len(started) == 2
     for pid in started:
         with pytest.raises(ChildProcessError):
