@@ -16,12 +16,13 @@ from farmer.errors import LockHeld
 def _holder(fd: int) -> str:
     """The holder's pid as written in the lock file. A holder that has just taken the lock
     writes it within microseconds, so an empty file is read again for a moment (a new
-    project's file is empty until its first holder writes)."""
-    for _ in range(50):
+    project's file is empty until its first holder writes): up to half a second, which a
+    holder descheduled on a loaded machine may take."""
+    for _ in range(100):
         first = os.pread(fd, 64, 0).split(b"\n", 1)[0].strip()
         if first:
             return first.decode(errors="replace")
-        time.sleep(0.002)
+        time.sleep(0.005)
     return "unknown"
 
 
