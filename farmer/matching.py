@@ -14,17 +14,6 @@ from farmer.grains import hash_text
 _SKIP_DIRS = {".farmer", ".git"}
 
 
-def __getattr__(name: str) -> object:
-    """`GLOB_CHARS`, the characters that make a path a glob, compiled when first asked for."""
-    if name != "GLOB_CHARS":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import re
-
-    global GLOB_CHARS
-    GLOB_CHARS = re.compile(r"[*?\[]")
-    return GLOB_CHARS
-
-
 def list_files(root: str | os.PathLike, prefix: str) -> list[str]:
     """Files under `root/prefix`, as sorted root-relative paths; `.farmer` and `.git` skipped."""
     return _scan(root, prefix)[0]

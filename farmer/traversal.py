@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from farmer.errors import UsageError
 from farmer.expander import Instance, TaskExpander, expand_tasks, normalize, render_list
 from farmer.farmfile import Spec
 from farmer.graph import Computation, Graph, topological_order
-from farmer.matching import GLOB_CHARS, Files, glob_regex
+from farmer.matching import Files, glob_regex
 from farmer.uptodate import action_fingerprint
+
+GLOB_CHARS = re.compile(r"[*?\[]")  # what makes an input path a glob
 
 
 def _chain(names: list[str]) -> str:

@@ -17,7 +17,8 @@ from farmer.errors import UsageError
 from farmer.expander import all_normal, all_plain_inputs, all_shell_safe
 from farmer.grains import hash_text
 from farmer.graph import Computation
-from farmer.matching import GLOB_CHARS, Files, list_files
+from farmer.matching import Files, list_files
+from farmer.traversal import GLOB_CHARS
 from farmer.uptodate import action_fingerprint
 
 TEMPLATES = [
