@@ -103,8 +103,8 @@ class TaskExpander:
         text = task.cmd if task.cmd is not None else task.python
         if text is not None:
             self.action = template.compile_list([text], names, files, variables, True)
-            # Only file lists are quoted: for computations whose paths all need no quotes,
-            # this is the same text, without a quoting test per path.
+            # Only file lists and wildcards are quoted: for computations whose paths and
+            # wildcard values all need no quotes, this is the same text, without a test each.
             self.action_unquoted = template.compile_list([text], names, files, variables, False)
         self.env = template.compile_list(list(task.env.values()), names, files, variables, False)
 
@@ -222,7 +222,10 @@ def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
             rendered = [[normalize(p, task.name, "output") for p in paths] for paths in rendered]
         flat_inputs = [p for paths in raws for p in paths]
         plain = all_plain_inputs(flat_inputs)
-        safe = plain and all_shell_safe(flat_inputs) and all_shell_safe([p for o in rendered for p in o])
+        # Safe: a command line needs no quotes for any path or wildcard value (SPEC §1
+        # quotes wildcard values too, since they come from file names).
+        safe = (plain and all_shell_safe(flat_inputs) and all_shell_safe([p for o in rendered for p in o])
+                and all_shell_safe([v for w in matches for v in w.values()]))
         return [Instance(task, w, r, o, plain, safe) for w, r, o in zip(matches, raws, rendered)]
     result = []
     for wildcards in matches:

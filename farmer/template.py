@@ -2,7 +2,9 @@
 
 A template is parsed once into literal text and references; rendering looks each reference
 up in the computation's wildcards, then its files (`inputs`, `outputs`, `depfile`, which
-may be indexed), then `[vars]`. File lists are shell-quoted when rendering a command line.
+may be indexed or sliced as in Python), then `[vars]`. File lists and wildcard values (which
+come from file names, which anyone who can add a file controls) are shell-quoted when
+rendering a command line; vars are the Farmfile author's own and go in as they are.
 """
 
 from __future__ import annotations
@@ -13,19 +15,25 @@ from functools import lru_cache
 
 FILE_KEYS = ("inputs", "outputs", "depfile")
 
-_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?\}|[{}]")
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[(-?\d+)\]|\[(-?\d*):(-?\d*)\])?\}|[{}]")
+# What a `{...}` that is not a reference looks like when it meant to be an indexed one.
+_BAD_INDEX = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]\}")
 
 
 class TemplateError(Exception):
     """A template that cannot be parsed or names something unknown."""
 
 
+Index = int | tuple[int | None, int | None]  # `[i]`, or `[start:stop]` as a pair
+
+
 class Ref:
-    """`{name}` or `{name[index]}`. A value: equal and hashed by its fields; never changed."""
+    """`{name}`, `{name[i]}` or `{name[start:stop]}`. A value: equal and hashed by its
+    fields; never changed."""
 
     __slots__ = ("name", "index")
 
-    def __init__(self, name: str, index: int | None) -> None:
+    def __init__(self, name: str, index: Index | None) -> None:
         self.name, self.index = name, index
 
     def __eq__(self, other: object) -> bool:
@@ -63,22 +71,42 @@ def _parse(text: str) -> tuple[Part, ...]:
         elif token == "}}":
             literal.append("}")
         elif m.group(1) is None:
-            raise TemplateError(
-                f"unbalanced {token!r} at column {m.start() + 1} of {text!r}; "
-                "write {{ or }} for a literal brace"
-            )
+            raise TemplateError(_brace_error(text, m.start()))
         else:
             if literal:
                 parts.append("".join(literal))
                 literal = []
-            index = m.group(2)
-            parts.append(Ref(m.group(1), int(index) if index is not None else None))
+            parts.append(Ref(m.group(1), _index(m)))
         pos = m.end()
     literal.append(text[pos:])
     tail = "".join(literal)
     if tail:
         parts.append(tail)
     return tuple(parts)
+
+
+def _index(m: re.Match) -> Index | None:
+    if m.group(2) is not None:
+        return int(m.group(2))
+    if m.group(3) is None:
+        return None
+    return (int(m.group(3)) if m.group(3) else None, int(m.group(4)) if m.group(4) else None)
+
+
+def _brace_error(text: str, at: int) -> str:
+    """What is wrong with the lone brace at `at`, and the fix."""
+    where = f"at column {at + 1} of {text!r}"
+    if text[at] == "}":
+        return f"unbalanced '}}' {where}; write }}}} for a literal brace"
+    end = text.find("}", at)
+    if end < 0:
+        return f"unbalanced '{{' {where}; write {{{{ for a literal brace"
+    block = text[at : end + 1]
+    if _BAD_INDEX.fullmatch(block):
+        return (f"{block} {where} has an index farmer does not take; write a number or a "
+                "slice, like [0], [-1] or [1:]")
+    return (f"{block!r} {where} is not a {{name}} to substitute; for literal braces (awk, a "
+            f"shell block) double them: {'{' + block + '}'!r}")
 
 
 def names(text: str) -> set[str]:
@@ -110,7 +138,8 @@ def render(
         return parts[0]  # no reference (a path written out): nothing to do, nothing to cache
     fast = _format_string(text)
     if fast is not None and fast[1] <= wildcards.keys():
-        return fast[0].format_map(wildcards)  # every name is a wildcard: C does the work
+        # Every name is a wildcard: C does the work.
+        return fast[0].format_map({k: shlex.quote(wildcards[k]) for k in fast[1]} if quote else wildcards)
     out: list[str] = []
     for part in parts:
         if isinstance(part, str):
@@ -118,23 +147,35 @@ def render(
             continue
         name, index = part.name, part.index
         if index is None and name in wildcards:
-            out.append(wildcards[name])
+            out.append(shlex.quote(wildcards[name]) if quote else wildcards[name])
         elif name in files:
             values = files[name]
-            if index is not None:
-                if index >= len(values):
+            if isinstance(index, tuple):
+                values = values[index[0] : index[1]]
+            elif index is not None:
+                if not -len(values) <= index < len(values):
                     raise TemplateError(
                         f"{{{name}[{index}]}} is out of range: there are {len(values)} {name}"
                     )
-                values = values[index : index + 1]
+                values = [values[index]]
             out.append(" ".join(shlex.quote(v) for v in values) if quote else " ".join(values))
         elif index is None and name in variables:
             out.append(variables[name])
         elif name in FILE_KEYS:
             raise TemplateError(f"{{{name}}} cannot be used here")
         else:
-            raise TemplateError(f"unknown name {{{name}}}")
+            raise TemplateError(_unknown(text, name, index))
     return "".join(out)
+
+
+def _unknown(text: str, name: str, index: Index | None) -> str:
+    if index is not None:
+        return f"{{{name}[...]}}: only inputs, outputs and depfile can be indexed"
+    if "${" + name + "}" in text:
+        return (f"unknown name {{{name}}}; for the shell's ${{{name}}} write ${{{{{name}}}}} "
+                "(doubled braces are literal)")
+    return (f"unknown name {{{name}}}: not a wildcard of this task, nor inputs, outputs or "
+            f"depfile, nor in [vars]; define it under [vars] or write {{{{{name}}}}} for literal braces")
 
 
 # -- compiled templates ---------------------------------------------------------------------
@@ -188,9 +229,12 @@ def _expression(text: str, wildcards: frozenset[str], files: tuple[str, ...],
             continue
         name, index = part.name, part.index
         if index is None and name in wildcards:
-            code = f"w[{name!r}]"
+            code = f"_quote(w[{name!r}])" if quote else f"w[{name!r}]"
         elif name in files:
-            if index is not None:
+            if isinstance(index, tuple):
+                bounds = ":".join("" if i is None else str(i) for i in index)
+                code = f"{'_quote_join' if quote else '_join'}({_ARGS[name]}[{bounds}])"
+            elif index is not None:
                 code = f"{'_quote' if quote else ''}({_ARGS[name]}[{index}])"
             else:
                 code = f"{'_quote_join' if quote else '_join'}({_ARGS[name]})"

@@ -31,6 +31,7 @@ TEMPLATES = [
     "{x} shadows {shadowed}",  # a wildcard wins over a var of the same name
     "cat {inputs} > {outputs}",
     "{inputs[0]} {inputs[1]} {outputs[0]}",
+    "{inputs[-1]} {inputs[1:]} {outputs[:-1]} {inputs[-2:4]} {inputs[:]}",
     "cc -MF {depfile} {inputs} -o {outputs} {opts}",
     "{depfile[0]}",
     "{nosuch}",  # unknown: not compiled
@@ -38,7 +39,7 @@ TEMPLATES = [
     "{v[1]}",  # a var with an index: unknown
 ]
 VARIABLES = {"v": "{not expanded} $HOME", "shadowed": "VAR", "opts": "-O2 -Wall"}
-WILDCARDS = {"x": "a b", "y": "it's", "shadowed": "WILD"}
+WILDCARDS = {"x": "a b", "y": "it's;$(touch PWNED)", "shadowed": "WILD"}
 FILE_LISTS = [
     {"inputs": ["src/a.c", "src/my file.c", "it's.c", "ünï.c", "a\tb"], "outputs": ["out/a.o"],
      "depfile": ["out/a.d"]},

@@ -62,12 +62,12 @@ def test_var_used_when_no_wildcard_or_file():
     assert render("{opt}", {"stem": "a"}, {"inputs": ["x"]}, {"opt": "-O2"}) == "-O2"
 
 
-def test_quote_only_file_lists():
+def test_quote_file_lists_and_wildcards_not_vars():
     files = {"inputs": ["my file.c", "it's.c", "$HOME.c", "plain.c"], "outputs": ["out dir/a b"]}
     got = render("cc {cflags} {inputs} -o {outputs} # {stem}", {"stem": "a b $X"}, files,
                  {"cflags": "-O2 -Wall"}, quote=True)
     quoted_inputs = " ".join(shlex.quote(p) for p in files["inputs"])
-    assert got == f"cc -O2 -Wall {quoted_inputs} -o 'out dir/a b' # a b $X"
+    assert got == f"cc -O2 -Wall {quoted_inputs} -o 'out dir/a b' # 'a b $X'"
     # Plain, safe paths stay unquoted.
     assert "plain.c" in got and "'plain.c'" not in got
 
@@ -122,3 +122,51 @@ def test_parse_structure():
 
 def test_names():
     assert template.names("{cc} {inputs[0]} {{lit}} {stem}/{stem}") == {"cc", "inputs", "stem"}
+
+
+HOSTILE = ["a;touch PWNED;b", "$(touch PWNED)", "`touch PWNED`", "x&touch PWNED", "x|touch PWNED",
+           "it's", "a b", "-rf"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_wildcard_values_stay_names_in_the_shell(tmp_path, name):
+    """SPEC §1: wildcard values come from file names; in a cmd they are quoted, so the shell
+    sees one word, never a command."""
+    cmd = render("printf '%s\\n' src/{stem}.c {stem}", {"stem": name}, quote=True)
+    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
+    assert out.splitlines() == [f"src/{name}.c", name]
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_wildcard_values_are_not_quoted_outside_commands():
+    assert render("src/{stem}.c", {"stem": "a b"}) == "src/a b.c"
+
+
+def test_negative_index_and_slices():
+    files = {"inputs": ["a.c", "b c.h", "c.h"]}
+    assert render("{inputs[-1]}", files=files) == "c.h"
+    assert render("{inputs[1:]}", files=files, quote=True) == "'b c.h' c.h"
+    assert render("{inputs[:-1]}", files=files) == "a.c b c.h"
+    assert render("{inputs[5:]}", files=files) == ""
+    with pytest.raises(TemplateError, match=r"\{inputs\[-4\]\} is out of range"):
+        render("{inputs[-4]}", files=files)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("awk '{print $1}' x", ["'{print $1}'", "not a {name}", "'{{print $1}}'"]),
+    ("echo {inputs[x]}", ["{inputs[x]}", "[0], [-1] or [1:]"]),
+    ("echo {", ["unbalanced '{'", "write {{"]),
+    ("echo }", ["unbalanced '}'", "write }}"]),
+])
+def test_brace_errors_say_what_and_the_fix(text, words):
+    with pytest.raises(TemplateError) as e:
+        template.parse(text)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_shell_variable_gets_the_doubled_braces_hint():
+    with pytest.raises(TemplateError) as e:
+        render("for f in *; do echo ${f}; done")
+    assert "${{f}}" in str(e.value)

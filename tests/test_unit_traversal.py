@@ -324,7 +324,7 @@ def test_duplicate_inputs_listed_once(tmp_path):
 # -- substitution at traversal time ------------------------------------------------------------
 
 
-def test_cmd_quotes_files_not_vars(tmp_path):
+def test_cmd_quotes_files_and_wildcards_not_vars(tmp_path):
     g = make(tmp_path, """
         [vars]
         cflags = "-O2 -Wall"
@@ -338,7 +338,7 @@ def test_cmd_quotes_files_not_vars(tmp_path):
         cmd = "cp {cflags} {inputs} {outputs} {depfile} {name}"
         """, ["in/my file.txt"])
     c = by_id(g, "out/my file copy.txt")
-    assert c.action == "cp -O2 -Wall 'in/my file.txt' 'out/my file copy.txt' 'out/my file.d' my file"
+    assert c.action == "cp -O2 -Wall 'in/my file.txt' 'out/my file copy.txt' 'out/my file.d' 'my file'"
     assert c.depfile == "out/my file.d"
     assert c.env == {"SRC": "in/my file.txt", "FLAGS": "-O2 -Wall"}
 
