@@ -25,7 +25,8 @@ from farmer.latency import critical, estimates
 from farmer.latency.predict import Prediction, predict
 from farmer.latency.simulate import simulate
 from farmer.lock import ProjectLock
-from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler, Settled, Span
+from farmer.executors.base import Executor, Outcome
+from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
 from farmer.state import Sample, State, Trace
 from farmer.uptodate import out_of_date, plan
 
@@ -203,7 +204,7 @@ def _proven_selection(graph: Graph, proof: noop.Proof, positions: set[int],
     return selected, sorted(seen, key=rank.__getitem__), rank
 
 
-class _BuildHooks:
+class _BuildHooks(Hooks):
     """The scheduler's hooks for a real build: checks, records, reports."""
 
     def __init__(self, session: Session, opts: BuildOptions, prediction: Prediction,
@@ -313,11 +314,6 @@ class _BuildHooks:
 
     def interrupted(self) -> int | None:
         return self.signal
-
-    def may_start(self, running: int) -> bool:
-        if self.opts.load is None or running == 0:
-            return True
-        return os.getloadavg()[0] <= self.opts.load
 
     # -- recording ---------------------------------------------------------------------
 
@@ -432,9 +428,10 @@ def _digest_text(digests: Digests, path: str) -> str:
 
 
 def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
-              proof: noop.Proof | None = None) -> int:
+              proof: noop.Proof | None = None, executor: Executor | None = None) -> int:
     """`lock`: the project's, when the caller holds it already (it is released here);
-    `proof`: the no-op proof the caller checked."""
+    `proof`: the no-op proof the caller checked; `executor`: what runs the computations
+    instead of processes and worlds (a fake one in tests, as ninja's FakeCommandRunner)."""
     root = spec.root
     farmer_dir = os.path.join(root, ".farmer")
     started_at = time.time()
@@ -457,7 +454,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
         if not opts.dry_run:
             noop.forget(farmer_dir)  # read above; this build may change what it rests on
         try:
-            return _build(session, opts, farmer_dir, started_at, t0, early)
+            return _build(session, opts, farmer_dir, started_at, t0, early, executor)
         finally:
             session.state.close()
     finally:
@@ -465,7 +462,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
 
 
 def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: float,
-           t0: float, early: list[int]) -> int:
+           t0: float, early: list[int], given: Executor | None) -> int:
     comps = session.graph.computations
     prediction = session.predict(session.plan(), opts.jobs)
     to_run = prediction.to_run
@@ -486,7 +483,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
     logs = os.path.join(farmer_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
-    reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter()
+    reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
     hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)
     hooks.signal = early[0] if early else None  # one that came since the check above
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -494,10 +491,14 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
     old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     if not hasattr(os, "pidfd_open"):
         signal.signal(signal.SIGCHLD, lambda *_: None)
-    executor = ProcessExecutor(logs, t0, opts.timeout, wake_r)
+    executor: Executor
+    if given is not None:
+        executor = given
+    else:
+        executor = ProcessExecutor(logs, t0, opts.timeout, wake_r, opts.load)
     # --no-worlds: fresh python3 per task. Every computation that can run is in the plan, so
     # a plan without world tasks needs no world (nor the modules that drive them).
-    if not opts.no_worlds and any(comps[i].world is not None for i in to_run):
+    if given is None and not opts.no_worlds and any(comps[i].world is not None for i in to_run):
         from farmer.executors.composite import with_worlds
 
         executor = with_worlds(executor, session.spec, comps, to_run, logs, t0, opts.timeout,

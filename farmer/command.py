@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
+    from farmer.executors.base import Executor
     from farmer.graph import Graph
     from farmer.spec import Spec
 
@@ -65,8 +66,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           jobs: int | None = None, load: float | None = None, keep_going: bool = False,
           dry_run: bool = False, explain: bool = False, no_worlds: bool = False,
           timeout: float | None = None, trace_file: str | None = None, ninja: bool = False,
-          farmfile_given: bool = True) -> int:
-    """`farmer build`: its exit status."""
+          farmfile_given: bool = True, executor: Executor | None = None) -> int:
+    """`farmer build`: its exit status. `executor`: see `build.run_build`."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
@@ -104,7 +105,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             spec, graph, code = manifest.regenerate(spec, graph, opts)
             if code:
                 return code
-        return run_build(spec, graph, opts, lock, proof)
+        return run_build(spec, graph, opts, lock, proof, executor)
     finally:
         if lock is not None:
             lock.release()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 
+from farmer.executors.base import Executor, Outcome
 from farmer.graph import Computation
 
 UP_TO_DATE = "up-to-date"
@@ -20,61 +21,26 @@ FAILED = "failed"
 SKIPPED = "skipped"
 
 
-class Outcome:
-    """How one run of a computation ended, as the executor measured it."""
+class Hooks:
+    """What the scheduler asks and tells around each run; a real build's are the recorder's
+    (farmer/recorder.py), a simulation's take the plan's verdicts as they are."""
 
-    __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb")
+    __slots__ = ()
 
-    def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
-                 start_s: float, end_s: float, cpu_s: float | None = None,
-                 max_rss_kb: int | None = None) -> None:
-        self.index, self.ok = index, ok
-        self.reason = reason  # why it failed, in SPEC §4 words
-        self.exit_code, self.start_s, self.end_s = exit_code, start_s, end_s
-        self.cpu_s, self.max_rss_kb = cpu_s, max_rss_kb
+    def check(self, index: int, producers_ran: bool) -> str | None:
+        """Why a ready computation must run, or None when it is up to date."""
+        raise NotImplementedError
 
-    def __repr__(self) -> str:
-        return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "
-                f"start_s={self.start_s}, end_s={self.end_s})")
+    def starting(self, index: int, reason: str) -> None:
+        """`index` is about to be handed to the executor."""
 
+    def finished(self, outcome: Outcome) -> Outcome:
+        """Record a finished run; may turn success into failure (a declared output missing)."""
+        return outcome
 
-# The interfaces the scheduler is given. For type checkers only: importing typing would
-# cost every build 3 ms.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Protocol
-
-    class Executor(Protocol):
-        def start(self, comp: Computation) -> None: ...
-
-        def wait(self, timeout: float | None) -> list[Outcome]:
-            """Block until something finishes (or `timeout`, or a wake-up); return what finished."""
-
-        def stop(self) -> None:
-            """Kill everything running; `wait` then reports each as failed, `interrupted`."""
-
-        def running(self) -> int: ...
-
-        # Optional: `discard(self, index: int) -> None` -- the computation will not start in this
-        # build after all (up to date after its producers ran, or skipped after a failure), so an
-        # executor that keeps resources for computations to come (a world process kept alive for
-        # its tasks) may release them. Called at most once per computation, never for one started.
-
-
-    class Hooks(Protocol):
-        def check(self, index: int, producers_ran: bool) -> str | None:
-            """Why a ready computation must run, or None when it is up to date."""
-
-        def starting(self, index: int, reason: str) -> None: ...
-
-        def finished(self, outcome: Outcome) -> Outcome:
-            """Record a finished run; may turn success into failure (a declared output missing)."""
-
-        def interrupted(self) -> int | None:
-            """The signal that asks the build to stop, if one arrived."""
-
-        def may_start(self, running: int) -> bool:
-            """False while the load limit (`-l`) holds new starts back."""
+    def interrupted(self) -> int | None:
+        """The signal that asks the build to stop, if one arrived."""
+        return None
 
 
 class Span:
@@ -192,7 +158,7 @@ class Scheduler:
     def _start_what_fits(self) -> None:
         passed_over = []
         while self._ready and self._free_slots:
-            if not self.hooks.may_start(self.executor.running()):
+            if not self.executor.can_start():  # the load limit (-l), say
                 break
             item = heapq.heappop(self._ready)
             i = item[1]
@@ -236,18 +202,14 @@ class Scheduler:
             self._discard_after_failure(i)
 
     def _discard(self, indices: list[int]) -> None:
-        discard = getattr(self.executor, "discard", None)
-        if discard is not None:
-            for i in indices:
-                if i not in self._discarded:
-                    self._discarded.add(i)
-                    discard(i)
+        for i in indices:
+            if i not in self._discarded:
+                self._discarded.add(i)
+                self.executor.discard(i)
 
     def _discard_after_failure(self, failed: int) -> None:
         """What will never start now: when the build stops, everything not running; with
         -k, everything that needs what failed."""
-        if getattr(self.executor, "discard", None) is None:
-            return
         if self.stopping:
             self._discard([j for j in self.selected if j not in self.settled and j not in self._slots])
             return

@@ -7,6 +7,8 @@ not a terminal and farmer prints its plain output).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -143,6 +145,33 @@ class Project:
 
     def build(self, *args, **kw) -> Result:
         return self.farmer("build", *args, **kw)
+
+    def build_in_process(self, *targets: str, runner=None, **options) -> Result:
+        """`farmer build TARGETS` in this process with a fake executor (tests/fakes.py), as
+        `command.build` runs it: the no-op check, the lock, the real scheduler and recorder.
+        `options`: command.build's keywords (jobs=, keep_going=, explain=...). The result's
+        `runner` says what ran."""
+        from farmer import command
+        from fakes import FakeRunner
+
+        runner = runner or FakeRunner(self.root)
+        cwd = os.getcwd()
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        out, err = io.StringIO(), io.StringIO()
+        t0 = time.monotonic()
+        try:
+            os.chdir(self.root)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = command.build(list(targets), farmfile=options.pop("farmfile", "Farmfile"),
+                                     executor=runner, **{"jobs": 1, **options})
+        finally:
+            os.chdir(cwd)
+            for s, handler in handlers.items():  # a build leaves its signals ignored
+                signal.signal(s, handler)
+        cp = subprocess.CompletedProcess(["build", *targets], code, out.getvalue(), err.getvalue())
+        result = Result(cp, cp.args, time.monotonic() - t0)
+        result.runner = runner
+        return result
 
     def popen(self, *args, env: dict | None = None) -> subprocess.Popen:
         """Start farmer in the background, in its own session (so the test can signal it alone)."""

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import heapq
-
 import pytest
 
-from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Outcome, Scheduler
+from farmer.executors.simulated import SimulatedExecutor
+from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Outcome, Scheduler
 from farmer.graph import Computation
 
 
@@ -30,72 +29,42 @@ def make_comps(n: int, edges=(), cpus=None, pools=None) -> list[Computation]:
     return comps
 
 
-class FakeExecutor:
-    """Each computation lasts `durations[i]` on a fake clock; those in `fail` exit 1."""
+class FakeExecutor(SimulatedExecutor):
+    """farmer's simulated clock (each computation lasts `durations[i]`, 1 s unless given;
+    those in `fail` exit 1), watched: what ran together after every start, and a bound on
+    idle waits, since a scheduler that waits for ever with nothing running hangs."""
 
-    def __init__(self, comps, durations, fail=()):
-        self.comps = comps
-        self.durations = durations
-        self.fail = set(fail)
-        self.clock = 0.0
-        self._events: list[tuple[float, int, int]] = []
-        self._seq = 0
-        self._stopped: list[Outcome] = []
-        self.starts: dict[int, float] = {}
-        self.ends: dict[int, float] = {}
-        self.now_running: set[int] = set()
+    def __init__(self, comps, durations, fail=(), can_start=None):
+        super().__init__(durations, fail, default_s=1.0)
         self.samples: list[set[int]] = []  # what ran together, after every start
         self.stop_calls = 0
+        self._can_start = can_start
         self._idle_waits = 0
 
     def start(self, comp):
-        i = comp.index
-        assert i not in self.starts, f"c{i} started twice"
-        self.starts[i] = self.clock
-        self.now_running.add(i)
-        self.samples.append(set(self.now_running))
-        heapq.heappush(self._events, (self.clock + self.durations.get(i, 1.0), self._seq, i))
-        self._seq += 1
+        assert comp.index not in self.started, f"c{comp.index} started twice"
+        super().start(comp)
+        self.samples.append({i for _, _, i in self._events})
 
     def wait(self, timeout):
-        if self._stopped:
-            out, self._stopped = self._stopped, []
-            return out
-        if not self._events:
-            # The scheduler waits with nothing running only while something is held back;
-            # spinning here for ever would be a hang (e.g. a task that never fits).
+        if not self._events and not self._stopped:
             self._idle_waits += 1
             assert self._idle_waits < 1000, "scheduler waits for ever with nothing running"
-            self.clock += timeout or 0.0
-            return []
-        end = self._events[0][0]
-        self.clock = end
-        out = []
-        while self._events and self._events[0][0] == end:
-            _, _, i = heapq.heappop(self._events)
-            self.now_running.discard(i)
-            self.ends[i] = end
-            ok = i not in self.fail
-            out.append(Outcome(i, ok, None if ok else "exit 1", 0 if ok else 1, self.starts[i], end))
-        return out
+        return super().wait(timeout)
 
     def stop(self):
         self.stop_calls += 1
-        for _, _, i in self._events:
-            self.now_running.discard(i)
-            self._stopped.append(Outcome(i, False, "interrupted", None, self.starts[i], self.clock))
-        self._events.clear()
+        super().stop()
 
-    def running(self):
-        return len(self._events) + len(self._stopped)
+    def can_start(self):
+        return True if self._can_start is None else self._can_start(self.running())
 
 
-class FakeHooks:
-    def __init__(self, executor, up_to_date=(), interrupt_at=None, may_start=None):
+class FakeHooks(Hooks):
+    def __init__(self, executor, up_to_date=(), interrupt_at=None):
         self.ex = executor
         self.up_to_date = set(up_to_date)
         self.interrupt_at = interrupt_at
-        self._may_start = may_start
         self.checks: list[tuple[int, bool, float]] = []
         self.started: list[tuple[int, str]] = []
         self.finished_: list[int] = []
@@ -116,15 +85,12 @@ class FakeHooks:
             return 2
         return None
 
-    def may_start(self, running):
-        return True if self._may_start is None else self._may_start(running)
-
 
 def run(comps, latency=None, jobs=1, pools=None, keep_going=False, durations=None, fail=(),
-        up_to_date=(), selected=None, interrupt_at=None, may_start=None):
+        up_to_date=(), selected=None, interrupt_at=None, can_start=None):
     durations = durations or {}
-    ex = FakeExecutor(comps, durations, fail)
-    hooks = FakeHooks(ex, up_to_date, interrupt_at, may_start)
+    ex = FakeExecutor(comps, durations, fail, can_start)
+    hooks = FakeHooks(ex, up_to_date, interrupt_at)
     if latency is None:
         latency = {c.index: durations.get(c.index, 1.0) for c in comps}
     sched = Scheduler(comps, list(range(len(comps))) if selected is None else selected, latency,
@@ -181,7 +147,7 @@ def test_cpus_highest_latency_that_fits():
     durations = {0: 5.0, 1: 1.0, 2: 1.0}
     latency = {0: 10.0, 1: 8.0, 2: 1.0}
     sched, settled, ex, _ = run(comps, latency, jobs=4, durations=durations)
-    assert ex.starts == {0: 0.0, 2: 0.0, 1: 5.0}
+    assert ex.started == {0: 0.0, 2: 0.0, 1: 5.0}
     assert sched.start_order == [0, 2, 1]
     for together in ex.samples:
         assert sum(comps[i].cpus for i in together) <= 4
@@ -194,7 +160,7 @@ def test_cpus_above_jobs_is_clamped_and_takes_everything():
     latency = {0: 3.0, 1: 1.0}
     _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations)
     assert settled[0].status == RAN and settled[1].status == RAN
-    assert ex.starts == {0: 0.0, 1: 2.0}  # c0 held both slots
+    assert ex.started == {0: 0.0, 1: 2.0}  # c0 held both slots
 
 
 def test_pool_limits_concurrency():
@@ -204,7 +170,7 @@ def test_pool_limits_concurrency():
     _, settled, ex, _ = run(comps, latency, jobs=4, pools={"link": 1}, durations=durations)
     for together in ex.samples:
         assert len([i for i in together if comps[i].pool == "link"]) <= 1
-    assert ex.starts == {0: 0.0, 3: 0.0, 1: 1.0, 2: 2.0}
+    assert ex.started == {0: 0.0, 3: 0.0, 1: 1.0, 2: 2.0}
     assert all(s.status == RAN for s in settled.values())
 
 
@@ -217,7 +183,7 @@ def test_pool_of_two():
 
 def test_load_limit_holds_back_new_starts():
     comps = make_comps(3)
-    _, settled, ex, _ = run(comps, jobs=3, may_start=lambda running: running == 0)
+    _, settled, ex, _ = run(comps, jobs=3, can_start=lambda running: running == 0)
     assert max(len(s) for s in ex.samples) == 1
     assert all(s.status == RAN for s in settled.values())
 
@@ -229,7 +195,7 @@ def test_fan_in_waits_for_all_producers():
     comps = make_comps(3, edges=[(0, 2), (1, 2)])
     durations = {0: 1.0, 1: 3.0, 2: 1.0}
     _, settled, ex, hooks = run(comps, jobs=4, durations=durations)
-    assert ex.starts[2] == pytest.approx(3.0)
+    assert ex.started[2] == pytest.approx(3.0)
     checks_of_2 = [c for c in hooks.checks if c[0] == 2]
     assert checks_of_2 == [(2, True, 3.0)]  # checked once, when the last producer finished
     assert settled[2].status == RAN
@@ -241,7 +207,7 @@ def test_up_to_date_settles_without_starting_and_releases_consumers():
     assert statuses(settled)[0] == (UP_TO_DATE, "up to date")
     assert statuses(settled)[1] == (UP_TO_DATE, "up to date")
     assert settled[2].status == RAN and settled[3].status == RAN
-    assert set(ex.starts) == {2, 3}
+    assert set(ex.started) == {2, 3}
     assert {(i, ran) for i, ran, _ in hooks.checks} == {(0, False), (1, False), (2, False), (3, False)}
     assert sorted(hooks.started) == [(2, "never built"), (3, "never built")]
 
@@ -256,7 +222,7 @@ def test_producers_ran_flag():
 def test_everything_up_to_date_runs_nothing():
     comps = make_comps(3, edges=[(0, 1), (1, 2)])
     sched, settled, ex, _ = run(comps, jobs=2, up_to_date={0, 1, 2})
-    assert ex.starts == {}
+    assert ex.started == {}
     assert sched.done == 3
     assert all(s.status == UP_TO_DATE for s in settled.values())
 
@@ -265,14 +231,14 @@ def test_producer_outside_selection_counts_as_finished():
     comps = make_comps(2, edges=[(0, 1)])
     _, settled, ex, _ = run(comps, jobs=1, selected=[1])
     assert set(settled) == {1}
-    assert settled[1].status == RAN and set(ex.starts) == {1}
+    assert settled[1].status == RAN and set(ex.started) == {1}
 
 
 def test_consumer_released_exactly_once_with_many_producers():
     comps = make_comps(6, edges=[(i, 5) for i in range(5)])
     _, settled, ex, hooks = run(comps, jobs=3, up_to_date={0, 2})
     assert [i for i, _, _ in hooks.checks].count(5) == 1
-    assert ex.starts[5] == max(ex.ends[i] for i in (1, 3, 4))
+    assert ex.started[5] == max(ex.ended[i] for i in (1, 3, 4))
 
 
 # -- failure ---------------------------------------------------------------------------------
@@ -296,7 +262,7 @@ def test_failure_stops_new_work_without_keep_going():
     assert st[2] == (SKIPPED, "build stopped")
     assert st[3] == (SKIPPED, "input c0.out failed")
     assert st[4][0] == SKIPPED
-    assert set(ex.starts) == {0, 1}
+    assert set(ex.started) == {0, 1}
 
 
 def test_keep_going_completes_independent_work():
@@ -308,14 +274,14 @@ def test_keep_going_completes_independent_work():
     assert st[2] == (RAN, "never built")
     assert st[3] == (SKIPPED, "input c0.out failed")
     assert st[4] == (SKIPPED, "input c3.out failed")
-    assert set(ex.starts) == {0, 1, 2}
+    assert set(ex.started) == {0, 1, 2}
 
 
 def test_keep_going_consumer_with_one_failed_producer_of_several():
     comps = make_comps(3, edges=[(0, 2), (1, 2)])
     _, settled, ex, _ = run(comps, jobs=2, fail={1}, keep_going=True)
     assert statuses(settled)[2] == (SKIPPED, "input c1.out failed")
-    assert 2 not in ex.starts
+    assert 2 not in ex.started
 
 
 def test_ok_outcome_after_failure_does_not_release_consumers():
@@ -326,7 +292,7 @@ def test_ok_outcome_after_failure_does_not_release_consumers():
     _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, fail={0})
     assert statuses(settled)[1] == (RAN, "never built")
     assert statuses(settled)[2] == (SKIPPED, "build stopped")
-    assert 2 not in ex.starts
+    assert 2 not in ex.started
 
 
 def test_hooks_finished_can_turn_success_into_failure():
@@ -359,7 +325,7 @@ def test_interrupt_stops_everything():
     assert st[1] == (RAN, "never built")  # finished before the signal was seen
     assert st[2] == (SKIPPED, "build stopped")
     assert st[3] == (SKIPPED, "build stopped")
-    assert set(ex.starts) == {0, 1}
+    assert set(ex.started) == {0, 1}
 
 
 def test_interrupt_with_keep_going_still_stops():
@@ -370,11 +336,11 @@ def test_interrupt_with_keep_going_still_stops():
     assert sched.signal == 2
     assert statuses(settled)[0] == (FAILED, "interrupted")
     assert statuses(settled)[2] == (SKIPPED, "build stopped")
-    assert 2 not in ex.starts
+    assert 2 not in ex.started
 
 
 def test_interrupt_before_anything_starts():
     comps = make_comps(2)
     sched, settled, ex, _ = run(comps, jobs=2, interrupt_at=0.0)
-    assert ex.starts == {}
+    assert ex.started == {}
     assert all(s == (SKIPPED, "build stopped") for s in statuses(settled).values())

@@ -12,17 +12,18 @@ from __future__ import annotations
 import os
 import time
 
+from farmer.executors.base import Executor, Outcome
 from farmer.executors.process import ProcessExecutor
 from farmer.executors.world import WorldExecutor
 from farmer.spec import Spec
-from farmer.scheduler import Outcome
 from farmer.graph import Computation
 
 
-class CompositeExecutor:
+class CompositeExecutor(Executor):
     def __init__(self, process: ProcessExecutor, worlds: WorldExecutor) -> None:
         self.process = process
         self.worlds = worlds
+        self.load = process.load  # counted against everything running, worlds' tasks too
 
     def start(self, comp: Computation) -> None:
         if comp.world is not None:

@@ -13,8 +13,8 @@ import os
 import selectors
 import time
 
+from farmer.executors.base import Executor, Outcome
 from farmer.executors.shell import Direct, direct
-from farmer.scheduler import Outcome
 from farmer.graph import Computation
 
 _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
@@ -56,13 +56,15 @@ class _Running:
         self.group = group  # leads its own process group (not a console-pool command)
 
 
-class ProcessExecutor:
+class ProcessExecutor(Executor):
     """Its selector is the build's one event loop: other executors (worlds) register their
-    descriptors on it with a callable as data, called with the descriptor when it is ready."""
+    descriptors on it with a callable as data, called with the descriptor when it is ready.
+    It knows nothing of traces, digests or the graph: a computation in, an `Outcome` out."""
 
     def __init__(self, logs: str | os.PathLike, t0: float, timeout: float | None,
-                 wake_fd: int | None) -> None:
+                 wake_fd: int | None, load: float | None = None) -> None:
         self.logs = os.fspath(logs)
+        self.load = load
         self.t0 = t0  # monotonic time of the build's start
         self.default_timeout = timeout
         self.selector = selectors.DefaultSelector()

@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from farmer.executors.base import Executor, Outcome
 from farmer.executors.process import log_path
 from farmer.spec import WorldSpec
-from farmer.scheduler import Outcome
 from farmer.graph import Computation
 from farmer.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
 from farmer.worlds.manager import FifoDir, Futures, WorldTree
@@ -36,7 +36,7 @@ from farmer.worlds.protocol import ProtocolError
 _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
 
 
-class WorldExecutor:
+class WorldExecutor(Executor):
     def __init__(self, worlds: dict[str, WorldSpec], root: str | os.PathLike,
                  logs: str | os.PathLike, t0: float, timeout: float | None,
                  selector: selectors.BaseSelector, comps: list[Computation], expected: list[int],

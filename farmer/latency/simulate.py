@@ -3,46 +3,14 @@ of a build run the real scheduling policy with each computation lasting its esti
 
 from __future__ import annotations
 
-import heapq
-
-from farmer.scheduler import Outcome, Scheduler, Span
+from farmer.executors.simulated import SimulatedExecutor
 from farmer.graph import Computation
+from farmer.scheduler import Hooks, Scheduler, Span
 
 
-class SimulatedExecutor:
-    """Every computation takes exactly its estimated duration; nothing runs."""
+class _SimHooks(Hooks):
+    """The plan's verdicts stand: nothing is re-checked after its producers ran."""
 
-    def __init__(self, duration: dict[int, float]) -> None:
-        self.duration = duration
-        self.clock = 0.0
-        self._events: list[tuple[float, int, int]] = []  # (end, sequence, index)
-        self._seq = 0
-        self.started: dict[int, float] = {}
-
-    def running(self) -> int:
-        return len(self._events)
-
-    def start(self, comp: Computation) -> None:
-        self.started[comp.index] = self.clock
-        heapq.heappush(self._events, (self.clock + self.duration.get(comp.index, 0.0), self._seq, comp.index))
-        self._seq += 1
-
-    def wait(self, timeout: float | None) -> list[Outcome]:
-        if not self._events:
-            return []
-        end = self._events[0][0]
-        self.clock = end
-        out = []
-        while self._events and self._events[0][0] == end:
-            i = heapq.heappop(self._events)[2]
-            out.append(Outcome(i, True, None, 0, self.started[i], end))
-        return out
-
-    def stop(self) -> None:
-        self._events.clear()
-
-
-class _SimHooks:
     __slots__ = ("to_run",)
 
     def __init__(self, to_run: dict[int, str]) -> None:
@@ -50,18 +18,6 @@ class _SimHooks:
 
     def check(self, index: int, producers_ran: bool) -> str | None:
         return self.to_run.get(index)
-
-    def starting(self, index: int, reason: str) -> None:
-        pass
-
-    def finished(self, outcome: Outcome) -> Outcome:
-        return outcome
-
-    def interrupted(self) -> int | None:
-        return None
-
-    def may_start(self, running: int) -> bool:
-        return True
 
 
 class Simulation:
