@@ -20,7 +20,7 @@ from farmer.atomic import Part, write_atomically
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.grains import Digests, NotAFile
 from farmer.lastbuild import Counts, summary_line
-from farmer.graph import Graph, check_inputs, select
+from farmer.graph import Computation, Graph, check_inputs, select
 from farmer.latency import critical, estimates
 from farmer.latency.predict import Prediction, predict
 from farmer.latency.simulate import simulate
@@ -227,6 +227,7 @@ class _BuildHooks(Hooks):
         self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
         self._pending_samples: list[Sample] = []
         self._last_flush = time.monotonic()
+        self._unprinted: tuple[Computation, str] | None = None
 
     # -- Hooks protocol ------------------------------------------------------------------
 
@@ -259,10 +260,10 @@ class _BuildHooks(Hooks):
         if self.opts.explain:
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
         self.running[index] = time.monotonic()
-        self.reporter.started(comp, self.done(), len(self.s.selected))
         self._progress()
 
     def finished(self, outcome: Outcome) -> Outcome:
+        self.print_finished()
         i = outcome.index
         comp = self.comps[i]
         self.running.pop(i, None)
@@ -288,9 +289,9 @@ class _BuildHooks(Hooks):
             self._warn_changed_inputs(comp)
             self._record(comp, outcome, outputs)
             self.s.outputs_written(comp.outputs)
-            if output:
-                self.reporter.message(output)
+            self._unprinted = (comp, output)
         else:
+            self.reporter.finished(comp, self.done() + 1, len(self.s.selected), "")
             for path in comp.outputs:  # a failed computation leaves no output behind
                 digests.forget(path)
                 try:
@@ -312,7 +313,17 @@ class _BuildHooks(Hooks):
         ran_or_checked = self.scheduler.done if self.scheduler else 0
         return len(self.s.selected) - len(self.prediction.to_run) + ran_or_checked
 
+    def print_finished(self) -> None:
+        """The `[done/total]` line of the computation that succeeded last, printed at the
+        scheduler's next call, once the consumers it released were checked: those found up
+        to date count in `done`, so a complete build's last line reads `[total/total]`."""
+        if self._unprinted is not None:
+            comp, output = self._unprinted
+            self._unprinted = None
+            self.reporter.finished(comp, self.done(), len(self.s.selected), output)
+
     def interrupted(self) -> int | None:
+        self.print_finished()  # called first in each round of the scheduler
         return self.signal
 
     # -- recording ---------------------------------------------------------------------
@@ -517,6 +528,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
             signal.signal(s, _ignore_signal)
         os.close(wake_r)
         os.close(wake_w)
+        hooks.print_finished()
         reporter.close()
         hooks.flush()
     # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs

@@ -48,15 +48,22 @@ def failure_text(comp: Computation, reason: str, log: str | os.PathLike, output:
     return text
 
 
+def label(comp: Computation) -> str:
+    return comp.description or f"{comp.task} {comp.id}"  # a ninja rule's description
+
+
 class PlainReporter:
-    """One line per started computation, as ninja prints when not on a terminal."""
+    """One line per finished computation, as ninja prints on a dumb terminal, then the
+    output it printed."""
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
 
-    def started(self, comp: Computation, done: int, total: int) -> None:
-        label = comp.description or f"{comp.task} {comp.id}"  # a ninja rule's description
-        self.out.write(f"[{done}/{total}] {label}\n")
+    def finished(self, comp: Computation, done: int, total: int, output: str) -> None:
+        text = f"[{done}/{total}] {label(comp)}\n"
+        if output:
+            text += output if output.endswith("\n") else output + "\n"
+        self.out.write(text)
         self.out.flush()
 
     def message(self, text: str) -> None:
@@ -101,13 +108,15 @@ class LiveReporter:
                      Text(f"{self.done}/{self.total}{eta}"))
         rows = [head]
         for comp in self.running[:8]:
-            rows.append(Text(f"  {comp.description or f'{comp.task} {comp.id}'}", overflow="ellipsis", no_wrap=True))
+            rows.append(Text(f"  {label(comp)}", overflow="ellipsis", no_wrap=True))
         if len(self.running) > 8:
             rows.append(Text(f"  ... and {len(self.running) - 8} more"))
         return Group(*rows)
 
-    def started(self, comp: Computation, done: int, total: int) -> None:
+    def finished(self, comp: Computation, done: int, total: int, output: str) -> None:
         self.done = done
+        if output:
+            self.message(output)
 
     def message(self, text: str) -> None:
         self.live.console.print(text.rstrip("\n"), markup=False, highlight=False)

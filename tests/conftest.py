@@ -25,7 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "skipped")
-STARTED_RE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.+)$")
+PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.+)$")
 
 
 def farmer_env(extra: dict | None = None) -> dict:
@@ -61,17 +61,18 @@ class Result:
         )
 
     # -- plain output -------------------------------------------------------
-    def started(self) -> list[tuple[int, int, str, str]]:
-        """[(done, total, task, id)] for every `[done/total] TASK ID` line."""
+    def finished(self) -> list[tuple[int, int, str, str]]:
+        """[(done, total, task, id)] for every `[done/total] TASK ID` line: one per
+        computation that ran or failed, printed as it finished (SPEC section 3)."""
         out = []
         for line in self.stdout.splitlines():
-            m = STARTED_RE.match(line.rstrip())
+            m = PROGRESS_RE.match(line.rstrip())
             if m:
                 out.append((int(m[1]), int(m[2]), m[3], m[4]))
         return out
 
-    def started_ids(self) -> list[str]:
-        return [s[3] for s in self.started()]
+    def finished_ids(self) -> list[str]:
+        return [s[3] for s in self.finished()]
 
     def summary_line(self) -> str:
         lines = [l for l in self.stdout.splitlines() if l.strip()]

@@ -41,7 +41,7 @@ def test_c_project_builds_and_links(cproj):
     assert cproj.statuses() == {"build/main.o": "ran", "build/f.o": "ran", "build/app": "ran"}
     import subprocess
     assert subprocess.run([str(cproj.path("build/app"))]).returncode == 0
-    assert cproj.build().started() == []
+    assert cproj.build().finished() == []
 
 
 def test_editing_included_header_rebuilds_object(cproj):
@@ -77,7 +77,7 @@ def test_removed_include_no_longer_an_input(cproj):
     cproj.write("inc/a.h", "#define A_VALUE 42 /* no longer included */\n")
     r = cproj.build()
     assert r.returncode == 0, r
-    assert r.started() == [], r
+    assert r.finished() == [], r
     assert set(cproj.statuses().values()) == {"up-to-date"}
 
 
@@ -88,7 +88,7 @@ def test_deleting_header_together_with_its_include_is_fine(cproj):
     r = cproj.build()
     assert r.returncode == 0, r
     assert cproj.statuses()["build/main.o"] == "ran"
-    assert cproj.build().started() == []
+    assert cproj.build().finished() == []
 
 
 def test_new_header_include_is_discovered(cproj):
@@ -110,7 +110,7 @@ def test_system_headers_in_depfile(project):
     assert r.returncode == 0, r
     r = project.build()
     assert r.returncode == 0, r
-    assert r.started() == [], r
+    assert r.finished() == [], r
 
 
 def test_handwritten_depfile_continuations_and_escaped_spaces(project):
@@ -131,12 +131,12 @@ def test_handwritten_depfile_continuations_and_escaped_spaces(project):
     assert r.returncode == 0, r
     dep = project.read("out/d.dep")
     assert "\\\n" in dep and "with\\ space.h" in dep, dep
-    assert project.build().started() == []
+    assert project.build().finished() == []
     project.write("src/with space.h", "ws changed\n")
     r = project.build()
     assert r.returncode == 0, r
     assert project.reasons()["out/d.txt"] == "input src/with space.h changed"
-    assert project.build().started() == []
+    assert project.build().finished() == []
     project.write("src/other.h", "other changed\n")
     project.build()
     assert project.reasons()["out/d.txt"] == "input src/other.h changed"

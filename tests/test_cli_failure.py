@@ -70,7 +70,7 @@ def test_consumers_of_failure_are_skipped(project):
     assert t["reason"] == "input out/bad.txt failed"
     assert t["start_s"] is None and t["end_s"] is None and t["duration_s"] is None
     assert not project.exists("out/after.txt")
-    assert "out/after.txt" not in r.started_ids(), r
+    assert "out/after.txt" not in r.finished_ids(), r
     assert r.summary()["skipped"] >= 1, r
 
 
@@ -79,7 +79,7 @@ def test_without_k_nothing_new_starts_after_failure(project):
     # -j 1 and cost: bad (expected latency 100) starts first, independent (0.01) would be last
     r = project.build("-j", "1")
     assert r.returncode == 1, r
-    assert r.started_ids() == ["out/bad.txt"], r
+    assert r.finished_ids() == ["out/bad.txt"], r
     t = project.tasks()
     assert t["out/indep.txt"]["status"] == "skipped"
     assert t["out/indep.txt"]["reason"] == "build stopped"

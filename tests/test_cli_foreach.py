@@ -29,7 +29,7 @@ def test_foreach_over_files(project):
     assert r.returncode == 0, r
     assert project.statuses() == {"build/a.o": "up-to-date", "build/b.o": "up-to-date", "build/c.o": "ran"}
     assert project.reasons()["build/c.o"] == "never built"
-    assert r.started_ids() == ["build/c.o"], r
+    assert r.finished_ids() == ["build/c.o"], r
 
 
 def test_foreach_wildcard_matches_slashes(project):
@@ -132,7 +132,7 @@ def test_foreach_table_ids_without_outputs(project):
         ":t[mode=b,n=2]": "ran",
         ":plain": "ran",
     }
-    assert set(r.started_ids()) == set(project.statuses()), r
+    assert set(r.finished_ids()) == set(project.statuses()), r
     assert {t["task"] for t in project.last_build()["tasks"]} == {"t", "plain"}
 
 
@@ -207,11 +207,11 @@ def test_glob_inputs_sorted_and_match_change_reruns(project):
     project.write("src/a.dat", "not matched\n")
     assert project.build().returncode == 0
     assert project.read("out/all.txt") == "a\nb\n"
-    assert project.build().started() == []
+    assert project.build().finished() == []
     # a file not matched by the glob changes nothing
     project.write("src/z.dat", "not matched either\n")
     r = project.build()
-    assert r.started() == [], r
+    assert r.finished() == [], r
     # a new match reruns the consumer
     project.write("src/c.txt", "c\n")
     r = project.build()

@@ -43,39 +43,43 @@ def test_first_build_runs_everything(chain):
     assert "critical path" in r.summary_line(), r
 
 
-def test_plain_output_one_line_per_started_computation(chain):
+def test_plain_output_one_line_per_finished_computation(chain):
     r = chain.build("-j", "1")
     assert r.returncode == 0, r
-    started = r.started()
-    assert sorted(s[3] for s in started) == ["out/a.txt", "out/b.txt", "out/c.txt"], r
-    assert {(s[2], s[3]) for s in started} == {("a", "out/a.txt"), ("b", "out/b.txt"), ("c", "out/c.txt")}
-    for done, total, _task, _id in started:
-        assert total == 3, r
-        assert 0 <= done < 3, r
-    # -j 1: the i-th started computation starts after i finished.
-    assert [s[0] for s in started] == [0, 1, 2], r
-    # b needs a: a is started first.
-    ids = [s[3] for s in started]
+    lines = r.finished()
+    assert {(s[2], s[3]) for s in lines} == {("a", "out/a.txt"), ("b", "out/b.txt"), ("c", "out/c.txt")}, r
+    assert len(lines) == 3, r
+    # as ninja on a dumb terminal: done counts this one, so the last line reads [3/3]
+    assert [(s[0], s[1]) for s in lines] == [(1, 3), (2, 3), (3, 3)], r
+    # b needs a: a finishes first.
+    ids = [s[3] for s in lines]
     assert ids.index("out/a.txt") < ids.index("out/b.txt")
 
 
-def test_total_counts_up_to_date_computations(chain):
+def test_done_counts_up_to_date_computations(chain):
     assert chain.build().returncode == 0
     chain.write("src/c.txt", "gamma 2\n")
     r = chain.build()
     assert r.returncode == 0, r
-    started = r.started()
-    assert [(s[2], s[3]) for s in started] == [("c", "out/c.txt")], r
-    done, total = started[0][0], started[0][1]
-    assert total == 3, r
-    assert done <= 2, r
+    assert r.finished() == [(3, 3, "c", "out/c.txt")], r
+
+
+def test_last_line_reads_total_when_a_rerun_cuts_off_its_consumer(chain):
+    """a's command changes but writes the same bytes: b, found up to date once a finished,
+    counts in a's line, the only one, which reads [3/3]."""
+    assert chain.build().returncode == 0
+    chain.write("Farmfile", CHAIN.replace("cp {inputs} {outputs}", "cp -- {inputs} {outputs}", 1))
+    r = chain.build()
+    assert r.returncode == 0, r
+    assert chain.statuses() == {"out/a.txt": "ran", "out/b.txt": "up-to-date", "out/c.txt": "up-to-date"}
+    assert r.finished() == [(3, 3, "a", "out/a.txt")], r
 
 
 def test_second_build_runs_nothing(chain):
     assert chain.build().returncode == 0
     r = chain.build()
     assert r.returncode == 0, r
-    assert r.started() == [], r
+    assert r.finished() == [], r
     assert set(chain.statuses().values()) == {"up-to-date"}
     assert set(chain.reasons().values()) == {"up to date"}
     s = r.summary()
@@ -92,7 +96,7 @@ def test_touch_rebuilds_nothing(chain):
         chain.touch_later(f)
     r = chain.build()
     assert r.returncode == 0, r
-    assert r.started() == [], r
+    assert r.finished() == [], r
     assert set(chain.statuses().values()) == {"up-to-date"}
 
 
@@ -102,7 +106,7 @@ def test_rewrite_with_same_content_rebuilds_nothing(chain):
     chain.write("src/a.txt", "alpha\n")  # new inode, new times, same bytes
     r = chain.build()
     assert r.returncode == 0, r
-    assert r.started() == [], r
+    assert r.finished() == [], r
 
 
 def test_edit_source_rebuilds_its_chain_only(chain):
@@ -115,7 +119,7 @@ def test_edit_source_rebuilds_its_chain_only(chain):
     assert reasons["out/a.txt"] == "input src/a.txt changed"
     assert reasons["out/b.txt"] == "input out/a.txt changed"
     assert chain.read("out/b.txt") == "alpha, edited\nalpha, edited\n"
-    assert sorted(r.started_ids()) == ["out/a.txt", "out/b.txt"], r
+    assert sorted(r.finished_ids()) == ["out/a.txt", "out/b.txt"], r
     s = r.summary()
     assert s["ran"] == 2 and s["up to date"] == 1, r
 
@@ -148,10 +152,10 @@ def test_early_cutoff(project):
     assert project.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "up-to-date"}, r
     assert project.reasons()["out/c.txt"] == "up to date"
     assert project.read("c-runs.log") == "ran\n"
-    assert "out/c.txt" not in r.started_ids(), r
+    assert "out/c.txt" not in r.finished_ids(), r
     # and it stays settled
     r = project.build()
-    assert r.started() == [], r
+    assert r.finished() == [], r
 
 
 def test_output_edited_by_hand_is_rebuilt(chain):
@@ -352,7 +356,7 @@ def test_removing_state_dir_is_safe(chain):
     assert set(chain.statuses()) == {"out/a.txt", "out/b.txt", "out/c.txt"}
     assert chain.read("out/b.txt") == "alpha\nalpha\n"
     r = chain.build()
-    assert r.started() == [], r
+    assert r.finished() == [], r
 
 
 def test_failed_then_fixed_input_rebuilds(project):
@@ -468,7 +472,7 @@ def test_foreach_over_outputs_of_foreach(project):
     assert r.returncode == 0, r
     assert set(project.statuses()) == {"mid/p.mid", "mid/q.mid", "out/p.fin", "out/q.fin"}
     assert project.read("out/q.fin") == "q\nq\n"
-    assert project.build().started() == []
+    assert project.build().finished() == []
 
 
 def test_unrelated_farmfile_edits_rerun_nothing(chain):
@@ -535,7 +539,7 @@ def test_unicode_paths(project):
     assert r.returncode == 0, r
     assert project.read("out/héllo wörld.copy") == "ü\n"
     assert project.statuses() == {"out/héllo wörld.copy": "ran"}
-    assert project.build().started() == []
+    assert project.build().finished() == []
 
 
 def test_source_edited_during_the_build_is_rebuilt_next_time(project):
@@ -579,15 +583,14 @@ def test_many_computations_progress_lines(project):
     )
     r = project.build("-j", "3")
     assert r.returncode == 0, r
-    started = r.started()
+    started = r.finished()
     assert len(started) == 41, r
     assert len({s[3] for s in started}) == 41
     assert {s[1] for s in started} == {41}
-    dones = [s[0] for s in started]
-    assert dones == sorted(dones), dones
-    assert dones[-1] == 40 and started[-1][3] == "out/sum.txt", r
+    assert [s[0] for s in started] == list(range(1, 42)), r
+    assert started[-1][3] == "out/sum.txt", r
     assert project.read("out/sum.txt").strip() == "40"
     assert r.summary()["ran"] == 41
     lb = project.last_build()
     assert lb["wall_s"] >= max(t["end_s"] for t in lb["tasks"]) - 0.05
-    assert project.build().started() == []
+    assert project.build().finished() == []

@@ -128,7 +128,7 @@ def test_highest_expected_latency_starts_first(project):
     r = project.build("-j", "1")
     assert r.returncode == 0, r
     assert [i for _, _, i in intervals(project)] == ["out/big.txt", "out/mid.txt", "out/small.txt"]
-    assert r.started_ids() == ["out/big.txt", "out/mid.txt", "out/small.txt"], r
+    assert r.finished_ids() == ["out/big.txt", "out/mid.txt", "out/small.txt"], r
 
 
 def test_critical_path_beats_bigger_single_task(project):
@@ -153,6 +153,6 @@ def test_critical_path_beats_bigger_single_task(project):
     )
     r = project.build("-j", "1")
     assert r.returncode == 0, r
-    assert r.started_ids()[0] == "out/head.txt", r
+    assert r.finished_ids()[0] == "out/head.txt", r
     lb = project.last_build()
     assert lb["predicted_makespan_s"] == pytest.approx(9, abs=0.5)

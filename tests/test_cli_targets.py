@@ -56,8 +56,8 @@ def test_task_target_builds_it_and_its_dependencies_only(proj):
     assert st["out/a.txt"] == "ran" and st["out/b.txt"] == "ran"
     for i in ["out/1.sq", "out/2.sq", "out/other.txt"]:
         assert st.get(i) != "ran", (i, st)
-    assert sorted(r.started_ids()) == ["out/a.txt", "out/b.txt"], r
-    assert {s[1] for s in r.started()} == {2}, r  # total: the requested targets' computations
+    assert sorted(r.finished_ids()) == ["out/a.txt", "out/b.txt"], r
+    assert {s[1] for s in r.finished()} == {2}, r  # total: the requested targets' computations
 
 
 def test_foreach_task_target_builds_all_its_computations(proj):
@@ -70,7 +70,7 @@ def test_output_path_target(proj):
     r = proj.build("out/2.sq")
     assert r.returncode == 0, r
     assert built(proj) == {"out/2.sq"}
-    assert r.started_ids() == ["out/2.sq"], r
+    assert r.finished_ids() == ["out/2.sq"], r
 
 
 def test_several_targets(proj):
@@ -277,7 +277,7 @@ def test_explain(proj):
     assert expect == proj.reasons()
 
 
-def test_explain_comes_before_start_line(proj):
+def test_explain_comes_before_the_progress_line(proj):
     r = proj.build("--explain", "-j", "1", "a")
     assert r.returncode == 0, r
     lines = r.stdout.splitlines()

@@ -146,7 +146,7 @@ def test_setup_runs_once_per_build(project):
     assert set(project.reasons().values()) == {"world child changed"}
     assert project.read("out/9.txt") == "e9"
     assert project.read("child-setups.txt") == "once\nonce\n"
-    assert project.build().started() == []  # and then nothing: no world starts at all
+    assert project.build().finished() == []  # and then nothing: no world starts at all
     assert project.read("base-setups.txt") == "once\nonce\n"
 
 
@@ -198,7 +198,7 @@ def test_last_future_runs_in_the_world_itself(project):
     )
     r = project.build("-j", "1")
     assert r.returncode == 0, r
-    order = r.started_ids()
+    order = r.finished_ids()
     assert [project.read(p) for p in order] == ["False", "False", "True"]  # fork, fork, execute
 
 
