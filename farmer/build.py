@@ -28,7 +28,7 @@ from farmer.lock import ProjectLock
 from farmer.executors.base import Executor, Outcome
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
 from farmer.state import Sample, State, Trace
-from farmer.uptodate import out_of_date, plan
+from farmer.uptodate import out_of_date, plan, timed_outputs
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class Session:
         affected: list[int] | None = None,
     ) -> None:
         self.spec, self.graph, self.state, self.digests = spec, graph, state, digests
+        digests.timed = timed_outputs(graph)
         self.traces, self.selected, self.worlds = traces, selected, worlds
         self.verdicts = {} if verdicts is None else verdicts
         self.all_traces, self.dirty, self.proof = all_traces, dirty, proof

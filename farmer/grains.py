@@ -45,12 +45,60 @@ def code_stamp() -> str:
         return ""
 
 
+_THIN = b"!<thin>\n"
+THIN_PREFIX = "thin:"  # a content digest so marked is a thin archive's (see `Digests`)
+
+
 def hash_file(path: str) -> str:
+    """The digest of the file's bytes; a thin archive's is marked with THIN_PREFIX."""
     h = xxhash.xxh3_128()
     with open(path, "rb") as f:
+        first = f.read(_CHUNK)
+        h.update(first)
         while chunk := f.read(_CHUNK):
             h.update(chunk)
-    return h.hexdigest()
+    return THIN_PREFIX + h.hexdigest() if first.startswith(_THIN) else h.hexdigest()
+
+
+def thin_members(path: str) -> list[str] | None:
+    """The member paths of a GNU thin archive (`ar T`: it holds its members' names, not their
+    bytes), relative to the working directory, as `ar` resolves them (relative to the
+    archive's folder); None when the file is not a readable thin archive."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not data.startswith(_THIN):
+        return None
+    folder = os.path.dirname(path)
+    names: list[str] = []
+    long_names = b""
+    at = len(_THIN)
+    while at + 60 <= len(data):
+        header = data[at:at + 60]
+        if header[58:60] != b"`\n":
+            return None
+        name = header[:16].rstrip(b" ")
+        try:
+            size = int(header[48:58])
+        except ValueError:
+            return None
+        at += 60
+        if name in (b"/", b"/SYM64/", b"//"):  # symbol table, long names: stored in the file
+            if name == b"//":
+                long_names = data[at:at + size]
+            at += size + (size & 1)
+            continue
+        if name.startswith(b"/") and name[1:].isdigit():  # an offset into the long names
+            start = int(name[1:])
+            end = long_names.find(b"/\n", start)
+            name = long_names[start:end if end >= 0 else len(long_names)]
+        else:
+            name = name[:-1] if name.endswith(b"/") else name
+        member = name.decode("utf-8", "surrogateescape")
+        names.append(os.path.normpath(os.path.join(folder, member)))
+    return names
 
 
 def hash_text(*parts: str) -> str:
@@ -87,10 +135,14 @@ class Digests:
         # was then fresh enough ("racy") that a same-tick rewrite could keep that stat.
         self._seen: dict[str, tuple[StatKey | None, bool]] = {}
         self.unstable: set[str] = set()  # files seen to change during this build
+        # Paths whose digest also covers their mtime: the outputs of build.ninja edges
+        # without `restat = 1`, whose consumers run whenever they ran, as in ninja.
+        self.timed: Callable[[str], bool] | None = None
 
     def digest(self, path: str) -> str | None:
         """The content digest of `path`, or None when it does not exist (a dangling symlink
-        counts as missing). Raises NotAFile for a directory or other non-file."""
+        counts as missing). Raises NotAFile for a directory or other non-file. A thin
+        archive's digest covers its members' digests: its own bytes are only their names."""
         known = self._now.get(path, "")
         if known != "":
             return known
@@ -122,6 +174,18 @@ class Digests:
             entry = (key, digest)
             self.cache[path] = entry
             self.changed[path] = entry
+        if digest.startswith(THIN_PREFIX):
+            members = thin_members(path) or []
+            parts = [digest, *members]
+            self._now[path] = digest  # an archive that lists itself
+            for member in members:
+                try:
+                    parts.append(self.digest(member) or "missing")
+                except NotAFile:
+                    parts.append("not-a-file")
+            digest = hash_text(*parts)
+        if self.timed is not None and self.timed(path):
+            digest = hash_text(digest, str(st.st_mtime_ns))
         self._now[path] = digest
         self._seen[path] = (real, key != real)
         return digest

@@ -21,7 +21,7 @@ class Computation:
                  "action", "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
                  "world_setup", "missing", "fingerprint", "producers", "consumers", "order_only",
                  "validates", "description", "generator", "remove_depfile", "rspfile",
-                 "rspfile_content", "optional_outputs", "console")
+                 "rspfile_content", "optional_outputs", "console", "restat")
 
     def __init__(
         self,
@@ -57,6 +57,7 @@ class Computation:
         rspfile_content: str | None = None,
         optional_outputs: bool = False,  # an output missing after a run is no failure: it reruns
         console: bool = False,  # runs on the terminal (stdin/stdout), not into its log
+        restat: bool = True,  # False: its outputs' digests cover their mtime (ninja without restat)
     ) -> None:
         self.index, self.id, self.task, self.wildcards = index, id, task, wildcards
         self.inputs, self.outputs, self.depfile, self.kind = inputs, outputs, depfile, kind
@@ -70,7 +71,7 @@ class Computation:
         self.validates = [] if validates is None else validates
         self.description, self.generator = description, generator
         self.remove_depfile, self.rspfile, self.rspfile_content = remove_depfile, rspfile, rspfile_content
-        self.optional_outputs, self.console = optional_outputs, console
+        self.optional_outputs, self.console, self.restat = optional_outputs, console, restat
 
     def __repr__(self) -> str:
         return f"Computation({self.index}, {self.id!r}, task={self.task!r}, kind={self.kind!r})"

@@ -14,7 +14,7 @@ from farmer.state import Trace
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
 if TYPE_CHECKING:  # traversal fingerprints computations with this module
-    from farmer.graph import Computation
+    from farmer.graph import Computation, Graph
 
 
 def action_fingerprint(comp: Computation) -> str:
@@ -27,6 +27,23 @@ def action_fingerprint(comp: Computation) -> str:
     # hash_text(*parts) in one buffer and one call (a traversal makes 100k of these): the
     # parts each followed by NUL, as hash_text feeds them.
     return xxh3_128_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"))
+
+
+def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:
+    """ninja's rule for the consumers of an edge that ran: they are out of date, unless the
+    edge has `restat = 1` and its outputs came out unchanged. ninja compares mtimes; farmer
+    makes the digest of an output of an edge without restat cover its mtime (Digests.timed),
+    so a stamp file touched by a rerun changes for its consumers, and stays changed for a
+    build that was stopped before they ran. None for a graph that has no such edge."""
+    if not graph.paths_first:  # a Farmfile: every output is declared, early cutoff holds
+        return None
+    comps, producer = graph.computations, graph.producer
+
+    def timed(path: str) -> bool:
+        i = producer.get(path)
+        return i is not None and comps[i].kind is not None and not comps[i].restat
+
+    return timed
 
 
 def digest_or_changed(digests: Digests, path: str) -> str | None:

@@ -62,7 +62,8 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
         if i is None or graph.computations[i].kind is None:
             break
         to_run = _plan(spec, graph, name)
-        if i in to_run and to_run[i] == "never built" and _adopt(spec, graph, i):
+        # Made by the user (`cmake -G Ninja`, `cmake -DX=1 .`) after its inputs changed.
+        if i in to_run and _adopt(spec, graph, i):
             to_run = _plan(spec, graph, name)
         if not to_run:
             break
@@ -88,13 +89,14 @@ def _plan(spec: Spec, graph: Graph, target: str) -> dict[int, str]:
 
 
 def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
-    """A generator edge farmer never ran (the user ran cmake) whose outputs are all newer than
-    its inputs, as ninja judges it, is taken as built: its trace is recorded now, so the first
-    build does not rerun the generator. Its inputs must be source files (or phony aliases).
+    """A generator edge out of date for farmer (never run by it, or an input changed: the user
+    ran cmake) whose outputs are all newer than its inputs, as ninja judges it, is taken as
+    built: its trace is recorded now, so the build does not rerun the generator. Its inputs must be source files (or phony aliases).
     `ran`: the edge just ran (in the manifest before this one): record it as it is now."""
     from farmer.grains import Digests, NotAFile
     from farmer.lock import ProjectLock
     from farmer.state import State, Trace
+    from farmer.uptodate import timed_outputs
 
     comps = graph.computations
     comp = comps[i]
@@ -113,6 +115,7 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
         state = State(farmer_dir)
         try:
             digests = Digests(state.stat_cache())
+            digests.timed = timed_outputs(graph)
 
             def digest(path: str) -> str:
                 try:

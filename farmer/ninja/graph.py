@@ -250,6 +250,7 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
     rspfile = get(plain, "rspfile") or None
     description = get(shell, "description") or None
     generator = bool(get(plain, "generator"))
+    restat = bool(get(plain, "restat"))
     pool = _pool(manifest, edge, plain) if "pool" in names else None
     return Computation(
         index=index, id=cid, task=edge.rule.name, wildcards={}, inputs=inputs,
@@ -259,4 +260,4 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
         order_only=edge.order_only, validates=validates, description=description,
         generator=generator, remove_depfile=deps == "gcc", rspfile=rspfile,
         rspfile_content=shell.lookup("rspfile_content") if rspfile else None,
-        optional_outputs=True, console=pool == CONSOLE)
+        optional_outputs=True, console=pool == CONSOLE, restat=restat)

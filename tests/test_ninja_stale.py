@@ -1,0 +1,194 @@
+"""build.ninja manifests whose outputs stand for more than their bytes (issue 11).
+
+A thin static archive (`ar T`) holds its members' names, not their bytes: its digest must
+cover the members, or a member that changed but kept its size leaves the archive's bytes,
+and so the link, as they were. A stamp file stands for outputs the manifest does not
+declare: ninja's rule holds, the consumers of an edge that ran are out of date unless the
+edge has `restat = 1` and its outputs came out unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from farmer import grains
+
+NINJA = ("-f", "build.ninja")
+
+needs_cc = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("ar")), reason="needs gcc and ar")
+
+
+def ran(r) -> list[str]:
+    return [line.split("] ", 1)[1] for line in r.stdout.splitlines() if line.startswith("[")]
+
+
+@needs_cc
+def test_thin_archive_members_are_read(tmp_path):
+    for name in ("a.txt", "sub/b.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(name)
+    (tmp_path / "lib").mkdir()
+    subprocess.run(["ar", "csrT", "lib/x.a", "a.txt", "sub/b.txt"], cwd=tmp_path, check=True)
+    os.chdir(tmp_path)
+    assert grains.thin_members("lib/x.a") == ["a.txt", "sub/b.txt"]
+    assert grains.thin_members("a.txt") is None
+    before = grains.Digests({}).digest("lib/x.a")
+    data = open("lib/x.a", "rb").read()
+    (tmp_path / "sub/b.txt").write_text("B" * len("sub/b.txt"))  # same size
+    assert open("lib/x.a", "rb").read() == data  # the archive did not change...
+    assert grains.Digests({}).digest("lib/x.a") != before  # ...its digest did
+
+
+@needs_cc
+def test_thin_archive_member_change_relinks(project):
+    project.write("build.ninja", """\
+        rule cc
+          command = gcc -c $in -o $out
+        rule ar
+          command = rm -f $out && ar csrT $out $in
+        rule link
+          command = gcc $in -o $out
+        build lib.o: cc lib.c
+        build main.o: cc main.c
+        build libx.a: ar lib.o
+        build app: link main.o libx.a
+        """)
+    project.write("lib.c", "int lib(void) { return 1; }\n")
+    project.write("main.c", "int lib(void);\nint main(void) { return lib(); }\n")
+    r = project.build(*NINJA)
+    assert r.returncode == 0, r
+    assert subprocess.run([str(project.path("app"))]).returncode == 1
+    project.write("lib.c", "int lib(void) { return 2; }\n")
+    r = project.build(*NINJA)
+    assert r.returncode == 0, r
+    assert "link app" in ran(r), r
+    assert subprocess.run([str(project.path("app"))]).returncode == 2
+    r = project.build(*NINJA)
+    assert ran(r) == [], r
+
+
+@needs_cc
+def test_thin_archive_in_a_farmfile(project):
+    """Early cutoff holds in a Farmfile, so there the archive's digest alone must tell."""
+    project.farmfile("""\
+        [task.obj]
+        foreach = "{n}.c"
+        inputs = ["{n}.c"]
+        outputs = ["{n}.o"]
+        cmd = "gcc -c {inputs} -o {outputs}"
+        [task.lib]
+        inputs = ["lib.o"]
+        outputs = ["libx.a"]
+        cmd = "rm -f {outputs} && ar csrT {outputs} {inputs}"
+        [task.app]
+        inputs = ["main.o", "libx.a"]
+        outputs = ["app"]
+        cmd = "gcc {inputs} -o {outputs}"
+        """)
+    project.write("lib.c", "int lib(void) { return 1; }\n")
+    project.write("main.c", "int lib(void);\nint main(void) { return lib(); }\n")
+    assert project.build().returncode == 0
+    project.write("lib.c", "int lib(void) { return 2; }\n")
+    r = project.build("--explain")
+    assert r.returncode == 0, r
+    assert "app app" in ran(r), r
+    assert subprocess.run([str(project.path("app"))]).returncode == 2
+
+
+STAMP = """\
+    rule gen
+      command = cp $in generated.txt && touch $out
+    rule use
+      command = cat generated.txt > $out
+    build gen.stamp: gen input.txt{restat}
+    build result.txt: use | gen.stamp
+    """
+
+
+def test_consumer_of_a_stamp_reruns(project):
+    project.write("build.ninja", STAMP.format(restat=""))
+    project.write("input.txt", "one\n")
+    assert project.build(*NINJA).returncode == 0
+    assert project.read("result.txt") == "one\n"
+    project.write("input.txt", "two\n")
+    r = project.build(*NINJA)
+    assert r.returncode == 0 and ran(r) == ["gen gen.stamp", "use result.txt"], r
+    assert project.read("result.txt") == "two\n"
+    r = project.build(*NINJA)
+    assert ran(r) == [], r
+
+
+def test_restat_edge_with_unchanged_outputs_cuts_off(project):
+    """`restat = 1` and the outputs came out unchanged: the consumers do not run (a touch of
+    the stamp does not change it for farmer, which compares digests)."""
+    project.write("build.ninja", """\
+        rule copy
+          command = cp $in $out
+          restat = 1
+        rule use
+          command = cat $in > $out
+        build mid.txt: copy input.txt
+        build result.txt: use mid.txt
+        """)
+    project.write("input.txt", "one\n")
+    assert project.build(*NINJA).returncode == 0
+    os.utime(project.path("input.txt"))
+    project.write("input.txt", "one\n")
+    r = project.build(*NINJA)
+    assert r.returncode == 0, r
+    assert ran(r) == [], r  # the same bytes: nothing reran
+    project.write("build.ninja", project.read("build.ninja").replace("input.txt\n", "input.txt other.txt\n", 1)
+                  .replace("cp $in $out", "cp input.txt $out"))
+    project.write("other.txt", "x\n")
+    r = project.build(*NINJA)
+    assert ran(r) == ["copy mid.txt"], r  # ran, mid.txt came out the same: result.txt is kept
+
+
+def test_stamp_consumer_reruns_after_an_interrupted_build(project):
+    """The edge ran in a build that did not reach its consumer: the next one runs it."""
+    project.write("build.ninja", STAMP.format(restat=""))
+    project.write("input.txt", "one\n")
+    assert project.build(*NINJA, "result.txt").returncode == 0
+    project.write("input.txt", "two\n")
+    r = project.build(*NINJA, "gen.stamp")
+    assert r.returncode == 0 and ran(r) == ["gen gen.stamp"], r
+    r = project.build(*NINJA, "result.txt")
+    assert ran(r) == ["use result.txt"], r
+    assert project.read("result.txt") == "two\n"
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")),
+                    reason="needs cmake, ninja and a C compiler")
+def test_cmake_run_by_the_user_is_not_run_again(tmp_path):
+    """`cmake -DVALUE=2 .` by hand changes CMakeCache.txt and writes a newer build.ninja:
+    ninja does not rerun CMake, nor does farmer; the program has the new value."""
+    import sys
+
+    from conftest import farmer_env
+
+    src, build = tmp_path / "src", tmp_path / "build"
+    src.mkdir()
+    build.mkdir()
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(v C)\nset(VALUE 1 CACHE STRING \"\")\n"
+        "add_executable(v v.c)\ntarget_compile_definitions(v PRIVATE VALUE=${VALUE})\n")
+    (src / "v.c").write_text("int main(void) { return VALUE; }\n")
+
+    def run(*cmd):
+        cp = subprocess.run(cmd, cwd=build, capture_output=True, text=True, env=farmer_env())
+        assert cp.returncode == 0, cp
+        return cp
+
+    run("cmake", "-G", "Ninja", str(src))
+    farmer = (sys.executable, "-m", "farmer", "build", "-f", "build.ninja")
+    assert "Re-running CMake" not in run(*farmer).stdout
+    assert subprocess.run([str(build / "v")]).returncode == 1
+    run("cmake", "-DVALUE=2", ".")
+    cp = run(*farmer)
+    assert "Re-running CMake" not in cp.stdout, cp.stdout
+    assert subprocess.run([str(build / "v")]).returncode == 2
+    assert "Re-running CMake" not in run(*farmer).stdout
