@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import farmer_env
+
 # Runs farmer in a child whose planning step signals its own process first.
 _DRIVER = textwrap.dedent("""
     import os, signal, sys
@@ -34,7 +36,8 @@ def test_signal_while_planning_writes_last_build(tmp_path: Path, signum: int) ->
     (tmp_path / "Farmfile").write_text(
         '[task.copy]\ninputs = ["in.txt"]\noutputs = ["out/copy.txt"]\ncmd = "cp {inputs} {outputs}"\n')
     r = subprocess.run([sys.executable, "-c", _DRIVER, str(int(signum))], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                       env=farmer_env({"FARMER_CACHE_DIR": str(tmp_path / "cache")}))
     assert r.returncode == 128 + signum, r
     assert "Traceback" not in r.stderr
     last = json.loads((tmp_path / ".farmer" / "last-build.json").read_text())
