@@ -24,6 +24,7 @@ from farmer.graph import Computation, Graph, check_inputs, select
 from farmer.latency import critical, estimates
 from farmer.latency.predict import Prediction, predict
 from farmer.latency.simulate import simulate
+from farmer.inside import check_inside
 from farmer.lock import ProjectLock
 from farmer.executors.base import Executor, Outcome
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
@@ -491,6 +492,8 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
     if not to_run:
         # Nothing is out of date: the scheduler would only settle everything as up to date.
         return _finish(session, opts, farmer_dir, started_at, t0, {}, {}, None, {}, prediction)
+    if not session.graph.paths_first:  # a cached graph's symlinks were checked on another day
+        check_inside(session.spec.root, [comps[i] for i in to_run])
 
     logs = os.path.join(farmer_dir, "logs")
     os.makedirs(logs, exist_ok=True)

@@ -11,6 +11,7 @@ from farmer.spec import Spec
 from farmer.lock import ProjectLock
 from farmer.state import State
 from farmer.graph import Graph, select
+from farmer.inside import check_inside
 
 
 def _edges(graph: Graph, selected: list[int]) -> list[tuple[int, int]]:
@@ -93,6 +94,8 @@ def clean(spec: Spec, graph: Graph, targets: list[str]) -> str:
             name = t[1:] if t.startswith("@") else t
             wanted.update(graph.by_task.get(name) or [_one(graph, t)])
         selected = [i for i in selected if i in wanted]
+    if not graph.paths_first:  # a graph from the cache: its symlinks may have changed since
+        check_inside(spec.root, [graph.computations[i] for i in selected])
     farmer_dir = os.path.join(spec.root, ".farmer")
     removed = 0
     with ProjectLock(farmer_dir):
