@@ -59,7 +59,34 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
     sys.exit(command.build(
         list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
         timeout, trace_file, ninja=ctx.meta.get("farmer.ninja", False),
-        farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT))
+        farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
+        lock=ctx.meta.get("farmer.watch.lock")))
+
+
+def _watch(targets, directory, farmfile, **options) -> None:
+    from farmer.watch import watch
+
+    ctx = click.get_current_context()
+
+    def one_build(farmfile: str, lock) -> int:
+        """`farmer build` with the watch's options, through its very callback."""
+        ctx.meta["farmer.watch.lock"] = lock
+        try:
+            build.callback(targets, None, farmfile, **options)
+        except SystemExit as e:
+            return e.code
+        return 0
+
+    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    sys.exit(watch(list(targets), directory, farmfile, ctx.meta.get("farmer.ninja", False),
+                   given, one_build))
+
+
+cli.add_command(click.Command(
+    "watch", callback=_watch, params=build.params, context_settings=build.context_settings,
+    help="Build TARGETs, then build again whenever one of their inputs changes; worlds stay "
+         "warm between builds. Takes the options of build.",
+    short_help="Build, then rebuild on every change."))
 
 
 @cli.command()

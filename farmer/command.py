@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from farmer.executors.base import Executor
     from farmer.graph import Graph
+    from farmer.lock import ProjectLock
     from farmer.spec import Spec
 
 
@@ -66,13 +67,15 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           jobs: int | None = None, load: float | None = None, keep_going: bool = False,
           dry_run: bool = False, explain: bool = False, no_worlds: bool = False,
           timeout: float | None = None, trace_file: str | None = None, ninja: bool = False,
-          farmfile_given: bool = True, executor: Executor | None = None) -> int:
-    """`farmer build`: its exit status. `executor`: see `build.run_build`."""
+          farmfile_given: bool = True, executor: Executor | None = None,
+          lock: ProjectLock | None = None) -> int:
+    """`farmer build`: its exit status. `executor`: see `build.run_build`; `lock`: the
+    project's, taken by the caller (`farmer watch` holds it across builds)."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
     trace_file = os.path.abspath(trace_file) if trace_file else None
-    lock = proof = None
+    proof = None
     try:
         if not dry_run and not trace_file and not is_ninja(farmfile, ninja):
             # First, the cheap proof that nothing changed (farmer/noop.py), under the lock
@@ -86,8 +89,9 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             root = os.path.dirname(farmfile)
             if os.path.isdir(root):
                 os.chdir(root)
-                lock = ProjectLock(os.path.join(root, ".farmer"))
-                lock.acquire()
+                if lock is None:
+                    lock = ProjectLock(os.path.join(root, ".farmer"))
+                    lock.acquire()
                 outcome = noop.try_build(farmfile, targets, slots)
                 if isinstance(outcome, int):
                     return outcome

@@ -1,0 +1,254 @@
+"""`farmer watch` driven as a user would: a subprocess, files edited under it, its output
+and its outputs read with bounded waits; every watch is killed at the end of its test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import farmer_env, pids_matching, wait_no_process_in
+
+COPY = """
+[task.copy]
+foreach = "src/{n}.txt"
+inputs = ["src/{n}.txt"]
+outputs = ["out/{n}.txt"]
+cmd = "cp {inputs} {outputs}"
+"""
+
+
+class Watching:
+    """A running `farmer watch`, its stdout and stderr in files outside the project."""
+
+    def __init__(self, project, tmp: Path, *args: str, env: dict | None = None) -> None:
+        self.project = project
+        self.out_path, self.err_path = tmp / "watch.out", tmp / "watch.err"
+        self.runtime = tmp / "run"
+        self.runtime.mkdir(mode=0o700, exist_ok=True)
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "farmer", "watch", *args], cwd=project.root,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                env=farmer_env({"XDG_RUNTIME_DIR": str(self.runtime), **(env or {})}))
+        project.procs.append(self.proc)
+
+    @property
+    def stdout(self) -> str:
+        return self.out_path.read_text()
+
+    @property
+    def stderr(self) -> str:
+        return self.err_path.read_text()
+
+    def summaries(self) -> list[str]:
+        return [line for line in self.stdout.splitlines()
+                if line.startswith(("farmer: ran ", "farmer: FAILED ran "))]
+
+    def wait_until(self, what, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not what():
+            assert self.proc.poll() is None, f"the watch ended ({self.proc.returncode}):\n{self!r}"
+            assert time.monotonic() < deadline, f"timed out waiting:\n{self!r}"
+            time.sleep(0.02)
+
+    def builds(self, n: int, timeout: float = 20.0) -> None:
+        """Wait until `n` builds have finished and the watch waits again."""
+        self.wait_until(lambda: len(self.summaries()) >= n
+                        and self.stderr.count("waiting for changes") >= n, timeout)
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 10.0) -> float:
+        """Signal the watch; how long it took to exit."""
+        t0 = time.monotonic()
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout)
+        return time.monotonic() - t0
+
+    def __repr__(self) -> str:
+        return f"--- stdout ---\n{self.stdout}--- stderr ---\n{self.stderr}"
+
+
+@pytest.fixture
+def watching(project, tmp_path):
+    started: list[Watching] = []
+
+    def start(*args: str, **kw) -> Watching:
+        w = Watching(project, tmp_path, *args, **kw)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:  # project.cleanup kills what is left
+        if w.proc.poll() is None:
+            w.stop(signal.SIGKILL)
+
+
+def _edit(project, rel: str, text: str) -> None:
+    """Write through a new file renamed over the old, as editors save."""
+    path = project.path(rel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".swp~")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def test_an_edit_rebuilds_what_reads_it_and_farmers_own_writes_start_nothing(project, watching):
+    project.farmfile(COPY)
+    project.write("src/a.txt", "a1\n")
+    project.write("src/b.txt", "b1\n")
+    w = watching()
+    w.builds(1)
+    assert project.read("out/a.txt") == "a1\n"
+    _edit(project, "src/a.txt", "a2\n")
+    w.wait_until(lambda: project.read("out/a.txt") == "a2\n")
+    w.builds(2)
+    assert "src/a.txt changed" in w.stderr, w
+    assert w.summaries()[1].startswith("farmer: ran 1, up to date 1"), w
+    assert "copy out/a.txt" in w.stdout.split(w.summaries()[0])[1], w
+    # Its own outputs, logs and state were written while it watched: none starts a build,
+    # and neither does a file touched but unchanged.
+    project.touch_later("src/b.txt")
+    time.sleep(1.0)
+    assert len(w.summaries()) == 2, w
+    assert w.stop() < 2.0
+    assert w.proc.returncode == 130, w
+
+
+def test_a_new_file_matched_by_a_foreach_is_built(project, watching):
+    project.farmfile(COPY)
+    project.write("src/a.txt", "a\n")
+    w = watching()
+    w.builds(1)
+    _edit(project, "src/c.txt", "c\n")
+    w.wait_until(lambda: project.exists("out/c.txt") and project.read("out/c.txt") == "c\n")
+    w.builds(2)
+    assert "+src/c.txt changed" in w.stderr, w
+    project.remove("src/c.txt")  # and a file gone is a change too: a graph without it
+    w.builds(3)
+    assert "-src/c.txt changed" in w.stderr, w
+    assert w.summaries()[2].startswith("farmer: ran 0, up to date 1,"), w
+
+
+def test_a_farmfile_edit_reads_the_graph_again_and_a_bad_one_waits_for_the_next(project, watching):
+    project.farmfile(COPY)
+    project.write("src/a.txt", "a\n")
+    w = watching()
+    w.builds(1)
+    _edit(project, "Farmfile", COPY.replace("cp {inputs} {outputs}", "tr a-z A-Z < {inputs} > {outputs}"))
+    w.wait_until(lambda: project.read("out/a.txt") == "A\n")
+    w.builds(2)
+    assert "Farmfile changed" in w.stderr, w
+    _edit(project, "Farmfile", COPY + "[task.copy]\n")  # a TOML error: said, and the watch goes on
+    w.wait_until(lambda: "farmer: error: " in w.stderr)
+    assert "Traceback" not in w.stderr, w
+    _edit(project, "Farmfile", COPY)
+    w.wait_until(lambda: project.read("out/a.txt") == "a\n")
+    w.builds(3)
+
+
+def test_an_input_edited_while_a_build_runs_is_built_after_it(project, watching):
+    project.farmfile("""
+        [task.slow]
+        inputs = ["in.txt"]
+        outputs = ["out.txt"]
+        cmd = "sleep 0.8; cp {inputs} {outputs}"
+    """)
+    project.write("in.txt", "1\n")
+    w = watching()
+    w.wait_until(lambda: "slow out.txt" in w.stdout)  # the first build runs
+    _edit(project, "in.txt", "2\n")
+    w.wait_until(lambda: project.exists("out.txt") and project.read("out.txt") == "2\n")
+    w.builds(2)
+
+
+def test_failures_are_printed_in_full_and_the_watch_goes_on(project, watching):
+    project.farmfile("""
+        [task.check]
+        inputs = ["in.txt"]
+        outputs = ["out.txt"]
+        cmd = "grep -q good {inputs} || {{ echo 'in.txt is not good' >&2; exit 4; }}; cp {inputs} {outputs}"
+    """)
+    project.write("in.txt", "good\n")
+    w = watching()
+    w.builds(1)
+    _edit(project, "in.txt", "bad\n")
+    w.wait_until(lambda: "in.txt is not good" in w.stdout + w.stderr)
+    w.builds(2)
+    assert "ran 0, up to date 0, cached 0, failed 1" in w.stdout.splitlines()[-1], w
+    time.sleep(0.5)  # farmer moved its output away: no news
+    assert w.stderr.count("changed") == 1, w
+    _edit(project, "in.txt", "good again\n")
+    w.wait_until(lambda: project.exists("out.txt") and project.read("out.txt") == "good again\n")
+    assert w.proc.poll() is None
+
+
+def test_the_lock_is_held_while_watching(project, watching):
+    project.farmfile(COPY)
+    project.write("src/a.txt", "a\n")
+    w = watching()
+    w.builds(1)
+    r = project.build()
+    assert r.returncode == 3, r
+    assert "farmer watch" in r.stderr and str(w.proc.pid) in r.stderr, r
+    assert "Traceback" not in r.stderr
+    w.stop(signal.SIGTERM)
+    assert w.proc.returncode == 143, w
+    assert project.build().returncode == 0  # released with the watch
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_watch_and_everything_it_started(project, watching, sig):
+    sleep = project.unique_sleep(30)
+    project.farmfile(f"""
+        [world.w]
+        setup = ["import time"]
+
+        [task.fast]
+        world = "w"
+        inputs = ["fast.py"]
+        outputs = ["out/fast.txt"]
+        python = "fast.py {{outputs}}"
+
+        [task.slow]
+        world = "w"
+        inputs = ["slow.py"]
+        outputs = ["out/slow.txt"]
+        python = "slow.py {{outputs}}"
+
+        [task.sleepy]
+        inputs = ["in.txt"]
+        outputs = ["out/sleepy.txt"]
+        cmd = "{sleep}; cp {{inputs}} {{outputs}}"
+    """)
+    project.write("fast.py", "import sys\nopen(sys.argv[1], 'w').write('x')\n")
+    project.write("slow.py", "import sys, time\ntime.sleep(30)\n")
+    project.write("in.txt", "x\n")
+    w = watching("-j", "4")
+    w.wait_until(lambda: project.exists("out/fast.txt") and pids_matching(sleep))
+    assert w.stop(sig) < 2.0
+    assert w.proc.returncode == 128 + sig, w
+    assert "Traceback" not in w.stderr, w
+    assert wait_no_process_in(project) == [], "a world or command outlived the watch"
+    assert os.listdir(w.runtime) == [], "the FIFO directory outlived the watch"
+
+
+def test_without_watchfiles_it_polls_with_a_warning(project, watching, tmp_path):
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "watchfiles").mkdir()
+    (hide / "watchfiles" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    project.farmfile(COPY)
+    project.write("src/a.txt", "a1\n")
+    env = farmer_env()
+    w = watching(env={"PYTHONPATH": f"{hide}{os.pathsep}{env['PYTHONPATH']}"})
+    w.builds(1)
+    assert "watchfiles is not installed" in w.stderr and "polls" in w.stderr, w
+    _edit(project, "src/a.txt", "a2\n")
+    w.wait_until(lambda: project.read("out/a.txt") == "a2\n")
+    _edit(project, "src/d.txt", "d\n")
+    w.wait_until(lambda: project.exists("out/d.txt"))
