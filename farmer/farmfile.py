@@ -13,15 +13,16 @@ import re
 
 from farmer import template
 from farmer.errors import UsageError
-from farmer.spec import Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
+from farmer.spec import CacheSpec, Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
 
 TASK_KEYS = {
     "inputs", "outputs", "cmd", "python", "world", "foreach", "depfile", "env", "cost",
     "cpus", "pool", "timeout", "always", "cache",
 }
 WORLD_KEYS = {"setup", "parent", "inputs", "env"}
-TOP_KEYS = {"farmer", "vars", "pools", "world", "task"}
+TOP_KEYS = {"farmer", "vars", "pools", "world", "task", "cache"}
 FARMER_KEYS = {"default"}
+CACHE_KEYS = {"dir", "max_size", "env"}
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
 _DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")  # parts of a dotted TOML key
@@ -242,9 +243,42 @@ def parse(path: str | os.PathLike, text: str, data: dict) -> Spec:
     for name, body in data.get("task", {}).items():
         tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
 
+    cache = _cache(r, data["cache"]) if "cache" in data else None
     return Spec(path=path, root=os.path.dirname(path) or ".", default=default, vars=variables,
                 pools=pools, worlds=worlds, tasks=tasks,
-                default_line=r.where.key(("farmer",), "default"))
+                default_line=r.where.key(("farmer",), "default"), cache=cache)
+
+
+def _cache(r: _Reader, body: dict) -> CacheSpec:
+    """`[cache]`: where the local output cache lives, its size limit, the inherited
+    environment variables that are part of every key (SPEC §5)."""
+    from farmer.cache.settings import parse_size
+
+    table = ("cache",)
+    r.known_keys(table, body, CACHE_KEYS)
+    cache = CacheSpec(line=r.where.table("cache"))
+    if "dir" in body:
+        cache.dir = r.string(table, "dir", body["dir"])
+        if not cache.dir:
+            raise r.fail(r.where.key(table, "dir"), "cache.dir must not be empty; name a directory")
+    if "max_size" in body:
+        value = body["max_size"]
+        size = None
+        if isinstance(value, str):
+            size = parse_size(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            size = value
+        if size is None:
+            raise r.fail(r.where.key(table, "max_size"),
+                         f"cache.max_size {value!r} is not a size; write e.g. \"5GiB\", \"500MB\" or bytes")
+        cache.max_size = size
+    if "env" in body:
+        cache.env = r.strings(table, "env", body["env"])
+        for name in cache.env:
+            if not name or "=" in name:
+                raise r.fail(r.where.key(table, "env"), f"cache.env: {name!r} is not an environment "
+                                                        "variable name; give it a non-empty name without '='")
+    return cache
 
 
 def _world(r: _Reader, name: str, body: object) -> WorldSpec:

@@ -48,9 +48,23 @@ class WorldSpec:
         self.env = {} if env is None else env
 
 
+class CacheSpec:
+    """`[cache]` (SPEC §5): its presence turns the local output cache on (farmer/cache/)."""
+
+    # In this order: the graph cache stores it as the tuple of its fields.
+    __slots__ = ("line", "dir", "max_size", "env")
+
+    def __init__(self, line: int | None, dir: str | None = None, max_size: int | None = None,
+                 env: list[str] | None = None) -> None:
+        self.line = line
+        self.dir = dir  # as written ("~" unexpanded, relative to the project root)
+        self.max_size = max_size  # bytes
+        self.env = [] if env is None else env  # inherited variables that are part of every key
+
+
 class Spec:
     __slots__ = ("path", "root", "default", "vars", "pools", "worlds", "tasks", "default_line",
-                 "digest")
+                 "digest", "cache")
 
     def __init__(
         self,
@@ -63,11 +77,12 @@ class Spec:
         tasks: dict[str, TaskSpec],
         default_line: int | None = None,  # where `default` is written, for errors after traversal
         digest: str = "",  # of the Farmfile's bytes: what caches built from this spec are keyed by
+        cache: CacheSpec | None = None,  # `[cache]`, when the Farmfile has one
     ) -> None:
         self.path, self.root = os.fspath(path), os.fspath(root)
         self.default, self.vars = default, vars
         self.pools, self.worlds, self.tasks = pools, worlds, tasks
-        self.default_line, self.digest = default_line, digest
+        self.default_line, self.digest, self.cache = default_line, digest, cache
 
 
 def read(path: str | os.PathLike) -> bytes:

@@ -474,3 +474,17 @@ def test_unbalanced_braces(tmp_path, key, value):
     msg = error(tmp_path, *lines)
     assert at_line(msg, 3), msg
     assert key in msg and ("{" in msg or "}" in msg)
+
+
+def test_cache_table(tmp_path):
+    spec = load(tmp_path, "[cache]", 'dir = "~/c"', 'max_size = "2GiB"', 'env = ["LANG", "CC"]')
+    assert spec.cache.dir == "~/c" and spec.cache.max_size == 2 * 1024**3
+    assert spec.cache.env == ["LANG", "CC"]
+    assert load(tmp_path, "[cache]").cache.max_size is None  # present: the cache is on
+    assert load(tmp_path, "[vars]").cache is None
+    assert at_line(error(tmp_path, "[cache]", 'max_size = "lots"'), 2)
+    assert "max_size" in error(tmp_path, "[cache]", 'max_size = "lots"')
+    msg = error(tmp_path, "[cache]", "", 'salt = "x"')
+    assert at_line(msg, 3) and "unknown key 'salt' in [cache]" in msg
+    assert at_line(error(tmp_path, "[cache]", 'env = ["A=B"]'), 2)
+    assert "must be a list of strings" in error(tmp_path, "[cache]", "env = 3")
