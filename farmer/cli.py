@@ -143,6 +143,47 @@ def clean(targets, directory, farmfile) -> None:
     click.echo(inspect.clean(spec, g, list(targets)))
 
 
+@cli.group()
+def cache() -> None:
+    """The local output cache: stats, gc, clear (docs/cache.md)."""
+
+
+def _cache_options(f):
+    f = _project_options(f)
+    return click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
+                        help="The cache directory (default: FARMER_CACHE_DIR, [cache] dir, "
+                             "$XDG_CACHE_HOME/farmer).")(f)
+
+
+@cache.command("stats")
+@_cache_options
+def cache_stats(directory, farmfile, cache_dir) -> None:
+    """Print the cache's location, entries, bytes and limit."""
+    from farmer.cache import commands
+
+    click.echo(commands.stats(commands.settings_for(directory, farmfile, cache_dir)), nl=False)
+
+
+@cache.command("gc")
+@_cache_options
+@click.option("--max-size", "max_size", default=None, metavar="SIZE",
+              help="Evict least recently used entries down to SIZE (default: the limit).")
+def cache_gc(directory, farmfile, cache_dir, max_size) -> None:
+    """Evict least recently used entries until the cache fits its limit."""
+    from farmer.cache import commands
+
+    click.echo(commands.gc(commands.settings_for(directory, farmfile, cache_dir), max_size), nl=False)
+
+
+@cache.command("clear")
+@_cache_options
+def cache_clear(directory, farmfile, cache_dir) -> None:
+    """Remove every entry of the cache."""
+    from farmer.cache import commands
+
+    click.echo(commands.clear(commands.settings_for(directory, farmfile, cache_dir)), nl=False)
+
+
 def main() -> None:
     command.main(_main)
 

@@ -235,6 +235,12 @@ class Digests:
         return {path: (st, now[path], racy) for path, (st, racy) in self._seen.items()
                 if st is not None and now.get(path) is not None}
 
+    def seen(self, path: str) -> StatKey | None:
+        """The stat `path` had when its digest was taken in this build (None: not taken, or
+        missing then): whoever copies the file can tell it is still that content."""
+        seen = self._seen.get(path)
+        return None if seen is None else seen[0]
+
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""
         self._now.pop(path, None)

@@ -316,6 +316,18 @@ def assert_error(r: Result, *words: str, code: int = 2) -> str:
     return msg
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch):
+    """No test touches the user's real cache (~/.cache/farmer): every farmer a test starts
+    inherits these (farmer_env copies os.environ), and the cache stays off unless a test
+    turns it on."""
+    where = tmp_path_factory.mktemp("farmer-cache")
+    monkeypatch.setenv("FARMER_CACHE_DIR", str(where / "farmer"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(where / "xdg"))
+    monkeypatch.delenv("FARMER_CACHE", raising=False)
+    return where / "farmer"
+
+
 @pytest.fixture
 def project(tmp_path):
     root = tmp_path / "proj"

@@ -1,0 +1,508 @@
+"""The local cache's directory: content-addressed blobs and the entries that name them.
+
+    DIR/            mode 0700, the user's own
+      ac.db         SQLite (WAL): one row per entry (a variant of a first-level key)
+      cas/ab/HEX    blobs, named by the xxh3-128 of their content, read-only
+      tmp/          blobs being written (renamed into cas/ when complete)
+      gc.lock       flock: shared while a farmer stores, exclusive while one evicts
+
+Every write is a temporary file renamed into place, or one SQLite transaction, so a reader
+never sees half of a blob or of an entry, and a farmer killed at any point leaves at most a
+temporary file (removed by the next gc) or a blob no entry names yet (likewise). Farmers of
+any project and checkout share the directory: SQLite serialises writers, blobs of the same
+name have the same content, and an entry is written only after its blobs are in place
+(under the shared lock, so an eviction cannot remove them in between).
+
+Entries record their outputs' sizes and the time they were last used; the limit is kept by
+evicting the least recently used entries, then every blob no entry names (`gc`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import marshal
+import os
+import sqlite3
+import stat
+import threading
+import time
+
+SCHEMA = "1"
+VARIANTS_KEPT = 8  # entries per first-level key (discovered-input variants), newest first
+_TOUCH_EVERY_S = 60.0  # an entry's last use is written again only when older than this
+_STALE_TMP_S = 3600.0  # temporary files older than this belong to no live farmer
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entry (
+    key TEXT PRIMARY KEY, key1 TEXT NOT NULL, data BLOB NOT NULL, size INTEGER NOT NULL,
+    used_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS entry_key1 ON entry (key1, used_at);
+CREATE INDEX IF NOT EXISTS entry_used ON entry (used_at);
+"""
+
+FileRecord = tuple[str, str, int, int]  # path, digest, size, mode
+
+
+class CacheError(Exception):
+    """The cache as a whole cannot be used (unwritable, locked, not a cache): the build goes
+    on without it."""
+
+
+class CacheFull(CacheError):
+    """No room left for a blob (ENOSPC, EDQUOT, EFBIG): nothing more is stored this build."""
+
+
+class Changed(Exception):
+    """A file changed between being digested and being copied into the cache."""
+
+
+class Entry:
+    """One stored variant: what the run read beyond its declared inputs, and what it wrote."""
+
+    __slots__ = ("key", "discovered", "outputs", "depfile", "log", "duration_s")
+
+    def __init__(self, key: str, discovered: list[tuple[str, str]], outputs: list[FileRecord],
+                 depfile: FileRecord | None, log: tuple[str, int] | None, duration_s: float) -> None:
+        self.key = key  # the variant's key (key.variant_key)
+        self.discovered = discovered  # depfile inputs: (path, digest), in the depfile's order
+        self.outputs = outputs  # declared outputs, in declared order
+        self.depfile = depfile  # the depfile the run wrote, restored with the outputs
+        self.log = log  # (digest, size) of what the command printed, if anything
+        self.duration_s = duration_s
+
+    def blobs(self) -> list[tuple[str, int]]:
+        out = [(d, size) for _, d, size, _ in self.outputs]
+        if self.depfile is not None:
+            out.append((self.depfile[1], self.depfile[2]))
+        if self.log is not None:
+            out.append(self.log)
+        return out
+
+    def size(self) -> int:
+        return sum(size for _, size in dict(self.blobs()).items())
+
+    def dumps(self) -> bytes:
+        return marshal.dumps((self.discovered, self.outputs, self.depfile, self.log, self.duration_s))
+
+    @staticmethod
+    def loads(key: str, data: bytes) -> Entry | None:
+        try:
+            discovered, outputs, depfile, log, duration = marshal.loads(data)
+            entry = Entry(key, [(p, d) for p, d in discovered],
+                          [(p, d, int(s), int(m)) for p, d, s, m in outputs],
+                          None if depfile is None else tuple(depfile), None if log is None else tuple(log),
+                          float(duration))
+        except (EOFError, ValueError, TypeError):
+            return None  # damaged: a miss
+        return entry
+
+
+class GcResult:
+    __slots__ = ("entries", "removed", "bytes", "freed")
+
+    def __init__(self, entries: int, removed: int, size: int, freed: int) -> None:
+        self.entries, self.removed, self.bytes, self.freed = entries, removed, size, freed
+
+
+class LocalCache:
+    """The cache at `dir`. Open it with `open()`; every method may raise CacheError."""
+
+    def __init__(self, dir: str, busy_timeout_s: float = 2.0) -> None:
+        self.dir = dir
+        self.cas = os.path.join(dir, "cas")
+        self.tmp = os.path.join(dir, "tmp")
+        self.db_path = os.path.join(dir, "ac.db")
+        self.busy_timeout_s = busy_timeout_s
+        self._db: sqlite3.Connection | None = None
+        self._serial = 0
+        self._serial_lock = threading.Lock()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def open(self) -> LocalCache:
+        """Create the directory (0700) if needed and connect; CacheError if it cannot be used."""
+        try:
+            _private_dir(self.dir)
+            for sub in (self.cas, self.tmp):
+                os.makedirs(sub, mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise CacheError(f"cannot use {self.dir}: {e.strerror or e}") from None
+        self._db = self.connect()
+        return self
+
+    def connect(self) -> sqlite3.Connection:
+        """A connection of its own (one per thread)."""
+        try:
+            db = sqlite3.connect(self.db_path, timeout=self.busy_timeout_s, isolation_level=None,
+                                 check_same_thread=False)
+        except sqlite3.Error as e:
+            raise CacheError(f"cannot open {self.db_path}: {e}") from None
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('bytes', '0')")
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row[0] != SCHEMA:
+                raise CacheError(f"{self.db_path} has schema {row[0]}, this farmer uses {SCHEMA}")
+            db.execute("SELECT key, key1, data, size, used_at FROM entry LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            db.close()
+            if not _corrupt(e):
+                raise CacheError(f"cannot use {self.db_path}: {e}") from None
+            # Damaged: set aside (entries only point at blobs; losing them costs rebuilds).
+            aside = f"{self.db_path}.corrupt-{int(time.time())}"
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    os.replace(self.db_path + suffix, aside + suffix)
+                except OSError:
+                    pass
+            return self.connect()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.open()
+        return self._db  # type: ignore[return-value]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def variants(self, key1: str) -> list[tuple[Entry, float]]:
+        """The stored variants of a first-level key, most recently used first, with their
+        last use."""
+        rows = self._query("SELECT key, data, used_at FROM entry WHERE key1=? ORDER BY used_at DESC",
+                           (key1,))
+        out = []
+        for key, data, used_at in rows:
+            entry = Entry.loads(key, data)
+            if entry is not None:
+                out.append((entry, used_at))
+        return out
+
+    def lookup(self, key1: str, digest_now) -> tuple[Entry, float] | None:
+        """The most recently used variant whose every discovered input has, now, the
+        digest it was stored with (`digest_now(path)`), or None."""
+        for entry, used_at in self.variants(key1):
+            if all(digest_now(path) == digest for path, digest in entry.discovered):
+                return entry, used_at
+        return None
+
+    def blob_path(self, digest: str) -> str:
+        return os.path.join(self.cas, digest[:2], digest[2:])
+
+    def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self.db.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise CacheError(f"cannot read {self.db_path}: {e}") from None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put_file(self, source: str, digest: str, stat_then: tuple | None = None) -> tuple[int, int, int]:
+        """Copy `source`, whose content has `digest`, into the cache unless a blob of that
+        name is there already: (bytes added, its size, its mode). `stat_then`: its
+        (mtime_ns, size, inode, ctime_ns) when it was digested; Changed if the file is not
+        that content any more."""
+        try:
+            src = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            raise Changed(source) from None
+        tmp = ""
+        try:
+            st = os.fstat(src)
+            before = _stat_key(st)
+            if not stat.S_ISREG(st.st_mode) or stat_then is not None and before != tuple(stat_then):
+                raise Changed(source)
+            final = self.blob_path(digest)
+            if os.path.exists(final):
+                return 0, st.st_size, stat.S_IMODE(st.st_mode)
+            with self._serial_lock:
+                self._serial += 1
+                tmp = os.path.join(self.tmp, f"{os.getpid()}-{threading.get_ident()}-{self._serial}")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            try:
+                dst = os.open(tmp, flags, 0o400)
+            except FileNotFoundError:  # tmp/ removed (the cache cleared meanwhile)
+                os.makedirs(self.tmp, mode=0o700, exist_ok=True)
+                dst = os.open(tmp, flags, 0o400)
+            try:
+                copy_fd(src, dst, st.st_size)
+            finally:
+                os.close(dst)
+            if _stat_key(os.fstat(src)) != before:  # written to while it was copied
+                raise Changed(source)
+            added = st.st_size if _publish(tmp, final) else 0
+            return added, st.st_size, stat.S_IMODE(st.st_mode)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise CacheFull(f"no room in {self.dir} ({e.strerror})") from None
+            raise CacheError(f"cannot write to {self.dir}: {e.strerror or e}") from None
+        finally:
+            if tmp:
+                _unlink(tmp)
+            os.close(src)
+
+    def put_entry(self, db: sqlite3.Connection, key1: str, entry: Entry, added: int) -> None:
+        """Record `entry` (its blobs are in place) and keep only the newest variants of
+        `key1`; `added`: the bytes of the blobs this store created."""
+        now = time.time()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("INSERT OR REPLACE INTO entry VALUES (?,?,?,?,?)",
+                           (entry.key, key1, entry.dumps(), entry.size(), now))
+                db.execute("DELETE FROM entry WHERE key1=? AND key NOT IN "
+                           "(SELECT key FROM entry WHERE key1=? ORDER BY used_at DESC LIMIT ?)",
+                           (key1, key1, VARIANTS_KEPT))
+                if added:
+                    db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key='bytes'",
+                               (added,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            if "full" in str(e):
+                raise CacheFull(f"no room in {self.dir} ({e})") from None
+            raise CacheError(f"cannot write {self.db_path}: {e}") from None
+
+    def touch(self, db: sqlite3.Connection, used: list[tuple[str, float]]) -> None:
+        """Mark entries used now (LRU), those not marked within the last minute."""
+        now = time.time()
+        stale = [(now, key) for key, used_at in used if now - used_at > _TOUCH_EVERY_S]
+        if not stale:
+            return
+        try:
+            db.executemany("UPDATE entry SET used_at=? WHERE key=?", stale)
+        except sqlite3.Error as e:
+            raise CacheError(f"cannot write {self.db_path}: {e}") from None
+
+    def forget(self, key: str, digest: str | None = None) -> None:
+        """Drop an entry found broken (and the damaged blob, if one is named)."""
+        if digest is not None:
+            _unlink(self.blob_path(digest))
+        try:
+            self.db.execute("DELETE FROM entry WHERE key=?", (key,))
+        except sqlite3.Error:
+            pass  # it stays a miss each time it is looked up
+
+    def recorded_bytes(self) -> int:
+        rows = self._query("SELECT value FROM meta WHERE key='bytes'")
+        return int(rows[0][0]) if rows else 0
+
+    # -- eviction and the commands ------------------------------------------------------------
+
+    def shared_lock(self, wait_s: float = 5.0) -> int:
+        """Hold off evictions while blobs are stored and named (a fd to close when done)."""
+        return self._lock(fcntl.LOCK_SH, wait_s)
+
+    def _lock(self, kind: int, wait_s: float | None) -> int:
+        try:
+            fd = os.open(os.path.join(self.dir, "gc.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            raise CacheError(f"cannot use {self.dir}: {e.strerror or e}") from None
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, kind | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() > deadline:
+                    os.close(fd)
+                    raise CacheError(f"{self.dir} is locked by another farmer (gc.lock)") from None
+                time.sleep(0.02)
+
+    def stats(self) -> tuple[int, int]:
+        """Entries, and bytes in blobs (as on disk)."""
+        entries = self._query("SELECT COUNT(*) FROM entry")[0][0]
+        return entries, sum(self._blobs_on_disk().values())
+
+    def gc(self, max_size: int, wait_s: float | None = None) -> GcResult:
+        """Evict least recently used entries until the blobs the others name fit in
+        `max_size`, and remove every blob no entry names and stale temporary files."""
+        fd = self._lock(fcntl.LOCK_EX, wait_s)
+        try:
+            return self._gc(max_size)
+        finally:
+            os.close(fd)
+
+    def _gc(self, max_size: int) -> GcResult:
+        rows = self._query("SELECT key, data FROM entry ORDER BY used_at")
+        on_disk = self._blobs_on_disk()
+        refs: dict[str, int] = {}
+        entries: list[tuple[str, list[str]]] = []
+        for key, data in rows:
+            entry = Entry.loads(key, data)
+            digests = [] if entry is None else list(dict(entry.blobs()))
+            if entry is None or any(d not in on_disk for d in digests):
+                entries.append((key, []))  # damaged or incomplete: evicted first
+                continue
+            entries.append((key, digests))
+            for d in digests:
+                refs[d] = refs.get(d, 0) + 1
+        total = sum(on_disk[d] for d in refs)
+        evict = [key for key, digests in entries if not digests]
+        for key, digests in entries:
+            if total <= max_size:
+                break
+            if not digests:
+                continue
+            evict.append(key)
+            for d in digests:
+                refs[d] -= 1
+                if refs[d] == 0:
+                    del refs[d]
+                    total -= on_disk[d]
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("DELETE FROM entry WHERE key=?", [(k,) for k in evict])
+            db.execute("UPDATE meta SET value=? WHERE key='bytes'", (str(total),))
+            db.execute("COMMIT")
+        except sqlite3.Error as e:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise CacheError(f"cannot write {self.db_path}: {e}") from None
+        freed = 0
+        for d, size in on_disk.items():  # entries are gone first: none names a removed blob
+            if d not in refs:
+                _unlink(self.blob_path(d))
+                freed += size
+        self._remove_stale_tmp()
+        return GcResult(len(entries) - len(evict), len(evict), total, freed)
+
+    def clear(self) -> int:
+        """Remove every entry and blob; the entries removed."""
+        fd = self._lock(fcntl.LOCK_EX, None)
+        try:
+            count = self._query("SELECT COUNT(*) FROM entry")[0][0]
+            try:
+                self.db.execute("DELETE FROM entry")
+                self.db.execute("UPDATE meta SET value='0' WHERE key='bytes'")
+            except sqlite3.Error as e:
+                raise CacheError(f"cannot write {self.db_path}: {e}") from None
+            for d in self._blobs_on_disk():
+                _unlink(self.blob_path(d))
+            self._remove_stale_tmp(0.0)
+            return count
+        finally:
+            os.close(fd)
+
+    def _blobs_on_disk(self) -> dict[str, int]:
+        out = {}
+        try:
+            shards = os.listdir(self.cas)
+        except OSError:
+            return out
+        for shard in shards:
+            try:
+                with os.scandir(os.path.join(self.cas, shard)) as it:
+                    for e in it:
+                        try:
+                            out[shard + e.name] = e.stat(follow_symlinks=False).st_size
+                        except OSError:
+                            pass
+            except OSError:
+                pass
+        return out
+
+    def _remove_stale_tmp(self, older_than_s: float = _STALE_TMP_S) -> None:
+        now = time.time()
+        try:
+            with os.scandir(self.tmp) as it:
+                for e in it:
+                    try:
+                        if now - e.stat(follow_symlinks=False).st_mtime >= older_than_s:
+                            os.unlink(e.path)
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+
+
+def copy_fd(src: int, dst: int, size: int) -> None:
+    """All `size` bytes of `src` to `dst`, by the kernel where it can (copy_file_range)."""
+    offset = 0
+    while offset < size:
+        try:
+            n = os.copy_file_range(src, dst, size - offset, offset)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+                raise
+            n = 0
+        if n == 0:  # a file system without it, or the source ended early
+            data = os.pread(src, min(size - offset, 1 << 20), offset)
+            if not data:
+                raise Changed("the file ended early")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(dst, view):]
+            n = len(data)
+        offset += n
+
+
+def _publish(tmp: str, final: str) -> bool:
+    """Put the complete blob `tmp` in place as `final`; False if another farmer did first
+    (its blob has the same content: the name is the digest). A link, not a rename, so that
+    exactly one of two farmers storing the same blob counts its bytes."""
+    for _ in range(2):
+        try:
+            os.link(tmp, final)
+            return True
+        except FileExistsError:
+            return False
+        except FileNotFoundError:  # its shard directory is new
+            os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+                raise
+            exists = os.path.exists(final)  # a file system without hard links
+            os.replace(tmp, final)
+            return not exists
+    os.link(tmp, final)
+    return True
+
+
+def _private_dir(path: str) -> None:
+    """`path` as a directory only its owner may enter (SPEC §5: mode 0700)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
+    if st.st_uid != os.getuid():
+        raise PermissionError(errno.EPERM, f"owned by another user (uid {st.st_uid})", path)
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _corrupt(e: sqlite3.DatabaseError) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)

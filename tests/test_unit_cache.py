@@ -1,0 +1,252 @@
+"""The local cache alone (farmer/cache/): the key, the store, restores, eviction, damage and
+two processes storing at once. The build's use of it is tested in test_cli_cache.py."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import REPO
+from farmer.cache.key import ActionDescription, Programs, command_words, describe, variant_key
+from farmer.cache.restore import BadBlob, restore_files
+from farmer.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
+from farmer.cache.store import CacheError, Entry, LocalCache
+from farmer.grains import Digests, hash_bytes
+from farmer.graph import Computation
+from farmer.spec import CacheSpec
+
+
+def comp(action: str = "gcc -c a.c -o a.o", **kw) -> Computation:
+    fields = dict(index=0, id="a.o", task="objects", wildcards={}, inputs=["a.c"], outputs=["a.o"],
+                  depfile=None, kind="cmd", action=action, env={}, world=None, cost=None, cpus=1,
+                  pool=None, timeout=None, always=False, cache=True)
+    fields.update(kw)
+    return Computation(**fields)
+
+
+def key_of(c: Computation, inputs=(("a.c", "d1"),), names=(), environ=None, digest_of=None) -> str:
+    programs = Programs(digest_of or (lambda p: "prog-" + os.path.basename(p)))
+    env = {"PATH": os.environ["PATH"]} if environ is None else environ
+    return describe(c, None, list(inputs), list(names), programs, env).key()
+
+
+# -- the key ---------------------------------------------------------------------------------
+
+def test_command_words_are_the_programs_each_simple_command_runs():
+    assert command_words("gcc -c a.c -o a.o") == ["gcc"]
+    assert command_words("CC=1 FOO='a b' gcc -c a.c && ar rcs lib.a a.o | tee log") == ["gcc", "ar", "tee"]
+    assert command_words("cd build && make -j2; echo done") == ["cd", "make", "echo"]
+    assert command_words("if true; then cat x > y; fi") == ["true", "cat"]
+    assert command_words("2>err.txt ./tool <in.txt >out.txt") == ["./tool"]
+    assert command_words("'my tool' x # gcc") == ["my tool"]
+
+
+def test_a_key_changes_with_what_the_computation_does_reads_and_runs():
+    base = key_of(comp())
+    assert key_of(comp()) == base
+    assert key_of(comp("gcc -O2 -c a.c -o a.o")) != base  # the command
+    assert key_of(comp(env={"X": "1"})) != base  # the task's env
+    assert key_of(comp(), inputs=[("a.c", "d2")]) != base  # an input's content
+    assert key_of(comp(), inputs=[("b.c", "d1")]) != base  # an input's path
+    assert key_of(comp(outputs=["b.o"])) != base
+    assert key_of(comp(), digest_of=lambda p: "another gcc") != base  # a compiler upgrade
+    # an inherited variable counts only when [cache] env names it; unset is not empty
+    environ = {"PATH": os.environ["PATH"], "LANG": "C"}
+    assert key_of(comp(), environ=environ) == base
+    named = key_of(comp(), names=["LANG"], environ=environ)
+    assert named != base
+    assert key_of(comp(), names=["LANG"], environ={**environ, "LANG": "fr_FR"}) != named
+    assert key_of(comp(), names=["LANG"], environ={"PATH": environ["PATH"]}) != \
+        key_of(comp(), names=["LANG"], environ={**environ, "LANG": ""})
+
+
+def test_a_key_holds_no_absolute_path_nor_PATH_itself(tmp_path):
+    """Another checkout at another path, with the same compiler under another directory of
+    PATH, has the same key."""
+    keys = []
+    for name in ("a", "b"):
+        bin_dir = tmp_path / name / "bin"
+        bin_dir.mkdir(parents=True)
+        tool = bin_dir / "tool"
+        tool.write_text("#!/bin/sh\necho same tool\n")
+        tool.chmod(0o755)
+        os.chdir(tmp_path / name)
+        digests = Digests({})
+        programs = Programs(digests.digest)
+        d = describe(comp("tool a.c > a.o"), None, [("a.c", "d1")], [], programs, {"PATH": str(bin_dir)})
+        assert str(tmp_path) not in d.canonical().decode()
+        keys.append(d.key())
+    assert keys[0] == keys[1]
+
+
+def test_the_description_is_a_plain_object_a_remote_cache_can_map():
+    d = describe(comp(env={"B": "2", "A": "1"}), "worldfp", [("a.c", "d1")], [], Programs(lambda p: "x"),
+                 {"PATH": "/usr/bin:/bin"})
+    parts = dict(d.parts())
+    assert parts["action"] == ["cmd", "gcc -c a.c -o a.o"]
+    assert parts["env"] == ["A=1", "B=2"]
+    assert parts["world"] == ["worldfp"]
+    assert parts["inputs"] == ["a.c=d1"]
+    assert isinstance(d, ActionDescription) and len(d.key()) == 32
+    assert variant_key(d.key(), []) != variant_key(d.key(), [("a.h", "d")])
+
+
+def test_sizes_and_settings():
+    assert parse_size("5GiB") == 5 * 1024**3
+    assert parse_size("500 MB") == 500_000_000
+    assert parse_size("1.5k") == 1500
+    assert parse_size("4096") == 4096
+    assert parse_size("five") is None and parse_size("3 parsecs") is None and parse_size("") is None
+    env = {"HOME": "/home/u"}
+    off = resolve(None, "/p", environ=env)
+    assert not off.enabled and off.dir == "/home/u/.cache/farmer" and off.max_size == DEFAULT_MAX_SIZE
+    on = resolve(CacheSpec(1, dir="cache", max_size=10, env=["LANG"]), "/p", environ=env)
+    assert on.enabled and on.dir == "/p/cache" and on.max_size == 10 and on.env == ["LANG"]
+    assert resolve(None, "/p", environ={**env, "XDG_CACHE_HOME": "/x"}).dir == "/x/farmer"
+    assert resolve(None, "/p", environ={**env, "FARMER_CACHE": "1", "FARMER_CACHE_DIR": "/f"}).dir == "/f"
+    assert resolve(None, "/p", environ={**env, "FARMER_CACHE": "1"}).enabled
+    assert not resolve(CacheSpec(1), "/p", environ={**env, "FARMER_CACHE": "0"}).enabled
+    assert not resolve(CacheSpec(1), "/p", flag=False, environ={**env, "FARMER_CACHE": "1"}).enabled
+    assert resolve(CacheSpec(1, dir="/d"), "/p", cache_dir="/cli", environ={**env, "FARMER_CACHE_DIR": "/e"}).dir == "/cli"
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+def stored(cache: LocalCache, tmp_path, content: bytes, name: str = "out.bin", key1: str = "k1",
+           discovered=(), mode: int = 0o644) -> Entry:
+    src = tmp_path / name
+    src.write_bytes(content)
+    src.chmod(mode)
+    digest = hash_bytes(content)
+    added, size, got_mode = cache.put_file(str(src), digest)
+    entry = Entry(variant_key(key1, list(discovered)), list(discovered), [(name, digest, size, got_mode)],
+                  None, None, 0.1)
+    cache.put_entry(cache.db, key1, entry, added)
+    return entry
+
+
+def test_a_stored_file_comes_back_verified_with_its_mode(tmp_path):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    assert stat.S_IMODE(os.stat(cache.dir).st_mode) == 0o700
+    stored(cache, tmp_path, b"#!/bin/sh\necho hi\n", "tool", mode=0o755)
+    entry, _ = cache.lookup("k1", lambda p: None)
+    os.chdir(tmp_path)
+    os.unlink("tool")
+    restore_files(cache.blob_path, entry.outputs)
+    assert (tmp_path / "tool").read_bytes() == b"#!/bin/sh\necho hi\n"
+    assert stat.S_IMODE(os.stat("tool").st_mode) == 0o755
+    assert os.stat("tool").st_ino != os.stat(cache.blob_path(entry.outputs[0][1])).st_ino  # a copy
+    assert cache.lookup("other", lambda p: None) is None
+
+
+def test_discovered_variants_hit_only_when_every_listed_file_matches(tmp_path):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    stored(cache, tmp_path, b"built with a.h v1", discovered=[("a.h", "v1")])
+    stored(cache, tmp_path, b"built with a.h v2", discovered=[("a.h", "v2"), ("b.h", "x")])
+    now = {"a.h": "v1", "b.h": "x"}
+    assert cache.lookup("k1", now.get)[0].discovered == [("a.h", "v1")]
+    now["a.h"] = "v2"
+    assert cache.lookup("k1", now.get)[0].discovered == [("a.h", "v2"), ("b.h", "x")]
+    now["b.h"] = "y"
+    assert cache.lookup("k1", now.get) is None
+
+
+def test_damaged_and_missing_blobs_are_refused(tmp_path):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    entry = stored(cache, tmp_path, b"good content\n")
+    blob = cache.blob_path(entry.outputs[0][1])
+    os.chdir(tmp_path)
+    for damage, what in ((b"good content\n"[:5], "bytes"), (b"evil content\n", "other content")):
+        os.chmod(blob, 0o600)
+        with open(blob, "wb") as f:
+            f.write(damage)
+        (tmp_path / "out.bin").write_bytes(b"previous\n")
+        with pytest.raises(BadBlob, match=what):
+            restore_files(cache.blob_path, entry.outputs)
+        assert (tmp_path / "out.bin").read_bytes() == b"previous\n"  # untouched
+        assert [p for p in os.listdir(tmp_path) if "cache-tmp" in p] == []
+    os.unlink(blob)
+    with pytest.raises(BadBlob, match="missing"):
+        restore_files(cache.blob_path, entry.outputs)
+
+
+def test_gc_evicts_the_least_recently_used_and_keeps_blobs_others_name(tmp_path):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    for n in range(5):
+        stored(cache, tmp_path, bytes([n]) * 1000, f"f{n}", key1=f"k{n}")
+        cache.db.execute("UPDATE entry SET used_at=? WHERE key1=?", (1000.0 + n, f"k{n}"))
+    shared = stored(cache, tmp_path, bytes([0]) * 1000, "f0", key1="k-shared")  # the blob of k0
+    cache.db.execute("UPDATE entry SET used_at=? WHERE key1='k-shared'", (2000.0,))
+    entry1, used = cache.lookup("k1", lambda p: None)
+    cache.touch(cache.db, [(entry1.key, used)])  # k1 used now: the most recent
+    assert cache.stats() == (6, 5000)
+    # oldest first: k0 (its blob stays: k-shared names it), k2, k3, k4; then 2000 bytes fit
+    result = cache.gc(2500)
+    assert result.bytes == 2000 and result.removed == 4
+    left = {row[0] for row in cache.db.execute("SELECT key1 FROM entry")}
+    assert left == {"k1", "k-shared"}
+    assert os.path.exists(cache.blob_path(shared.outputs[0][1]))
+    assert cache.stats() == (2, 2000) and cache.recorded_bytes() == 2000
+    cache.gc(0)
+    assert cache.stats() == (0, 0)
+
+
+def test_an_unusable_or_damaged_cache(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(CacheError, match="cannot use"):
+        LocalCache(str(tmp_path / "file" / "cache")).open()
+    db_dir = tmp_path / "c"
+    db_dir.mkdir(mode=0o755)
+    (db_dir / "ac.db").write_bytes(b"this is not sqlite" * 100)
+    cache = LocalCache(str(db_dir)).open()  # set aside, started afresh
+    assert cache.stats() == (0, 0)
+    assert any(n.startswith("ac.db.corrupt-") for n in os.listdir(db_dir))
+    assert stat.S_IMODE(os.stat(db_dir).st_mode) == 0o700
+
+
+STORER = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {repo!r})
+    from farmer.cache.store import Entry, LocalCache
+    from farmer.cache.key import variant_key
+    from farmer.grains import hash_bytes
+    cache = LocalCache(sys.argv[1], busy_timeout_s=30).open()
+    who = sys.argv[2]
+    os.makedirs(who, exist_ok=True)
+    for n in range(60):
+        content = (b"shared %d\\n" % n) if n % 2 else (b"%s %d\\n" % (who.encode(), n))
+        path = os.path.join(who, "f%d" % n)
+        with open(path, "wb") as f:
+            f.write(content * 200)
+        digest = hash_bytes(content * 200)
+        fd = cache.shared_lock()
+        added, size, mode = cache.put_file(path, digest)
+        key1 = "k%d-%s" % (n, who if n % 2 == 0 else "same")
+        e = Entry(variant_key(key1, []), [], [(path, digest, size, mode)], None, None, 0.0)
+        cache.put_entry(cache.db, key1, e, added)
+        os.close(fd)
+""")
+
+
+def test_two_processes_storing_at_once_share_one_consistent_cache(tmp_path):
+    script = tmp_path / "storer.py"
+    script.write_text(STORER.format(repo=str(REPO)))
+    where = str(tmp_path / "c")
+    os.chdir(tmp_path)
+    procs = [subprocess.Popen([sys.executable, str(script), where, who]) for who in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    cache = LocalCache(where).open()
+    entries, size = cache.stats()
+    assert entries == 30 + 30 + 30  # each its own even ones, the odd ones shared by key
+    for key1, in cache.db.execute("SELECT key1 FROM entry").fetchall():
+        entry, _ = cache.lookup(key1, lambda p: None)
+        blob = cache.blob_path(entry.outputs[0][1])
+        with open(blob, "rb") as f:
+            assert hash_bytes(f.read()) == entry.outputs[0][1]
+    assert os.listdir(os.path.join(where, "tmp")) == []
+    assert cache.recorded_bytes() == size  # each new blob counted once
