@@ -235,6 +235,26 @@ class Digests:
         return {path: (st, now[path], racy) for path, (st, racy) in self._seen.items()
                 if st is not None and now.get(path) is not None}
 
+    def learn(self, path: str, content: str) -> None:
+        """`path` was just written with bytes of digest `content` (as `hash_file` gives it;
+        restored from a cache, verified while copied): remembered as if hashed now."""
+        st = os.stat(path)
+        key = stat_key(st)
+        if time.time_ns() - min(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+            key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # as `digest` does: hash again
+        self.cache[path] = self.changed[path] = (key, content)
+        self._now.pop(path, None)
+        self._seen.pop(path, None)
+        if not content.startswith(THIN_PREFIX) and (self.timed is None or not self.timed(path)):
+            self._now[path] = content  # what `digest` would compute from these bytes
+            self._seen[path] = (stat_key(st), key != stat_key(st))
+
+    def content(self, path: str) -> str | None:
+        """The digest of `path`'s bytes as last hashed (`hash_file`'s), which `digest` may
+        have combined with more (a thin archive's members, a time stamp)."""
+        entry = self.cache.get(path)
+        return None if entry is None else entry[1]
+
     def seen(self, path: str) -> StatKey | None:
         """The stat `path` had when its digest was taken in this build (None: not taken, or
         missing then): whoever copies the file can tell it is still that content."""
