@@ -13,7 +13,7 @@ import os
 
 import xxhash
 
-from farmer.cache.store import FileRecord
+from farmer.cache.store import FileRecord, blob_name
 
 _CHUNK = 1 << 20
 
@@ -72,7 +72,7 @@ def _copy_verified(blob: str, dest: str, digest: str, size: int, mode: int) -> N
             os.fchmod(dst, mode & 0o777)
         finally:
             os.close(dst)
-        if h.hexdigest() != digest:
+        if h.hexdigest() != blob_name(digest):
             raise BadBlob(digest, "has other content than its name says")
     finally:
         os.close(src)

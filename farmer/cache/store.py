@@ -28,6 +28,8 @@ import stat
 import threading
 import time
 
+from farmer.grains import THIN_PREFIX
+
 SCHEMA = "1"
 VARIANTS_KEPT = 8  # entries per first-level key (discovered-input variants), newest first
 _TOUCH_EVERY_S = 60.0  # an entry's last use is written again only when older than this
@@ -204,7 +206,9 @@ class LocalCache:
         return None
 
     def blob_path(self, digest: str) -> str:
-        return os.path.join(self.cas, digest[:2], digest[2:])
+        """Where the blob of content `digest` (hash_file's: maybe marked thin) lies."""
+        name = blob_name(digest)
+        return os.path.join(self.cas, name[:2], name[2:])
 
     def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
@@ -435,6 +439,11 @@ class LocalCache:
                         pass
         except OSError:
             pass
+
+
+def blob_name(digest: str) -> str:
+    """A content digest without the mark of a thin archive: the hash of the bytes."""
+    return digest[len(THIN_PREFIX):] if digest.startswith(THIN_PREFIX) else digest
 
 
 def copy_fd(src: int, dst: int, size: int) -> None:

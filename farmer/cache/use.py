@@ -120,11 +120,14 @@ class BuildCache:
                                   f"({e.strerror or e}); running it instead")
             self.misses += 1
             return None
-        for path in comp.outputs:
-            self.digests.forget(path)
+        from farmer.uptodate import digest_or_changed
+
+        digests = self.digests
+        for path, content, _, _ in entry.outputs:
+            digests.learn(path, content)
         self.hits += 1
         self._used.append((entry.key, found.used_at))
-        return [(p, d) for p, d, _, _ in entry.outputs]
+        return [(p, digest_or_changed(digests, p) or "missing") for p in comp.outputs]
 
     # -- storing -------------------------------------------------------------------------
 
@@ -138,7 +141,10 @@ class BuildCache:
             return
         if any(d in ("missing", "not-a-file") or d.startswith("unreadable") for _, d in discovered):
             return  # its content cannot be vouched for
-        with_stats = [(p, d, self.digests.seen(p)) for p, d in outputs]
+        # Blobs are named by their bytes' digest, which a trace's may combine with more.
+        with_stats = [(p, self.digests.content(p), self.digests.seen(p)) for p, _ in outputs]
+        if any(content is None or seen is None for _, content, seen in with_stats):
+            return
         depfile = comp.depfile if comp.depfile and not comp.remove_depfile else None
         self._jobs.put(_Job(found.key1, discovered, with_stats, depfile, log, duration_s, found.started_ns))
         if self._writer is None:
