@@ -80,7 +80,7 @@ def write_atomically(path: str | os.PathLike, data: bytes | list[Part], mode: in
     # One writer per project holds the lock, so the pid names the temporary file uniquely;
     # O_TRUNC reuses one that a killed farmer with the same pid left behind.
     tmp = f"{path}.{os.getpid()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         fd = os.open(tmp, flags, mode)
     except FileNotFoundError:

@@ -26,6 +26,7 @@ from farmer.latency.predict import Prediction, predict
 from farmer.latency.simulate import simulate
 from farmer.inside import check_inside
 from farmer.lock import ProjectLock
+from farmer.private import make_dir
 from farmer.executors.base import Executor, Outcome
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
 from farmer.state import Sample, State, Trace
@@ -496,7 +497,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
         check_inside(session.spec.root, [comps[i] for i in to_run])
 
     logs = os.path.join(farmer_dir, "logs")
-    os.makedirs(logs, exist_ok=True)
+    make_dir(logs)
     live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
     reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
     hooks = _BuildHooks(session, opts, prediction, reporter, logs, t0)

@@ -11,6 +11,7 @@ import fcntl
 import os
 import time
 from farmer.errors import LockHeld
+from farmer.private import open_file, make_dir
 
 
 def _holder(fd: int) -> tuple[str, str]:
@@ -35,8 +36,8 @@ class ProjectLock:
         self.fd: int | None = None
 
     def acquire(self) -> None:
-        os.makedirs(self.dir, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        make_dir(self.dir)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

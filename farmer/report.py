@@ -24,7 +24,7 @@ _SHOW_BYTES = 64 * 1024  # more output than this is cut to its tail; the log has
 def read_output(log: str | os.PathLike) -> str:
     """A log's text for the terminal: its tail when it is long."""
     try:
-        with open(log, "rb") as f:
+        with open(os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return ""

@@ -15,6 +15,7 @@ import sys
 import time
 
 from farmer.grains import StatKey
+from farmer.private import make_dir, unlink_link
 
 SCHEMA_VERSION = 2
 HISTORY_KEEP = 8  # measured runs kept per computation
@@ -111,7 +112,9 @@ class State:
         return db
 
     def _open(self) -> sqlite3.Connection:
-        os.makedirs(self.dir, exist_ok=True)
+        make_dir(self.dir)
+        for suffix in ("", "-wal", "-shm"):  # SQLite follows links: a planted one is removed
+            unlink_link(self.path + suffix)
         try:
             return self._connect()
         except sqlite3.DatabaseError as e:

@@ -16,6 +16,7 @@ import time
 from farmer.executors.base import Executor, Outcome
 from farmer.executors.shell import Direct, direct
 from farmer.graph import Computation
+from farmer.private import open_file, unlink_link
 
 _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
                   signal.SIGCHLD}
@@ -23,7 +24,7 @@ _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, 
 
 def _direct_actions(plain: Direct, log: str) -> list[tuple]:
     """stdin from /dev/null; stdout to the log, or to the `>` file with stderr to the log."""
-    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 2, log, write, 0o644)]
     if plain.stdout is None:
@@ -87,12 +88,12 @@ class ProcessExecutor(Executor):
         env = {**self._env, **comp.env} if comp.env else self._env
         # ninja's console pool: the terminal's stdin/stdout/stderr, in farmer's process group.
         console = comp.console
+        unlink_link(log)  # farmer's own file: never written through a planted link
         if console:
-            with open(log, "wb"):
-                pass
+            os.close(open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         actions = [] if console else [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+            (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644),
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ]
         group = {} if console else {"setpgroup": 0}
@@ -110,7 +111,7 @@ class ProcessExecutor(Executor):
                 pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **group,
                                       setsigdef=_RESET_SIGNALS, setsigmask=())
         except OSError as e:
-            with open(log, "w") as f:
+            with os.fdopen(open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
                 f.write(f"farmer: cannot start {argv[0]}: {e.strerror}\n")
             self._finished.append(Outcome(comp.index, False, "exit 127", 127, now - self.t0, now - self.t0))
             return

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from farmer.executors.base import Executor, Outcome
+from farmer.private import make_dir, open_file
 from farmer.executors.process import log_path
 from farmer.spec import WorldSpec
 from farmer.graph import Computation
@@ -204,8 +205,8 @@ class WorldExecutor(Executor):
         """The world's own output (setup prints, its tracebacks); a restart appends."""
         path = self.logs / "worlds" / f"{name}.log"
         if name not in self._logs_begun:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(b"")
+            make_dir(str(path.parent))
+            os.close(open_file(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
             self._logs_begun.add(name)
         return str(path)
 
@@ -484,7 +485,8 @@ class WorldExecutor(Executor):
                 cpu: float | None = None, rss_kb: int | None = None) -> None:
         comp = job.comp
         if note is not None:  # after the task's own output when it ran, else alone
-            with open(log_path(self.logs, comp.id), "a" if job.ran else "w") as f:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if job.ran else os.O_TRUNC)
+            with os.fdopen(open_file(log_path(self.logs, comp.id), flags, 0o644), "w") as f:
                 f.write(note)
         end = time.monotonic()
         start = job.queued

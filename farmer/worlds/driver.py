@@ -150,8 +150,14 @@ def _redirect(log: str, append: bool) -> None:
     """stdout and stderr (the descriptors and the Python objects) to `log`, as a fresh
     `python3 ... > log 2>&1` would have them."""
     _flush_std()
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-    fd = os.open(log, flags, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        fd = os.open(log, flags, 0o644)
+    except OSError:  # a symlink planted where the log goes (ELOOP): farmer's file, not its target
+        if not os.path.islink(log):
+            raise
+        os.unlink(log)
+        fd = os.open(log, flags, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
