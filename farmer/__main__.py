@@ -27,7 +27,7 @@ def run() -> None:
         signal.signal(signal.SIGINT, sigint)
         main()
     signal.signal(signal.SIGINT, sigint)
-    command.main(lambda: command.build(**args))
+    command.main(lambda: command.build(**args, farmfile_given="farmfile" in args))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from farmer import depfile, lastbuild, noop, report
 from farmer.atomic import Part, write_atomically
+from farmer.errors import TaskError
 from farmer.executors.process import ProcessExecutor, log_path
 from farmer.grains import Digests, NotAFile
 from farmer.lastbuild import Counts, summary_line
@@ -61,11 +62,16 @@ class BuildOptions:
 
 def targets_of(spec: Spec, graph: Graph, targets: list[str],
                exists: Callable[[str], bool] | None = None) -> list[int]:
-    if targets:
-        return select(graph, targets, exists)
-    if spec.default is not None:
-        return select(graph, spec.default, exists)
-    return check_inputs(graph, list(graph.order), exists)
+    try:
+        if targets:
+            return select(graph, targets, exists)
+        if spec.default is not None:
+            return select(graph, spec.default, exists)
+        return check_inputs(graph, list(graph.order), exists)
+    except TaskError as e:  # a missing input: where its task is written
+        from farmer.farmfile import locate
+
+        raise locate(e, spec.path) from None
 
 
 class Session:

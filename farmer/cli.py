@@ -184,17 +184,33 @@ def cache_clear(directory, farmfile, cache_dir) -> None:
     click.echo(commands.clear(commands.settings_for(directory, farmfile, cache_dir)), nl=False)
 
 
+def _hint(e: click.ClickException) -> str:
+    """What to do: options given before the command belong after it."""
+    ctx = getattr(e, "ctx", None)
+    option = getattr(e, "option_name", None)
+    if isinstance(e, click.NoSuchOption) and ctx is not None and ctx.command is cli and option:
+        args = sys.argv[1:]
+        command = next((a for a in args if a in cli.commands), None)
+        if command is not None:
+            before = args[: args.index(command)]
+            return f"options go after the command: farmer {command} {' '.join(before)}"
+    return "see farmer --help"
+
+
 def main() -> None:
     command.main(_main)
 
 
 def _main() -> int:
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, prog_name="farmer")
     except click.exceptions.Exit as e:
         return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:  # a bare `farmer`: its help, as click does
+        print(e.ctx.get_help() if e.ctx else cli.get_help(click.Context(cli)), file=sys.stderr)
+        return 2
     except click.ClickException as e:
-        print(f"farmer: error: {e.format_message().rstrip('.')}; see farmer --help", file=sys.stderr)
+        print(f"farmer: error: {e.format_message().rstrip('.')}; {_hint(e)}", file=sys.stderr)
         return 2
     except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
         command.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))

@@ -13,7 +13,7 @@ import _signal as signal  # not `signal`, which imports enum: 4 ms of a no-op bu
 import os
 import sys
 
-from farmer.errors import LockHeld, UsageError
+from farmer.errors import LockHeld, TaskError, UsageError
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a no-op build 4 ms
 if TYPE_CHECKING:
@@ -43,6 +43,23 @@ def enter(directory: str | None) -> None:
             raise UsageError(f"-C {directory}: {e.strerror}") from None
 
 
+def find_farmfile(farmfile: str, given: bool) -> str:
+    """The Farmfile's absolute path: `-f FILE` as given, else `Farmfile` in the current
+    directory or the nearest parent that has one (SPEC §3, as git, cargo and just do)."""
+    if given:
+        return os.path.abspath(farmfile)
+    start = here = os.getcwd()
+    while True:
+        path = os.path.join(here, farmfile)
+        if os.path.exists(path):
+            return path
+        parent = os.path.dirname(here)
+        if parent == here:
+            raise UsageError(f"no {farmfile} in {start} nor in any directory above it (up to "
+                             f"{here}); write one, cd into the project, or pass -f FILE")
+        here = parent
+
+
 def is_ninja(farmfile: str, ninja: bool) -> bool:
     return ninja or farmfile.endswith(".ninja")
 
@@ -60,7 +77,7 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
         return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache)
     from farmer import project
 
-    return project.load(os.path.abspath(farmfile), write_cache)
+    return project.load(find_farmfile(farmfile, farmfile_given), write_cache)
 
 
 def build(targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
@@ -85,7 +102,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
 
             enter(directory)
             directory = None
-            farmfile = os.path.abspath(farmfile)  # the full path starts from the project root
+            # The full path, found upwards unless -f named it, starts from the project root.
+            farmfile, farmfile_given = find_farmfile(farmfile, farmfile_given), True
             root = os.path.dirname(farmfile)
             if os.path.isdir(root):
                 os.chdir(root)
@@ -110,6 +128,10 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             if code:
                 return code
         return run_build(spec, graph, opts, lock, proof, executor)
+    except TaskError as e:  # a missing input found by the no-op proof's selection
+        from farmer.farmfile import locate
+
+        raise locate(e, farmfile) from None
     finally:
         if lock is not None:
             lock.release()

@@ -10,6 +10,15 @@ class UsageError(Exception):
     exit_code = 2
 
 
+class TaskError(UsageError):
+    """A graph error that belongs to one task's (or world's) table in the Farmfile. Raised
+    where the Farmfile is not at hand; farmfile.locate puts `FILE:LINE:` in front."""
+
+    def __init__(self, message: str, task: str, kind: str = "task") -> None:
+        super().__init__(message)
+        self.task, self.kind, self.located = task, kind, False
+
+
 class LockHeld(Exception):
     """Another farmer holds the project's lock: exit status 3."""
 

@@ -15,7 +15,7 @@ import os
 import re
 
 from farmer import template
-from farmer.errors import UsageError
+from farmer.errors import TaskError, UsageError
 from farmer.farmfile import Spec, TaskSpec
 from farmer.matching import Files, pattern_regex
 
@@ -115,19 +115,22 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def normalize(path: str, task: str, what: str) -> str:
     """A project-relative path, or an error when it leaves the root."""
     if not path:
-        raise UsageError(f"task {task!r}: an empty path in {what}")
+        raise TaskError(f"task {task!r}: an empty path in {what}; remove it or give a path", task)
     if path[0] == "/":
-        raise UsageError(f"task {task!r}: {what} path {path!r} is absolute; use a path relative to the project root")
+        raise TaskError(f"task {task!r}: {what} path {path!r} is absolute; use a path relative to the project root", task)
     if "//" in path or "./" in path or path[-1] in "/.":
         norm = os.path.normpath(path)
     else:
         norm = path  # already normal, the usual case: spare normpath
     if norm == ".." or norm.startswith("../"):
-        raise UsageError(f"task {task!r}: {what} path {path!r} is outside the project root")
+        raise TaskError(f"task {task!r}: {what} path {path!r} is outside the project root; "
+                        "use a path inside it", task)
     if _CONTROL.search(norm):
-        raise UsageError(f"task {task!r}: {what} path {path!r} contains a control character")
+        raise TaskError(f"task {task!r}: {what} path {path!r} contains a control character; "
+                        "rename the file", task)
     if len(norm) > 63 and any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in norm.split("/")):
-        raise UsageError(f"task {task!r}: {what} path {path!r} has a name longer than 255 bytes")
+        raise TaskError(f"task {task!r}: {what} path {path!r} has a name longer than 255 bytes; "
+                        "shorten it", task)
     return norm
 
 
@@ -178,7 +181,7 @@ def _render(text: str, task: TaskSpec, wildcards: dict[str, str], files: dict[st
     try:
         return template.render(text, wildcards, files, variables, quote)
     except template.TemplateError as e:
-        raise UsageError(f"task {task.name!r}: in {what} {text!r}: {e}") from None
+        raise TaskError(f"task {task.name!r}: in {what} {text!r}: {e}", task.name) from None
 
 
 def render_list(compiled, texts: list[str], whats: list[str], task: TaskSpec,
@@ -282,8 +285,8 @@ def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -
         if not changed:
             break
     else:
-        raise UsageError(
+        raise TaskError(
             f"foreach patterns of tasks {', '.join(repr(n) for n in pattern_tasks)} keep matching "
-            "each other's outputs without end; make the patterns more specific"
+            "each other's outputs without end; make the patterns more specific", pattern_tasks[0]
         )
     return {name: instances[name] for name in spec.tasks}

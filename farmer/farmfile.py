@@ -12,7 +12,7 @@ import os
 import re
 
 from farmer import template
-from farmer.errors import UsageError
+from farmer.errors import TaskError, UsageError
 from farmer.spec import CacheSpec, Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
 
 TASK_KEYS = {
@@ -98,7 +98,7 @@ class _Reader:
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
                 sub = table + (key,)  # written as its own [task.NAME.env] table?
                 line = self.where.key(sub, k) if self.where.table(*sub) else self.where.key(table, key)
-                raise self.fail(line, f"{'.'.join(table)}.{key}.{k} must be a string")
+                raise self.fail(line, f"{'.'.join(table)}.{key}.{k} must be a string or a number")
             out[k] = str(v)
         return out
 
@@ -137,10 +137,14 @@ class _Reader:
     def known_keys(self, table: tuple[str, ...], data: dict, allowed: set[str]) -> None:
         for key in data:
             if key not in allowed:
+                import difflib  # only for the error
+
+                where = f"in [{'.'.join(table)}]" if table else "at the top level"
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 raise self.fail(
                     self.where.key(table, key),
-                    f"unknown key {key!r} in [{'.'.join(table)}]; "
-                    f"allowed: {', '.join(sorted(allowed))}",
+                    f"unknown key {key!r} {where}; {hint}allowed: {', '.join(sorted(allowed))}",
                 )
 
     def name(self, kind: str, name: str) -> str:
@@ -157,6 +161,21 @@ class _Reader:
                 template.parse(text)
             except template.TemplateError as e:
                 raise self.fail(self.where.key(table, key), f"{'.'.join(table)}.{key}: {e}") from None
+
+
+def locate(error: UsageError, path: str | os.PathLike) -> UsageError:
+    """`error` with `FILE:LINE:` of its task's table in front, when it is a TaskError whose
+    table the Farmfile at `path` has (read again: a graph from the cache has no lines)."""
+    if not isinstance(error, TaskError) or error.located:
+        return error
+    try:
+        line = _Lines(read(path).decode("utf-8", "replace")).table(error.kind, error.task)
+    except UsageError:
+        line = None
+    located = TaskError(f"{os.path.basename(path)}:{line}: {error}" if line else str(error),
+                        error.task, error.kind)
+    located.located = True
+    return located
 
 
 def load(path: str | os.PathLike) -> Spec:
@@ -178,11 +197,35 @@ def parse_text(path: str | os.PathLike, raw: bytes) -> Spec:
     except RecursionError:
         raise UsageError(f"{name}: invalid TOML: arrays or tables nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)).replace("\n", " ")
-        line = f":{m.group(1)}" if m else ""
-        raise UsageError(f"{name}{line}: invalid TOML: {message}") from None
+        raise UsageError(_toml_error(name, text, str(e))) from None
     return parse(path, text, data)
+
+
+def _toml_error(name: str, text: str, error: str) -> str:
+    """tomllib's message, with its line, in words a reader of the Farmfile knows."""
+    m = re.search(r"\(at line (\d+), column (\d+)\)", error)
+    message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", error).replace("\n", " ")
+    line = m.group(1) if m else None
+    if m and message in ("Illegal character '\\n'", "Found invalid character '\\n'"):
+        # The line ended inside a one-line string.
+        message = ("a string is not closed on this line; close its quote, or use \"\"\" for "
+                   "text over several lines")
+    elif message == "Unterminated string":
+        line = _unclosed_multiline(text)
+        message = "a multi-line string (\"\"\" or \'\'\') is never closed; close it"
+    return f"{name}:{line}: invalid TOML: {message}" if line else f"{name}: invalid TOML: {message}"
+
+
+def _unclosed_multiline(text: str) -> int | None:
+    """The line where the multi-line string that is never closed opens."""
+    opened = None
+    for number, line in enumerate(text.splitlines(), 1):
+        for quote in re.findall(r'\"\"\"|\'\'\'', line):
+            if opened is None:
+                opened = (quote, number)
+            elif opened[0] == quote:
+                opened = None
+    return opened[1] if opened else None
 
 
 def _no_nul(r: _Reader, text: str, data: dict) -> None:
@@ -221,7 +264,7 @@ def parse(path: str | os.PathLike, text: str, data: dict) -> Spec:
     variables = {}
     for name, value in data.get("vars", {}).items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise r.fail(r.where.key(("vars",), name), f"vars.{name} must be a string")
+            raise r.fail(r.where.key(("vars",), name), f"vars.{name} must be a string or a number")
         variables[name] = str(value)
     pools: dict[str, int] = {}
     for name, size in data.get("pools", {}).items():

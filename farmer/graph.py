@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from farmer.errors import UsageError
+from farmer.errors import TaskError, UsageError
 
 _DRIVER = os.path.join(os.path.dirname(__file__), "worlds", "driver.py")
 
@@ -158,7 +158,8 @@ def topological_order(comps: list[Computation]) -> list[int]:
             if comps[i].task not in tasks:
                 tasks.append(comps[i].task)
         path = " -> ".join(comps[i].id for i in cycle + cycle[:1])
-        raise UsageError(f"dependency cycle between tasks {', '.join(tasks)}: {path}; break one of these edges")
+        raise TaskError(f"dependency cycle between tasks {', '.join(tasks)}: {path}; break one of "
+                        "these edges", tasks[0])
     return order
 
 
@@ -218,7 +219,8 @@ def check_inputs(graph: Graph, selected: list[int],
     for i in selected:
         comp = graph.computations[i]
         if comp.missing:
-            raise UsageError(
-                f"missing input {comp.missing[0]!r} needed by task {comp.task!r}: "
-                "no such file and no task declares it as output")
+            raise TaskError(
+                f"missing input {comp.missing[0]!r} needed by task {comp.task!r}: no such file "
+                "and no task declares it as output; create it, fix the path, or declare it as "
+                "an output of a task", comp.task)
     return selected

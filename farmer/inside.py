@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from farmer.errors import UsageError
+from farmer.errors import TaskError
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
 if TYPE_CHECKING:
@@ -60,5 +60,5 @@ def check_inside(root: str | os.PathLike, comps: list[Computation]) -> None:
     for comp in comps:
         for path in comp.outputs + ([comp.depfile] if comp.depfile else []):
             if leaves(path):
-                raise UsageError(f"task {comp.task!r}: output {path!r} leads outside the project "
-                                 "root through a symlink; declare a path inside the root")
+                raise TaskError(f"task {comp.task!r}: output {path!r} leads outside the project "
+                                "root through a symlink; declare a path inside the root", comp.task)

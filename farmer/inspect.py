@@ -75,7 +75,9 @@ def query(spec: Spec, graph: Graph, target: str) -> str:
         lines.append(f"world: {comp.world}")
     if comp.depfile:
         lines.append(f"depfile: {comp.depfile}")
+    world_inputs = graph.world_inputs.get(comp.world, []) if comp.world else []
     for title, items in (("inputs", comp.inputs), ("discovered inputs", discovered),
+                         *((("world inputs", world_inputs),) if comp.world else ()),
                          ("outputs", comp.outputs),
                          ("consumers", [graph.computations[c].id for c in comp.consumers])):
         lines.append(f"{title}:" + ("" if items else " (none)"))

@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 
 from farmer import template
-from farmer.errors import UsageError
+from farmer.errors import TaskError, UsageError
 from farmer.expander import Instance, TaskExpander, expand_tasks, normalize, render_list
 from farmer.farmfile import Spec
 from farmer.graph import Computation, Graph, topological_order
@@ -57,14 +57,15 @@ class _Resolver:
 
     def task_ref(self, name: str, needed_by: str) -> list[str]:
         if name not in self.spec.tasks:
-            raise UsageError(f"task {needed_by!r}: input @{name} names no task; declare [task.{name}] or fix the name")
+            raise TaskError(f"task {needed_by!r}: input @{name} names no task; declare [task.{name}] "
+                            "or fix the name", needed_by)
         if name in self._refs:
             return self._refs[name]
         if not self._resolving:
             self._gather_first(name, needed_by)
         if name in self._resolving:
             chain = _chain(self._resolving[self._resolving.index(name):] + [name])
-            raise UsageError(f"@ references form a cycle: {chain}")
+            raise TaskError(f"@ references form a cycle: {chain}; remove one of these references", needed_by)
         self._resolving.append(name)
         try:
             task = self.spec.tasks[name]
@@ -102,7 +103,8 @@ class _Resolver:
                     continue
                 if dep in path:
                     chain = _chain(path[path.index(dep):] + [dep])
-                    raise UsageError(f"@ references form a cycle: {chain}")
+                    raise TaskError(f"@ references form a cycle: {chain}; remove one of these "
+                                    "references", needed_by)
                 path.append(dep)
                 stack.append(iter(self._alias_refs(dep)))
                 break
@@ -129,7 +131,20 @@ class _Resolver:
         return [normalize(raw, task, "input")]
 
 
+_MISSING_FIX = "create it, fix the path, or declare it as an output of a task"
+
+
 def traverse(spec: Spec) -> Graph:
+    """The graph of `spec`; a task's error names its table's line in the Farmfile."""
+    try:
+        return _traverse(spec)
+    except TaskError as e:
+        from farmer.farmfile import locate
+
+        raise locate(e, spec.path) from None
+
+
+def _traverse(spec: Spec) -> Graph:
     files = Files(spec.root)
     expanders = {name: TaskExpander(task, spec) for name, task in spec.tasks.items()}
     by_task_inst = expand_tasks(spec, files, expanders)
@@ -194,14 +209,15 @@ def _check_output(out: str, index: int, instances: list[Instance], producer: dic
     """Refuse an output inside .farmer/ or declared by an earlier computation."""
     inst = instances[index]
     if out.startswith(".farmer/") or out == ".farmer":
-        raise UsageError(f"task {inst.task.name!r}: output {out!r} is inside .farmer/, which farmer owns")
+        raise TaskError(f"task {inst.task.name!r}: output {out!r} is inside .farmer/, which farmer "
+                        "owns; declare it elsewhere", inst.task.name)
     other = producer.get(out)
     if other is not None and other != index:
         first = instances[other].task.name
-        raise UsageError(
+        raise TaskError(
             f"output {out!r} is declared by two computations (tasks {first!r} and "
-            f"{inst.task.name!r}); each output needs exactly one producer"
-        )
+            f"{inst.task.name!r}); each output needs exactly one producer: rename one of them",
+            inst.task.name)
 
 
 def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander: TaskExpander,
@@ -290,15 +306,16 @@ def _computations(spec: Spec, insts: list[Instance], start: int, expander: TaskE
             try:  # it is split into an argv, not given to a shell: it must split
                 shlex.split(action)
             except ValueError as e:
-                raise UsageError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
-                                 "close its quotes") from None
+                raise TaskError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
+                                "close its quotes", task.name) from None
         env = dict(world_env)
         if env_keys:
             env.update(zip(env_keys, render_list(expander.env, env_texts, env_whats, task,
                                                   wildcards, spec, False, inputs, outputs, depfiles)))
         cid = outputs[0] if outputs else _computation_id(inst)
         if cid in by_id or cid in ids:
-            raise UsageError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs or wildcards differ")
+            raise TaskError(f"task {task.name!r}: two computations share the id {cid!r}; make outputs "
+                            "or wildcards differ", task.name)
         ids.add(cid)
         comp = Computation(
             index, cid, task.name, wildcards, inputs, outputs, depfile, kind, action, env,
@@ -319,9 +336,9 @@ def _resolve_inputs(inst: Instance, resolver: _Resolver) -> list[str]:
     for raw in inst.raw_inputs:
         for path in resolver.resolve(raw, task.name, own):
             if path in own:
-                raise UsageError(
+                raise TaskError(
                     f"dependency cycle: task {task.name!r} lists its own output {path!r} as an "
-                    f"input (through {raw!r}); a computation cannot read what it makes")
+                    f"input (through {raw!r}); a computation cannot read what it makes", task.name)
             if path not in seen:
                 seen.add(path)
                 inputs.append(path)
@@ -367,11 +384,12 @@ def _world_inputs(spec: Spec, files: Files, producer: dict[str, int]) -> dict[st
         for text in w.inputs:
             try:
                 raw = template.render(text, {}, {}, spec.vars, False)
-            except template.TemplateError as e:
-                raise UsageError(f"world {name!r}: in inputs {text!r}: {e}") from None
-            path = normalize(raw, f"world {name}", "input")
+                path = normalize(raw, f"world {name}", "input")
+            except (template.TemplateError, TaskError) as e:
+                raise TaskError(f"world {name!r}: in inputs {text!r}: {e}", name, "world") from None
             if path not in producer and not os.path.exists(os.path.join(files.root, path)):
-                raise UsageError(f"missing input {path!r} needed by world {name!r}: no such file and no task declares it as output")
+                raise TaskError(f"missing input {path!r} needed by world {name!r}: no such file and "
+                                f"no task declares it as output; {_MISSING_FIX}", name, "world")
             paths.append(path)
         own[name] = paths
     return {name: [p for w in _world_chain(spec, name) for p in own[w.name]] for name in spec.worlds}
