@@ -36,6 +36,7 @@ from farmer.uptodate import out_of_date, plan, timed_outputs
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
 if TYPE_CHECKING:
     from farmer.spec import Spec
+    from farmer.worlds.manager import WarmWorlds
 
 _FLUSH_EVERY_S = 1.0
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
@@ -45,15 +46,16 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 class BuildOptions:
     __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
-                 "timeout", "live", "trace_file")
+                 "timeout", "live", "trace_file", "worlds")
 
     def __init__(self, targets: list[str], jobs: int, load: float | None = None,
                  keep_going: bool = False, dry_run: bool = False, explain: bool = False,
                  no_worlds: bool = False, timeout: float | None = None, live: bool = False,
-                 trace_file: str | None = None) -> None:
+                 trace_file: str | None = None, worlds: WarmWorlds | None = None) -> None:
         self.targets, self.jobs, self.load, self.keep_going = targets, jobs, load, keep_going
         self.dry_run, self.explain, self.no_worlds = dry_run, explain, no_worlds
         self.timeout, self.live, self.trace_file = timeout, live, trace_file
+        self.worlds = worlds  # world processes kept across builds (farmer watch)
 
     def replace(self, **changes) -> BuildOptions:
         """A copy with `changes` (option names as keywords) made."""
@@ -524,7 +526,7 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
         from farmer.executors.composite import with_worlds
 
         executor = with_worlds(executor, session.spec, comps, to_run, logs, t0, opts.timeout,
-                               reporter.message)
+                               reporter.message, opts.worlds, session.world_fingerprint)
     # Only what the plan would run goes through the scheduler: nothing else can change,
     # because every consumer of something that runs is in the plan too.
     scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,

@@ -60,7 +60,7 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
         list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
         timeout, trace_file, ninja=ctx.meta.get("farmer.ninja", False),
         farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
-        lock=ctx.meta.get("farmer.watch.lock")))
+        lock=ctx.meta.get("farmer.watch.lock"), worlds=ctx.meta.get("farmer.watch.worlds")))
 
 
 def _watch(targets, directory, farmfile, **options) -> None:
@@ -68,9 +68,9 @@ def _watch(targets, directory, farmfile, **options) -> None:
 
     ctx = click.get_current_context()
 
-    def one_build(farmfile: str, lock) -> int:
+    def one_build(farmfile: str, lock, worlds) -> int:
         """`farmer build` with the watch's options, through its very callback."""
-        ctx.meta["farmer.watch.lock"] = lock
+        ctx.meta["farmer.watch.lock"], ctx.meta["farmer.watch.worlds"] = lock, worlds
         try:
             build.callback(targets, None, farmfile, **options)
         except SystemExit as e:

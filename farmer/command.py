@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from farmer.graph import Graph
     from farmer.lock import ProjectLock
     from farmer.spec import Spec
+    from farmer.worlds.manager import WarmWorlds
 
 
 def job_slots(value: int | None) -> int:
@@ -85,9 +86,10 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           dry_run: bool = False, explain: bool = False, no_worlds: bool = False,
           timeout: float | None = None, trace_file: str | None = None, ninja: bool = False,
           farmfile_given: bool = True, executor: Executor | None = None,
-          lock: ProjectLock | None = None) -> int:
+          lock: ProjectLock | None = None, worlds: WarmWorlds | None = None) -> int:
     """`farmer build`: its exit status. `executor`: see `build.run_build`; `lock`: the
-    project's, taken by the caller (`farmer watch` holds it across builds)."""
+    project's, taken by the caller, and `worlds` kept warm from its earlier builds (`farmer
+    watch` holds both across builds)."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
@@ -120,7 +122,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
         opts = BuildOptions(targets=targets, jobs=slots, load=load, keep_going=keep_going,
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,
-                            timeout=timeout, live=live, trace_file=trace_file)
+                            timeout=timeout, live=live, trace_file=trace_file, worlds=worlds)
         if is_ninja(farmfile, ninja) and not dry_run:
             from farmer import ninja as manifest  # as ninja: remake the manifest first
 

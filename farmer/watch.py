@@ -29,6 +29,7 @@ from farmer.errors import UsageError
 from farmer.grains import hash_bytes, hash_file, stat_key
 from farmer.lock import ProjectLock
 from farmer.matching import list_files
+from farmer.worlds.manager import WarmWorlds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -328,8 +329,8 @@ def _say(text: str) -> None:
 
 def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
           farmfile_given: bool, build: Callable[..., int]) -> int:
-    """`farmer watch`. `build(farmfile=, lock=)`: one `farmer build` with the watch's other
-    options, under the lock the watch holds. Returns the exit status when a signal (or a
+    """`farmer watch`. `build(farmfile=, lock=, worlds=)`: one `farmer build` with the
+    watch's other options, under the lock the watch holds, with the worlds it keeps warm. Returns the exit status when a signal (or a
     build's) ends the watch."""
     if command.is_ninja(farmfile, ninja):
         raise UsageError(f"{farmfile}: farmer watch reads Farmfiles, not ninja manifests; "
@@ -340,11 +341,12 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
     lock = WatchLock(os.path.join(spec.root, ".farmer"))
     lock.acquire()
     watcher = None
+    worlds = WarmWorlds()
     try:
         watcher = _watcher(spec.root)  # before the first build, so that no change is missed
         inputs = Inputs(spec, graph, targets)
         del graph
-        code = _build(build, spec.path, lock, signals)
+        code = _build(build, spec.path, lock, worlds, signals)
         while code < 128:  # not stopped by a signal
             _track(watcher, inputs)
             _say(f"waiting for changes to {len(inputs.files)} files (Ctrl-C to stop)")
@@ -367,21 +369,27 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
                     print(f"farmer: error: {e}", file=sys.stderr, flush=True)
                     inputs.farmfile_digest = _farmfile_digest(spec.path)
                     continue
-            code = _build(build, spec.path, lock, signals)
+            code = _build(build, spec.path, lock, worlds, signals)
         return code
     finally:
         signals.ignore()  # a second Ctrl-C must not cut the cleanup short
+        worlds.close()
         if watcher is not None:
             watcher.close()
         lock.close()
 
 
-def _build(build: Callable[..., int], farmfile: str, lock: WatchLock, signals: _Signals) -> int:
+def _build(build: Callable[..., int], farmfile: str, lock: WatchLock, worlds: WarmWorlds,
+           signals: _Signals) -> int:
     try:
-        code = build(farmfile=farmfile, lock=lock)
+        code = build(farmfile=farmfile, lock=lock, worlds=worlds)
     except UsageError as e:  # a missing input, a cycle: the next edit may fix it
         print(f"farmer: error: {e}", file=sys.stderr, flush=True)
         code = e.exit_code
+    except OSError as e:  # the file system said no (full, read-only): maybe not next time
+        print(f"farmer: error: {f'{e.filename}: ' if e.filename else ''}{e.strerror or e}",
+              file=sys.stderr, flush=True)
+        code = 2
     signals.install()  # a build leaves its own handlers, ignoring, behind
     return code
 

@@ -252,3 +252,89 @@ def test_without_watchfiles_it_polls_with_a_warning(project, watching, tmp_path)
     w.wait_until(lambda: project.read("out/a.txt") == "a2\n")
     _edit(project, "src/d.txt", "d\n")
     w.wait_until(lambda: project.exists("out/d.txt"))
+
+
+WORLDS = """
+[world.base]
+setup = ["open('setups.log', 'a').write('base\\\\n')", "import os", "SEEN = []"]
+
+[world.data]
+parent = "base"
+inputs = ["data.txt"]
+setup = ["open('setups.log', 'a').write('data\\\\n')", "DATA = open('data.txt').read().strip()"]
+
+[task.report]
+foreach = "q/{q}.py"
+world = "data"
+inputs = ["q/{q}.py"]
+outputs = ["out/{q}.txt"]
+python = "q/{q}.py {outputs}"
+"""
+
+# A task that mutates the world's globals: a fork's change must never reach the world.
+REPORT = """import os, sys
+SEEN.append(sys.argv[1])
+open(sys.argv[1], 'w').write(f"{DATA} {len(SEEN)} {os.getppid()} #VERSION\\n")
+"""
+
+
+def _worlds_project(project) -> None:
+    project.farmfile(WORLDS)
+    project.write("data.txt", "d1\n")
+    for q in ("r1", "r2"):
+        project.write(f"q/{q}.py", REPORT.replace("VERSION", "0"))
+
+
+def _setups(project) -> list[str]:
+    return project.read("setups.log").split()
+
+
+def test_worlds_stay_warm_across_builds_and_tasks_never_change_them(project, watching):
+    _worlds_project(project)
+    w = watching()
+    w.builds(1)
+    assert _setups(project) == ["base", "data"]
+    parents = set()
+    for n in range(1, 4):
+        _edit(project, "q/r1.py", REPORT.replace("VERSION", str(n)))
+        w.wait_until(lambda: project.read("out/r1.txt").endswith(f"#{n}\n"))
+        w.builds(n + 1)
+        data, seen, parent, _ = project.read("out/r1.txt").split()
+        assert (data, seen) == ("d1", "1"), "a task saw what an earlier task did to the world"
+        parents.add(parent)
+    assert _setups(project) == ["base", "data"], "a world was set up again"
+    assert len(parents) == 1, "the tasks ran in more than one world process"
+    assert os.path.exists(f"/proc/{parents.pop()}"), "the world did not outlive its builds"
+    w.stop()
+    assert wait_no_process_in(project) == []
+    assert os.listdir(w.runtime) == [], "the FIFO directory outlived the watch"
+
+
+def test_a_changed_world_input_restarts_that_world_only(project, watching):
+    _worlds_project(project)
+    w = watching()
+    w.builds(1)
+    _edit(project, "data.txt", "d2\n")
+    w.wait_until(lambda: project.read("out/r1.txt").startswith("d2 ")
+                 and project.read("out/r2.txt").startswith("d2 "))
+    w.builds(2)
+    assert _setups(project) == ["base", "data", "data"], "the parent world was set up again"
+    _edit(project, "q/r2.py", REPORT.replace("VERSION", "5"))  # and the new one stays warm
+    w.wait_until(lambda: project.read("out/r2.txt").endswith("#5\n"))
+    w.builds(3)
+    assert _setups(project) == ["base", "data", "data"]
+
+
+def test_a_world_that_died_between_builds_is_restarted(project, watching):
+    _worlds_project(project)
+    w = watching()
+    w.builds(1)
+    world = int(project.read("out/r1.txt").split()[2])  # the data world forked the task
+    os.kill(world, signal.SIGKILL)
+    time.sleep(0.2)
+    _edit(project, "q/r1.py", REPORT.replace("VERSION", "7"))
+    w.wait_until(lambda: project.read("out/r1.txt").endswith("#7\n"))
+    w.builds(2)
+    assert w.summaries()[1].startswith("farmer: ran 1, up to date 1, cached 0, failed 0"), w
+    assert _setups(project) == ["base", "data", "data"]
+    assert int(project.read("out/r1.txt").split()[2]) != world

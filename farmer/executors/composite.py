@@ -61,10 +61,12 @@ class CompositeExecutor(Executor):
 
 
 def with_worlds(process: ProcessExecutor, spec: Spec, comps: list[Computation], to_run: dict[int, str],
-                logs: str | os.PathLike, t0: float, timeout: float | None, warn) -> CompositeExecutor:
+                logs: str | os.PathLike, t0: float, timeout: float | None, warn, warm=None,
+                fingerprint=None) -> CompositeExecutor:
     """The build's executor when world tasks run in worlds (not `--no-worlds`). `to_run` is
-    the plan: the world tasks in it are the worlds' first futures."""
+    the plan: the world tasks in it are the worlds' first futures. `warm`, `fingerprint`:
+    see `WorldExecutor`."""
     expected = [i for i in to_run if comps[i].world is not None]
     worlds = WorldExecutor(spec.worlds, spec.root, logs, t0, timeout, process.selector, comps,
-                           expected, warn)
+                           expected, warn, warm, fingerprint)
     return CompositeExecutor(process, worlds)

@@ -31,7 +31,7 @@ from farmer.executors.process import log_path
 from farmer.spec import WorldSpec
 from farmer.graph import Computation
 from farmer.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
-from farmer.worlds.manager import FifoDir, Futures, WorldTree
+from farmer.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
 from farmer.worlds.protocol import ProtocolError
 
 _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
@@ -41,7 +41,11 @@ class WorldExecutor(Executor):
     def __init__(self, worlds: dict[str, WorldSpec], root: str | os.PathLike,
                  logs: str | os.PathLike, t0: float, timeout: float | None,
                  selector: selectors.BaseSelector, comps: list[Computation], expected: list[int],
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], warm: WarmWorlds | None = None,
+                 fingerprint: Callable[[str], str | None] | None = None) -> None:
+        """`warm`: worlds kept from earlier builds (`farmer watch`): adopted while their
+        `fingerprint` holds, handed back at `close`, and no task runs in a world process
+        itself, which must outlive the build."""
         self.tree = WorldTree(worlds)
         world_of = {c.index: c.world for c in comps if c.world is not None}
         self.futures = Futures(self.tree, world_of, expected)
@@ -51,7 +55,10 @@ class WorldExecutor(Executor):
         self.default_timeout = timeout
         self.selector = selector
         self.warn = warn
-        self.fifos = FifoDir()
+        self.warm = warm
+        self.fingerprint = fingerprint
+        self.fingerprints: dict[str, str | None] = {}  # as each world was started or adopted
+        self.fifos = warm.fifos if warm is not None else FifoDir()
         self.current: dict[str, Proc] = {}  # the process serving each world now
         self.procs: list[Proc] = []  # every process not ended yet
         self.setup_failed: dict[str, str] = {}  # world -> traceback of its setup
@@ -129,8 +136,12 @@ class WorldExecutor(Executor):
             self._release(p)
 
     def close(self) -> None:
-        """End of the build: close idle worlds, give them a moment to exit (their setup's
-        exit handlers run), then kill whatever is left."""
+        """End of the build: close idle worlds (or keep them warm), give them a moment to
+        exit (their setup's exit handlers run), then kill whatever is left."""
+        if self.warm is not None and not self.stopping:
+            for p in list(self.procs):
+                if p.state == "ready" and not p.jobs and not p.waiting and p.error is None:
+                    self._hand_back(p)
         if not self.stopping:
             for p in list(self.procs):
                 if p.state == "ready" and not p.jobs and not p.waiting:
@@ -146,7 +157,8 @@ class WorldExecutor(Executor):
         if self.procs:
             self.stop()
         self._finished = []
-        self.fifos.close()
+        if self.warm is None:
+            self.fifos.close()
 
     # -- starting worlds and sending work ----------------------------------------------
 
@@ -180,6 +192,11 @@ class WorldExecutor(Executor):
             return proc
         if proc is not None:  # being killed: its jobs come back through its end
             del self.current[name]
+        if self.warm is not None:
+            proc = self._adopt(name)
+            if proc is not None:
+                return proc
+            self.fingerprints[name] = self.fingerprint(name) if self.fingerprint else None
         parent_name = self.tree.parent(name)
         parent = self._ensure(parent_name) if parent_name is not None else None
         base = self.fifos.pair(name)
@@ -234,8 +251,8 @@ class WorldExecutor(Executor):
                          exit_code=2)
             return
         job.id = self._new_id()
-        last = self.futures.is_last(proc.name) and not proc.jobs and not proc.waiting \
-            and not proc.forked_worlds and not proc.pending_children
+        last = self.warm is None and self.futures.is_last(proc.name) and not proc.jobs \
+            and not proc.waiting and not proc.forked_worlds and not proc.pending_children
         job.mode = "exec" if last else "fork"
         job.dispatched = time.monotonic()
         job.ran = True
@@ -259,6 +276,9 @@ class WorldExecutor(Executor):
             proc.kill()
 
     def _new_id(self) -> int:
+        if self.warm is not None:
+            self.warm.next_id += 1
+            return self.warm.next_id
         self._next_id += 1
         return self._next_id
 
@@ -448,6 +468,8 @@ class WorldExecutor(Executor):
             del self.current[proc.name]
 
     def _close_unneeded(self, world: str) -> None:
+        if self.warm is not None:
+            return  # kept for the next build
         for name in self.futures.closable(world):
             proc = self.current.get(name)
             if proc is None or proc.jobs or proc.waiting:
@@ -466,6 +488,61 @@ class WorldExecutor(Executor):
                     if proc in proc.parent.pending_children:
                         proc.parent.pending_children.remove(proc)
                         self._release(proc)
+
+    # -- worlds kept warm between builds (farmer watch) -----------------------------------
+
+    def _adopt(self, name: str) -> Proc | None:
+        """The kept process of world `name`, if it is alive, a fork of the process serving
+        its parent now, and set up under the fingerprint the world has now."""
+        assert self.warm is not None
+        kept = self.warm.take(name)
+        if kept is None:
+            return None
+        proc, was = kept
+        parent_name = self.tree.parent(name)
+        parent = self._ensure(parent_name) if parent_name is not None else None
+        now = self.fingerprint(name) if self.fingerprint else None
+        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc):
+            self.warm.discard(proc)
+            return None
+        self._move(proc, self.warm.selector, self.selector, adopt=True)
+        self.fingerprints[name] = now
+        self.current[name] = proc
+        self.procs.append(proc)
+        return proc
+
+    def _idle_alive(self, proc: Proc) -> bool:
+        """Whether a kept world lived through the time between builds. An idle world says
+        nothing then but, for a child world it forked that ended, `done`."""
+        if proc.parent is None and proc.reap(block=False):
+            return False
+        try:
+            messages, at_eof = proc.read()
+        except ProtocolError:
+            return False
+        for msg in messages:
+            if msg["t"] != "done" or proc.forked_worlds.pop(msg["job"], None) is None:
+                return False
+        return not at_eof
+
+    def _hand_back(self, proc: Proc) -> None:
+        assert self.warm is not None
+        self._move(proc, self.selector, self.warm.selector, adopt=False)
+        self.procs.remove(proc)
+        if self.current.get(proc.name) is proc:
+            del self.current[proc.name]
+        self.warm.keep(proc, self.fingerprints.get(proc.name) or "")
+
+    def _move(self, proc: Proc, old: selectors.BaseSelector, new: selectors.BaseSelector,
+              adopt: bool) -> None:
+        """Its descriptors from one selector to the other: this build's, with this
+        executor's callbacks, or the keeper's between builds."""
+        for fd, callback in ((proc.out_fd, lambda _fd, p=proc: self._read(p)),
+                             (proc.pidfd, lambda _fd, p=proc: self._exited(p))):
+            if fd is not None and not (fd == proc.out_fd and proc.eof):
+                old.unregister(fd)
+                new.register(fd, selectors.EVENT_READ, callback if adopt else None)
+        proc.selector = new
 
     # -- kills and reports -------------------------------------------------------------
 

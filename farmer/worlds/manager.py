@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 from farmer.spec import WorldSpec
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from farmer.worlds.link import Proc
+
 
 @dataclass(slots=True)
 class WorldNode:
@@ -135,6 +139,53 @@ class FifoDir:
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
+
+
+class WarmWorlds:
+    """World processes kept between the builds of `farmer watch`: each idle and ready,
+    with the fingerprint it was set up under, its descriptors on a selector of its own
+    while no build runs, its FIFOs in one directory for the whole watch. A build adopts
+    the ones whose fingerprint still holds (`farmer.executors.world`); `close` kills the
+    rest at the end of the watch."""
+
+    def __init__(self) -> None:
+        import selectors
+
+        self.fifos = FifoDir()
+        self.selector = selectors.DefaultSelector()
+        self.kept: dict[str, tuple[Proc, str]] = {}  # world -> its process, its fingerprint
+        self.next_id = 0  # job ids, unique across builds: a kept world's forks keep theirs
+
+    def keep(self, proc: Proc, fingerprint: str) -> None:
+        self.kept[proc.name] = (proc, fingerprint)
+
+    def take(self, name: str) -> tuple[Proc, str] | None:
+        return self.kept.pop(name, None)
+
+    def discard(self, proc: Proc) -> None:
+        """Kill a kept process and the kept worlds forked from it (a fork of a world that
+        is gone, or that was set up from a stale one, must go too)."""
+        doomed = [p for p, _ in self.kept.values() if _descends(p, proc)]
+        for p in doomed if proc in doomed else [proc, *doomed]:
+            if self.kept.get(p.name, (None,))[0] is p:
+                del self.kept[p.name]
+            p.kill()
+            p.close()
+            p.state = "ended"  # its parent's `done` for it, when it comes, is no news
+            self.fifos.remove(p.base)
+
+    def close(self) -> None:
+        while self.kept:
+            self.discard(next(iter(self.kept.values()))[0])
+        self.selector.close()
+        self.fifos.close()
+
+
+def _descends(proc: Proc, ancestor: Proc) -> bool:
+    at: Proc | None = proc
+    while at is not None and at is not ancestor:
+        at = at.parent
+    return at is ancestor
 
 
 def _sweep(where: str) -> None:
