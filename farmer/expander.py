@@ -143,6 +143,7 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
         return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]
     regex, prefix = pattern_regex(foreach)
     listed = files.under(prefix)
+    files.refuse_control(prefix, regex, f"task {task.name!r}: foreach {foreach!r}")
     # A match starts with the pattern's fixed text, so only outputs under its directory count.
     under = prefix + "/" if prefix else ""
     name = task.name

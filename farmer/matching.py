@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import os
 
+from farmer.errors import UsageError
 from farmer.grains import hash_text
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
+if TYPE_CHECKING:
+    import re
 
 _SKIP_DIRS = {".farmer", ".git"}
 
@@ -60,6 +65,10 @@ def _is_link(entry: os.DirEntry, doubt: bool) -> bool:
         return doubt
 
 
+def _has_control(path: str) -> bool:
+    return any(c < " " or c == "\x7f" for c in path)
+
+
 def listing_digest(files: list[str]) -> str:
     return hash_text(*files)
 
@@ -73,6 +82,7 @@ class Files:
         self._under: dict[str, list[str]] = {}
         self._links: set[str] = set()
         self._plain: set[str] | None = None  # files listed, symlinks left out
+        self._control: dict[str, list[str]] = {}  # prefix -> listed names with a control character
 
     def under(self, prefix: str) -> list[str]:
         if prefix not in self._under:
@@ -97,6 +107,21 @@ class Files:
     def exists(self, path: str) -> bool:
         """os.path.exists(root/path), from the listings where they can tell."""
         return path in self.plain_files() or os.path.exists(os.path.join(self.root, path))
+
+    def refuse_control(self, prefix: str, pattern: re.Pattern[str], what: str) -> None:
+        """One rule for file names with a control character (a TAB, a newline...), which
+        no command line or log can show faithfully: a pattern (foreach or glob) that would
+        match one is an error naming the file. `what` says who matched it."""
+        bad = self._control.get(prefix)
+        if bad is None:
+            listed = self.under(prefix)
+            joined = "".join(listed)
+            bad = self._control[prefix] = [] if joined.isprintable() else [
+                p for p in listed if not p.isprintable() and _has_control(p)]
+        for path in bad:
+            if pattern.match(path.replace("\n", "\x01")):  # `.` takes no newline
+                raise UsageError(f"{what} matches the file {path!r}, whose name has a control "
+                                 "character; rename the file")
 
     def digests(self) -> dict[str, str]:
         return {prefix: listing_digest(files) for prefix, files in self._under.items()}

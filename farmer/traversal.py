@@ -122,6 +122,7 @@ class _Resolver:
             norm = normalize(raw, task, "input")
             pattern = glob_regex(norm)
             prefix = norm[: GLOB_CHARS.search(norm).start()].rpartition("/")[0]
+            self.files.refuse_control(prefix, pattern, f"task {task!r}: input {raw!r}")
             matched = {p for p in self.files.under(prefix) if pattern.match(p)}
             # Declared outputs match too, so a clean build sees the same inputs as a rebuild.
             matched.update(p for p in self.producer if pattern.match(p))
