@@ -184,6 +184,28 @@ def cache_clear(directory, farmfile, cache_dir) -> None:
     click.echo(commands.clear(commands.settings_for(directory, farmfile, cache_dir)), nl=False)
 
 
+@cli.command()
+@click.option("--remote", "url", required=True, envvar="FARMER_REMOTE", metavar="URL",
+              help="The BuildGrid server, grpc://HOST:PORT or grpcs://HOST[:PORT].")
+@click.option("--remote-instance", "instance", default="", envvar="FARMER_REMOTE_INSTANCE", metavar="NAME")
+@click.option("--remote-header", "headers", multiple=True, metavar="NAME=VALUE", help="A call header (repeatable).")
+@click.option("--bot-id", default=None, help="The bot's name (default: farmer-HOST-PID).")
+@click.option("--workdir", default=None, metavar="DIR", help="Where actions run, each in its own folder.")
+def worker(url, instance, headers, bot_id, workdir) -> None:
+    """Run remote actions for a BuildGrid server, as one of its bots (docs/remote.md)."""
+    from farmer.remote import config
+
+    try:
+        config.require()
+        parsed = tuple(config.parse_header(h) for h in headers)
+        config.parse_url(url)
+    except config.RemoteConfigError as e:
+        raise click.UsageError(str(e)) from None
+    from farmer.remote.worker import main as serve
+
+    sys.exit(serve(url, instance, bot_id, workdir, parsed))
+
+
 def _hint(e: click.ClickException) -> str:
     """What to do: options given before the command belong after it."""
     ctx = getattr(e, "ctx", None)

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""A throw-away REAPI stack on 127.0.0.1 for farmer's tests: PostgreSQL (Debian's), BuildGrid 0.4.4
+(PyPI, in its own venv: it pins its own grpcio and protobuf) and `farmer worker` bots.
+
+    reapi_stack.py install               the BuildGrid venv (once; kept in $FARMER_BGD_VENV)
+    reapi_stack.py start DIR [BOTS]      start everything with state in DIR; prints `export` lines
+    reapi_stack.py stop DIR              stop by pid what start started
+
+The server has two instances: "" (CAS, action cache, execution through the bots) and "cache" (CAS
+and action cache only: a cache-only server). Ports are picked free, so parallel runs don't collide.
+tests/remote/conftest.py imports this module to start the same stack when CI has not.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's farmer
+
+BUILDGRID = "buildgrid==0.4.4"
+VENV = os.environ.get("FARMER_BGD_VENV", "/var/tmp/farmer-ci/bgd-venv")
+READY_S = 120
+
+CONFIG = """\
+server:
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: true
+authorization:
+  method: none
+{connections}
+storages:
+  - !lru-storage &cas
+    size: 1024MB
+  - !lru-storage &cas2
+    size: 256MB
+caches:
+  - !lru-action-cache &ac
+    storage: *cas
+    max-cached-refs: 100000
+    allow-updates: true
+    cache-failed-actions: false
+  - !lru-action-cache &ac2
+    storage: *cas2
+    max-cached-refs: 100000
+    allow-updates: true
+    cache-failed-actions: false
+{schedulers}
+instances:
+{instances}
+monitoring:
+  enabled: false
+thread-pool-size: 20
+"""
+
+CONNECTIONS = """\
+connections:
+  - !sql-connection &sql
+    connection-string: {dsn}
+    pool-size: 5
+    max-overflow: 5"""
+
+# the assigner's defaults (1 s interval + jitter, 5 s backoff) would add seconds to every action
+SCHEDULERS = """\
+schedulers:
+  - !sql-scheduler &sched
+    sql: *sql
+    storage: *cas
+    action-cache: *ac
+    poll-interval: 0.05
+    bot-session-keepalive-timeout: 60
+    assigners:
+      - !priority-age-assigner
+        count: 1
+        interval: 0.02
+        jitter-factor: 0.01
+        failure-backoff: 0.05"""
+
+EXEC_INSTANCE = """\
+  - name: ""
+    services:
+      - !action-cache
+        cache: *ac
+      - !execution
+        scheduler: *sched
+      - !cas
+        storage: *cas
+      - !bytestream
+        storage: *cas"""
+
+CACHE_INSTANCE = """\
+  - name: "{name}"
+    services:
+      - !action-cache
+        cache: *ac2
+      - !cas
+        storage: *cas2
+      - !bytestream
+        storage: *cas2"""
+
+
+def bgd() -> str | None:
+    """The bgd program: $FARMER_BGD, the venv's, or one on PATH."""
+    for candidate in (os.environ.get("FARMER_BGD"), os.path.join(VENV, "bin", "bgd"), shutil.which("bgd")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def pgbin() -> str | None:
+    """PostgreSQL's server binaries (Debian puts them in /usr/lib/postgresql/N/bin)."""
+    for d in [os.environ.get("PGBIN") or ""] + sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if d and os.access(os.path.join(d, "initdb"), os.X_OK):
+            return d
+    return None
+
+
+def install() -> str:
+    if bgd() is None:
+        os.makedirs(os.path.dirname(VENV), exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
+        subprocess.run([os.path.join(VENV, "bin", "pip"), "install", "--quiet", BUILDGRID, "psycopg2-binary"],
+                       check=True, timeout=900)
+    return bgd()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_postgres(args: list[str]) -> list[str]:
+    # initdb refuses to run as root
+    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+
+
+def _spawn(args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env)
+
+
+def start_postgres(state: str) -> str:
+    """A fresh PostgreSQL cluster in state/pg; its DSN."""
+    pg = pgbin()
+    if pg is None:
+        raise RuntimeError("no PostgreSQL server binaries (apt-get install -y postgresql)")
+    # its own folder, which user postgres can reach (a pytest tmp dir is root's alone)
+    top = tempfile.mkdtemp(prefix="farmer-reapi-pg-")
+    _record(state, "pg_dir", top)
+    data, sock = os.path.join(top, "data"), os.path.join(top, "sock")
+    os.makedirs(sock)
+    if os.geteuid() == 0:
+        shutil.chown(top, "postgres", "postgres")
+        shutil.chown(sock, "postgres", "postgres")
+    port = free_port()
+    log = os.path.join(state, "pg.log")
+    run = lambda args, t: subprocess.run(_as_postgres(args), check=True, timeout=t, stdout=subprocess.DEVNULL,
+                                         stderr=open(log, "ab"))  # noqa: E731
+    run([f"{pg}/initdb", "-D", data, "-U", "bgd", "--auth=trust", "-E", "UTF8"], 120)
+    opts = (f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off")
+    run([f"{pg}/pg_ctl", "-D", data, "-l", os.path.join(top, "server.log"), "-w", "-o", opts, "start"], 60)
+    _record(state, "pg_data", data)
+    run([f"{pg}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "bgd", "bgd"], 30)
+    return f"postgresql+psycopg2://bgd@127.0.0.1:{port}/bgd"
+
+
+def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache") -> str:
+    """A bgd server (with execution: needs start_postgres first); its grpc:// URL."""
+    program = bgd()
+    if program is None:
+        raise RuntimeError(f"no bgd: run `{sys.argv[0]} install` (pip install {BUILDGRID})")
+    port = free_port()
+    if execution:
+        dsn = start_postgres(state)
+        subprocess.run([program, "migrate", "apply", dsn], check=True, timeout=120,
+                       stdout=open(os.path.join(state, "migrate.log"), "ab"), stderr=subprocess.STDOUT)
+        text = CONFIG.format(port=port, connections=CONNECTIONS.format(dsn=dsn), schedulers=SCHEDULERS,
+                             instances=EXEC_INSTANCE + "\n" + CACHE_INSTANCE.format(name=cache_instance))
+    else:
+        text = CONFIG.format(port=port, connections="", schedulers="",
+                             instances=CACHE_INSTANCE.format(name=cache_instance))
+    config = os.path.join(state, f"{name}.yml")
+    with open(config, "w") as f:
+        f.write(text)
+    proc = _spawn([program, "server", "start", config], os.path.join(state, f"{name}.log"))
+    _record(state, name, proc.pid)
+    url = f"grpc://127.0.0.1:{port}"
+    _wait_ready(url, cache_instance, proc)
+    return url
+
+
+def _wait_ready(url: str, instance: str, proc: subprocess.Popen) -> None:
+    from farmer.remote.client import RemoteError, wait_ready
+    from farmer.remote.config import Endpoint
+
+    until = time.monotonic() + READY_S
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"bgd exited with {proc.returncode} before it answered (see its log)")
+        try:
+            wait_ready(Endpoint(url, instance), 1.0)
+            return
+        except RemoteError:
+            if time.monotonic() > until:
+                raise RuntimeError(f"bgd did not answer on {url} within {READY_S} s") from None
+
+
+def start_bots(state: str, url: str, count: int) -> None:
+    env = dict(os.environ)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    work = os.path.join(state, "work")
+    os.makedirs(work, exist_ok=True)
+    for i in range(count):
+        proc = _spawn([sys.executable, "-m", "farmer", "worker", "--remote", url, "--bot-id", f"farmer-test-{i}",
+                       "--workdir", work], os.path.join(state, f"bot-{i}.log"), env)
+        _record(state, f"bot-{i}", proc.pid)
+
+
+def start(state: str, bots: int = 2) -> dict[str, str]:
+    """The whole stack; the environment variables the tests read."""
+    os.makedirs(state, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        url = start_server(state, "bgd", execution=True)
+        start_bots(state, url, bots)
+    except BaseException:
+        stop(state)
+        raise
+    env = {"FARMER_TEST_REAPI": url, "FARMER_TEST_REAPI_CACHE": "cache", "FARMER_TEST_REAPI_STATE": state}
+    _record(state, "env", env)
+    print(f"reapi stack: server {url} and {bots} bots up in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    return env
+
+
+def _record(state: str, key: str, value) -> None:
+    path = os.path.join(state, "pids.json")
+    data = json.load(open(path)) if os.path.exists(path) else {}
+    data[key] = value
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)
+
+
+def kill(pid: int, within_s: float = 10.0) -> None:
+    """SIGTERM the process group `pid` leads, SIGKILL it if it lingers."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    until = time.monotonic() + within_s
+    while time.monotonic() < until:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:  # not our child: poll for it
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop(state: str) -> None:
+    path = os.path.join(state, "pids.json")
+    if not os.path.exists(path):
+        return
+    data = json.load(open(path))
+    for key in sorted(k for k in data if k.startswith("bot-")):
+        kill(data[key])
+    for key in sorted(k for k in data if k not in ("pg_data", "pg_dir", "env") and not k.startswith("bot-")):
+        kill(data[key])
+    if "pg_data" in data and os.path.exists(os.path.join(data["pg_data"], "postmaster.pid")):
+        pg = pgbin()
+        subprocess.run(_as_postgres([f"{pg}/pg_ctl", "-D", data["pg_data"], "-m", "immediate", "-w", "stop"]),
+                       timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if "pg_dir" in data:
+        shutil.rmtree(data["pg_dir"], ignore_errors=True)
+    os.remove(path)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["install"]:
+        print(install())
+    elif argv[:1] == ["start"] and len(argv) in (2, 3):
+        env = start(argv[1], int(argv[2]) if len(argv) == 3 else 2)
+        for k, v in env.items():
+            print(f"export {k}={v}")
+    elif argv[:1] == ["stop"] and len(argv) == 2:
+        stop(argv[1])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
