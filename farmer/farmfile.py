@@ -190,13 +190,13 @@ def parse_text(path: str | os.PathLike, raw: bytes) -> Spec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    import tomllib  # here: a build from the graph cache never parses TOML
+    from farmer import tomlparse  # here: a build from the graph cache never parses TOML
 
     try:
-        data = tomllib.loads(text)
+        data = tomlparse.loads(text)
     except RecursionError:
         raise UsageError(f"{name}: invalid TOML: arrays or tables nested too deeply") from None
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:  # tomllib.TOMLDecodeError
         raise UsageError(_toml_error(name, text, str(e))) from None
     return parse(path, text, data)
 

@@ -16,7 +16,7 @@ from conftest import REPO, Result, farmer_env
 # `signal` is the Python wrapper (it imports enum); farmer uses `_signal`, the C module under it.
 NOT_ON_AN_INCREMENTAL_BUILD = {
     "re", "enum", "signal", "json", "shlex", "pathlib", "urllib.parse", "ipaddress", "fnmatch",
-    "ntpath", "typing", "dataclasses", "inspect", "tomllib",
+    "ntpath", "typing", "dataclasses", "inspect", "tomllib", "toml_rs",
     # farmer's own: the Farmfile's parser and traversal run on a cold graph cache only
     "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander", "click", "rich",
 }
