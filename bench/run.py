@@ -292,13 +292,50 @@ class RunResult:
     rc: int
     maxrss_kb: int | None   # only from runs launched through GNU time, see run_timed
     cpu: float              # user+sys of the tool and the children it waited for
+    first: float | None = None  # seconds from the launch to the first file made in `watch`
+
+
+class FirstCreate:
+    """When the first file appears in a directory (inotify IN_CREATE, read by a thread):
+    a clean build's time to its first started command, whatever the tool, since every
+    command here starts by opening its output (the shell's or farmer's redirection)."""
+
+    IN_CREATE = 0x100
+
+    def __init__(self, directory: Path) -> None:
+        import ctypes
+        import select
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+        if self.fd < 0 or libc.inotify_add_watch(self.fd, str(directory).encode(),
+                                                 self.IN_CREATE) < 0:
+            raise OSError(ctypes.get_errno(), f"inotify on {directory}")
+        self.at: float | None = None
+        self.stop = threading.Event()
+        self.select = select.select
+        self.thread = threading.Thread(target=self._wait, daemon=True)
+        self.thread.start()
+
+    def _wait(self) -> None:
+        while not self.stop.is_set():
+            if self.select([self.fd], [], [], 0.05)[0]:
+                self.at = time.perf_counter()
+                return
+
+    def close(self) -> float | None:
+        self.stop.set()
+        self.thread.join()
+        os.close(self.fd)
+        return self.at
 
 
 GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
 def run_timed(argv: list[str], env: dict | None, timeout: float,
-              rss_file: Path | None = None, cwd: Path | None = None) -> RunResult:
+              rss_file: Path | None = None, cwd: Path | None = None,
+              watch: Path | None = None) -> RunResult:
     """Run argv, wall time by perf_counter, rusage by os.wait4.
 
     Peak RSS: on Linux a child's ru_maxrss starts from the RSS of the process that
@@ -310,6 +347,7 @@ def run_timed(argv: list[str], env: dict | None, timeout: float,
     """
     if rss_file is not None:
         argv = [GNU_TIME, "-f", "%M", "-o", str(rss_file)] + argv
+    first = FirstCreate(watch) if watch is not None else None
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, env=env, start_new_session=True, cwd=cwd)
@@ -327,6 +365,7 @@ def run_timed(argv: list[str], env: dict | None, timeout: float,
     finally:
         timer.cancel()
     wall = time.perf_counter() - t0
+    first_at = first.close() if first is not None else None
     p.returncode = os.waitstatus_to_exitcode(status)
     rss = None
     if rss_file is not None:
@@ -334,7 +373,8 @@ def run_timed(argv: list[str], env: dict | None, timeout: float,
             rss = int(rss_file.read_text().split()[-1])
         except (OSError, ValueError, IndexError):
             pass
-    return RunResult(wall, p.returncode, rss, ru.ru_utime + ru.ru_stime)
+    return RunResult(wall, p.returncode, rss, ru.ru_utime + ru.ru_stime,
+                     first_at - t0 if first_at is not None else None)
 
 
 class BenchError(Exception):
@@ -367,9 +407,12 @@ class Tool:
         except Exception as e:  # noqa: BLE001
             return f"diagnostic run failed: {e}"
 
-    def build(self, timeout: float, rss: bool = False) -> RunResult:
+    def build(self, timeout: float, rss: bool = False, first: bool = False) -> RunResult:
         rss_file = self.dir.parent / f".rss-{self.name}" if rss and GNU_TIME else None
-        r = run_timed(self.argv, self.env, timeout, rss_file, cwd=self.dir)
+        if first:  # out/ made empty beforehand, so its first entry is the first output
+            (self.dir / "out").mkdir(exist_ok=True)
+        r = run_timed(self.argv, self.env, timeout, rss_file, cwd=self.dir,
+                      watch=self.dir / "out" if first else None)
         if r.rc != 0:
             raise BenchError(f"{self.name} build failed in {self.dir} (rc={r.rc}); "
                              f"{self.diagnose(timeout)}")
@@ -499,6 +542,10 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.1f}×"
 
 
+def fmt_ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1000:.0f}"
+
+
 def fmt_mb(kb: int | None) -> str:
     return "—" if kb is None else f"{kb / 1024:.0f}"
 
@@ -510,6 +557,66 @@ def fmt_mb(kb: int | None) -> str:
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+SIZED = ("full", "noop", "change")
+ONCE = ("version", "real-noop", "meson-series")
+
+
+def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
+    """The scenarios that do not depend on --sizes, as Markdown lines."""
+    import projects
+
+    lines: list[str] = []
+    if "version" in args.only:
+        argvs = {"farmer --version": farmer_argv + ["--version"],
+                 "python -c pass (farmer's interpreter)":
+                     [str(Path(farmer_argv[0]).with_name("python")), "-c", "pass"],
+                 "ninja --version": ["ninja", "--version"]}
+        runs: dict[str, list[RunResult]] = {k: [] for k in argvs}
+        for _ in range(max(args.repeat, 20)):
+            for k, argv in argvs.items():
+                runs[k].append(run_timed(argv, farmer_env, args.timeout))
+        lines += ["### Start-up", "", "| command | median ms | min ms | cpu ms |", "|---|---:|---:|---:|"]
+        for k, rr in runs.items():
+            lines.append(f"| `{k}` | {statistics.median(r.wall for r in rr) * 1000:.1f} | "
+                         f"{min(r.wall for r in rr) * 1000:.1f} | "
+                         f"{statistics.median(r.cpu for r in rr) * 1000:.1f} |")
+        lines.append("")
+    if "real-noop" in args.only:
+        found = projects.cmake_projects(args.work, args.fresh_projects)
+        found += projects.meson_projects(args.work, 1, args.fresh_projects)
+        rows = projects.real_noop(found, args.repeat, args.jobs, farmer_argv, farmer_env,
+                                  run_timed, args.timeout)
+        lines += ["### No-op of real build.ninja projects", "",
+                  "| project | edges | full ninja s | full farmer s | no-op ninja ms | no-op farmer ms "
+                  "| farmer/ninja | farmer cpu ms | farmer wall − cpu ms |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in rows:
+            med = {t: statistics.median(r.wall for r in row["noop"][t]) for t in projects.TOOLS}
+            cpu = statistics.median(r.cpu for r in row["noop"]["farmer"])
+            lines.append(f"| {row['project']} | {row['edges']} | {row['full']['ninja'].wall:.2f} | "
+                         f"{row['full']['farmer'].wall:.2f} | {med['ninja'] * 1000:.1f} | "
+                         f"{med['farmer'] * 1000:.1f} | {fmt_ratio(med['farmer'], med['ninja'])} | "
+                         f"{cpu * 1000:.1f} | {(med['farmer'] - cpu) * 1000:.1f} |")
+            log(f"[real-noop] {row['project']}: ninja {med['ninja'] * 1000:.1f} ms, "
+                f"farmer {med['farmer'] * 1000:.1f} ms")
+        lines.append("")
+    if "meson-series" in args.only:
+        found = projects.meson_projects(args.work, args.meson_count, args.fresh_projects)
+        res = projects.meson_series(found, args.repeat, args.jobs, farmer_argv, farmer_env,
+                                    run_timed, args.timeout)
+        med = {t: statistics.median(v) for t, v in res["wall"].items()}
+        cpu = {t: statistics.median(v) for t, v in res["cpu"].items()}
+        lines += [f"### {len(found)} Meson test projects built from clean, one after another", "",
+                  "| tool | total wall s (median of rounds) | rounds s | cpu s |", "|---|---:|---|---:|"]
+        for t in projects.TOOLS:
+            lines.append(f"| {t} | {med[t]:.2f} | {', '.join(f'{x:.2f}' for x in res['wall'][t])} | "
+                         f"{cpu[t]:.2f} |")
+        lines += ["", f"farmer/ninja: {fmt_ratio(med['farmer'], med['ninja'])} "
+                      f"({(med['farmer'] - med['ninja']) / len(found) * 1000:.0f} ms a project)", ""]
+        log(f"[meson-series] ninja {med['ninja']:.2f} s, farmer {med['farmer']:.2f} s")
+    return lines
 
 
 def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> None:
@@ -549,8 +656,13 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
                 "maxrss_kb": rr.maxrss_kb if rr else None,
                 "cpu_s": statistics.median(r.cpu for r in runs) if runs else None,
             }
+            firsts = [r.first for r in runs if r.first is not None]
+            if firsts:
+                row["tools"][name]["first_s"] = statistics.median(firsts)
         results.append(row)
-        cells = "  ".join(f"{k}={fmt_s(v['median_s'])}s" for k, v in row["tools"].items())
+        cells = "  ".join(f"{k}={fmt_s(v['median_s'])}s" + (f" (first command {v['first_s'] * 1000:.0f} ms)"
+                                                        if "first_s" in v else "")
+                          for k, v in row["tools"].items())
         log(f"[n={n}] {scenario}: {cells}")
 
     failed: set[str] = set()
@@ -585,7 +697,7 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
                 last = i == reps - 1   # measure RSS on the last one (launcher: +1 ms)
                 def one(t=t, last=last):
                     t.clean()
-                    r = t.build(args.timeout, rss=last)
+                    r = t.build(args.timeout, rss=last, first=not last)
                     verify_full(t)
                     return r
                 r = attempt(t, one)
@@ -682,6 +794,9 @@ def render_table(results: list[dict], tool_names: list[str], markdown: bool) -> 
         headers.append("farmer-foreach/ninja")
     for name in tool_names:
         headers.append(f"{name} RSS MB")
+    firsts = [name for name in tool_names
+              if any("first_s" in row["tools"].get(name, {}) for row in results)]
+    headers += [f"{name} first cmd ms" for name in firsts]
     rows = []
     for row in results:
         tl = row["tools"]
@@ -696,6 +811,7 @@ def render_table(results: list[dict], tool_names: list[str], markdown: bool) -> 
         if "farmer-foreach" in tool_names and "ninja" in tool_names:
             cells.append(fmt_ratio(med["farmer-foreach"], med["ninja"]))
         cells += [fmt_mb(tl.get(k, {}).get("maxrss_kb")) for k in tool_names]
+        cells += [fmt_ms(tl.get(k, {}).get("first_s")) for k in firsts]
         rows.append(cells)
     if markdown:
         out = ["| " + " | ".join(headers) + " |",
@@ -750,7 +866,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated step counts")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per scenario")
     ap.add_argument("--jobs", "-j", type=int, default=2)
-    ap.add_argument("--only", default="full,noop,change", help="scenarios: full,noop,change")
+    ap.add_argument("--only", default="full,noop,change",
+                    help="scenarios: full,noop,change (per size); version,real-noop,meson-series "
+                         "(once)")
+    ap.add_argument("--meson-count", type=int, default=55,
+                    help="meson-series: how many of Meson's test projects (default 55)")
+    ap.add_argument("--fresh-projects", action="store_true",
+                    help="configure the real projects again (kept in WORK/projects/)")
     ap.add_argument("--tools", default="farmer,ninja,make",
                     help="farmer,farmer-foreach,ninja,make (default: farmer,ninja,make)")
     ap.add_argument("--foreach", action="store_true",
@@ -772,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-    bad = set(args.only) - {"full", "noop", "change"}
+    bad = set(args.only) - set(SIZED) - set(ONCE)
     if bad:
         ap.error(f"unknown scenario(s): {', '.join(sorted(bad))}")
     args.tools = [s.strip() for s in args.tools.split(",") if s.strip()]
@@ -806,11 +928,16 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[dict] = []
     t0 = time.perf_counter()
-    for n in args.sizes:
-        bench_size(n, args, farmer_argv, farmer_env, results)
+    once = bench_once(args, farmer_argv, farmer_env)
+    if set(SIZED) & set(args.only):
+        for n in args.sizes:
+            bench_size(n, args, farmer_argv, farmer_env, results)
     total = time.perf_counter() - t0
+    if once:
+        print()
+        print("\n".join(once))
 
-    table = render_table(results, args.tools, markdown=False)
+    table = render_table(results, args.tools, markdown=False) if results else ""
     print()
     print(f"median wall seconds, -j {args.jobs}, repeat {args.repeat} "
           f"(full builds: min(repeat, 3) at >=10000 steps, one at >=100000)")
@@ -826,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:
               "for noop and change one extra untimed run). "
               "`change (K steps)`: one source edited, K outputs downstream of it rebuilt.", "",
               render_table(results, args.tools, markdown=True), "",
-              "## Machine", ""]
+              *once, "", "## Machine", ""]
         md += [f"- {k}: {v}" for k, v in info]
         md += ["", f"Total benchmark time: {total:.0f} s.", ""]
         md += ["## All runs (seconds)", ""]
