@@ -31,6 +31,7 @@ from farmer.private import make_dir
 from farmer.executors.base import Executor, Outcome
 from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
 from farmer.state import Sample, State, Trace
+from farmer.worlds.sweep import sweep as sweep_fifo_dirs
 from farmer.uptodate import out_of_date, plan, timed_outputs
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
@@ -463,6 +464,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
     if not opts.dry_run:
         if lock.fd is None:
             lock.acquire()
+        sweep_fifo_dirs()  # what killed farmers left, whether or not this build starts a world
 
         def defer(signum: int, frame: object) -> None:
             if early:  # a second one: stop at once

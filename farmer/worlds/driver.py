@@ -181,6 +181,21 @@ def _rusage() -> tuple[float, int]:
 
 # -- the world process ----------------------------------------------------------------
 
+def die_with_parent(parent: int) -> None:
+    """Be killed when `parent` dies (Linux's PR_SET_PDEATHSIG, through ctypes), even in the
+    middle of a setup that reads no FIFO: a world and its forks never outlive their farmer
+    (or their world). A parent gone already ends us now."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # no prctl: a closed FIFO still ends a world once it reads it
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 class World:
     """One world process: its FIFOs, its globals, the children it forked."""
 
@@ -192,8 +207,13 @@ class World:
         self._open(base)
 
     def _open(self, base: str) -> None:
-        # farmer holds the read end of .out open already, so this open does not block.
-        self.out_fd = os.open(base + ".out", os.O_WRONLY | os.O_CLOEXEC)
+        # farmer opened the read end of .out before it started us. Non-blocking, so that a
+        # farmer gone since (no reader: ENXIO) ends us instead of blocking us for ever.
+        try:
+            self.out_fd = os.open(base + ".out", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            os._exit(1)
+        os.set_blocking(self.out_fd, True)
         # Non-blocking: no writer yet; farmer opens .in once it has read `ready`.
         self.in_fd = os.open(base + ".in", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -295,6 +315,7 @@ class World:
 
     def fork(self, job: int) -> int:
         _flush_std()
+        world_pid = os.getpid()
         gate_r, gate_w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -305,6 +326,7 @@ class World:
             os.close(gate_r)
             if not go:
                 os._exit(70)
+            die_with_parent(world_pid)  # a fork does not inherit its parent's request
             self._after_fork()
             return 0
         os.close(gate_r)
@@ -417,9 +439,10 @@ def main(argv: list[str]) -> None:
     # Our own folder must not shadow the user's modules.
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    if len(argv) == 8 and argv[0] == "--serve" and argv[2] == "--world" and argv[4] == "--root" \
-            and argv[6] == "--setup":
+    if len(argv) == 10 and argv[0] == "--serve" and argv[2] == "--world" and argv[4] == "--root" \
+            and argv[6] == "--setup" and argv[8] == "--parent":
         base, name, root, setup = argv[1], argv[3], argv[5], argv[7]
+        die_with_parent(int(argv[9]))  # before the setup, which may take long
         os.chdir(root)
         world = World(name, root, base)
         world.setup_and_serve([(name, [str(line) for line in json.loads(setup)])])

@@ -173,7 +173,7 @@ def spawn(proc: Proc, root: str, setup_json: str, env: dict[str, str], log: str)
     """Start a root world: the driver in a fresh interpreter and its own process group,
     output to the world's log, with a pidfd when the kernel has them."""
     argv = [sys.executable, DRIVER, "--serve", proc.base, "--world", proc.name, "--root", root,
-            "--setup", setup_json]
+            "--setup", setup_json, "--parent", str(os.getpid())]
     proc.pid = os.posix_spawn(
         sys.executable, argv, env,
         file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

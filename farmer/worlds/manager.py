@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from farmer.spec import WorldSpec
+from farmer.worlds.sweep import PREFIX, fifo_parent, sweep
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,11 +117,9 @@ class FifoDir:
     def pair(self, world: str) -> str:
         """Make `BASE.in` and `BASE.out` for a new process of `world`; return BASE."""
         if self.path is None:
-            runtime = os.environ.get("XDG_RUNTIME_DIR")
-            where = runtime if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK) else None
-            where = where or tempfile.gettempdir()
-            _sweep(where)
-            self.path = tempfile.mkdtemp(prefix=f"farmer-worlds-{os.getpid()}-", dir=where)
+            where = fifo_parent()
+            sweep(where)
+            self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=where)
             os.chmod(self.path, 0o700)  # mkdtemp does this already; the contract depends on it
         self._count += 1
         base = os.path.join(self.path, f"{world}.{self._count}")
@@ -186,25 +185,3 @@ def _descends(proc: Proc, ancestor: Proc) -> bool:
     while at is not None and at is not ancestor:
         at = at.parent
     return at is ancestor
-
-
-def _sweep(where: str) -> None:
-    """Remove FIFO directories left by a farmer that was killed (SIGKILL leaves no chance to
-    clean up): ours by owner, named after a process that no longer exists."""
-    try:
-        names = os.listdir(where)
-    except OSError:
-        return
-    for name in names:
-        parts = name.split("-")
-        if len(parts) < 4 or parts[:2] != ["farmer", "worlds"] or not parts[2].isdigit():
-            continue
-        path = os.path.join(where, name)
-        try:
-            if os.lstat(path).st_uid != os.getuid():
-                continue
-            os.kill(int(parts[2]), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            continue
