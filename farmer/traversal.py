@@ -173,6 +173,7 @@ def _traverse(spec: Spec) -> Graph:
         by_task[name] = [comp.index for comp in made]
         comps.extend(made)
 
+    _add_scripts(comps, producer, spec.root)
     check_inside(spec.root, comps)
     mark_missing(comps, producer, spec.root, files)
     world_inputs = _world_inputs(spec, files, producer)
@@ -204,6 +205,63 @@ def _traverse(spec: Spec) -> Graph:
                              "or a computation id; fix the name in [farmer] default")
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
                  order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
+
+
+def python_script(argv: list[str]) -> tuple[str, str] | None:
+    """What a python line runs from a file: ("script", path) or ("module", name), or None
+    (`-c`, or only options). Python's options come before it, as on its command line."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-c" or arg.startswith("-c"):
+            return None
+        if arg == "-m":
+            return ("module", argv[i + 1]) if i + 1 < len(argv) else None
+        if arg.startswith("-m"):
+            return "module", arg[2:]
+        if arg in ("-W", "-X", "--check-hash-based-pycs"):  # options that take a value apart
+            i += 2
+            continue
+        if arg == "-" or not arg.startswith("-"):
+            return None if arg == "-" else ("script", arg)
+        i += 1
+    return None
+
+
+def _script_input(kind_and_name: tuple[str, str], root: str, producer: dict[str, int]) -> str | None:
+    """The file under the root that a python line runs (SPEC §1: it is an input), if any."""
+    kind, name = kind_and_name
+    if kind == "script":
+        candidates = [name]
+    else:  # a module: its file, when it is the project's (not the standard library's)
+        base = name.replace(".", "/")
+        candidates = [base + ".py", base + "/__main__.py", base + "/__init__.py"]
+    for path in candidates:
+        if path.startswith("/") or not path:
+            return None  # outside the project: not its to track
+        norm = os.path.normpath(path)
+        if norm == ".." or norm.startswith("../"):
+            return None
+        if kind == "script" or norm in producer or os.path.isfile(os.path.join(root, norm)):
+            return norm  # a script that is missing is a missing input, named as such
+    return None
+
+
+def _add_scripts(comps: list[Computation], producer: dict[str, int], root: str) -> None:
+    """A python computation's script (or module file under the root) is one of its inputs,
+    whether or not `inputs` lists it: editing it must rerun the computation."""
+    found: dict[tuple[str, str], str | None] = {}
+    for comp in comps:
+        if comp.kind != "python":
+            continue
+        runs = python_script(shlex.split(comp.action))
+        if runs is None:
+            continue
+        if runs not in found:
+            found[runs] = _script_input(runs, root, producer)
+        script = found[runs]
+        if script is not None and script not in comp.inputs and script not in comp.outputs:
+            comp.inputs.append(script)
 
 
 def _check_output(out: str, index: int, instances: list[Instance], producer: dict[str, int]) -> None:
