@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from pathlib import Path
 
 from farmer import template
@@ -54,6 +55,7 @@ class _Resolver:
         self.producer = producer
         self._refs: dict[str, list[str]] = {}
         self._resolving: list[str] = []
+        self.empty_globs: dict[tuple[str, str], None] = {}  # (task, glob) that matched nothing
 
     def task_ref(self, name: str, needed_by: str) -> list[str]:
         if name not in self.spec.tasks:
@@ -128,6 +130,8 @@ class _Resolver:
             matched.update(p for p in self.producer if pattern.match(p))
             if not (norm.startswith(".") or "/." in norm):  # like the shell: no hidden files
                 matched = {p for p in matched if not p.startswith(".") and "/." not in p}
+            if not matched - own_outputs:
+                self.empty_globs[task, raw] = None
             return sorted(matched - own_outputs)
         return [normalize(raw, task, "input")]
 
@@ -196,6 +200,7 @@ def _traverse(spec: Spec) -> Graph:
     for name in spec.tasks:
         by_task.setdefault(name, [])
     order = topological_order(comps)
+    _warn_empty(spec, by_task_inst, resolver)
     for target in spec.default or []:
         name = target[1:] if target.startswith("@") else target
         if name not in by_task and os.path.normpath(target) not in producer and target not in by_id:
@@ -205,6 +210,27 @@ def _traverse(spec: Spec) -> Graph:
                              "or a computation id; fix the name in [farmer] default")
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
                  order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
+
+
+def _warn_empty(spec: Spec, by_task: dict[str, list[Instance]], resolver: _Resolver) -> None:
+    """Say so when a foreach or a glob matches nothing, or nothing is declared at all: what
+    would follow (an empty archive, a link that fails later) hides the cause."""
+    file = os.path.basename(spec.path)
+    if not spec.tasks:
+        print(f"farmer: warning: {file} declares no tasks, so there is nothing to build; add a "
+              "[task.NAME] table", file=sys.stderr)
+    for name, task in spec.tasks.items():
+        if task.foreach is not None and not by_task[name]:
+            at = f"{file}:{task.line}: " if task.line else ""
+            what = (f"foreach pattern {task.foreach!r} matches no file" if isinstance(task.foreach, str)
+                    else "foreach table has an empty list, so no combination")
+            print(f"farmer: warning: {at}task {name!r}: {what}; the task has no computations",
+                  file=sys.stderr)
+    for task, glob in resolver.empty_globs:
+        line = spec.tasks[task].line if task in spec.tasks else None
+        at = f"{file}:{line}: " if line else ""
+        print(f"farmer: warning: {at}task {task!r}: input glob {glob!r} matches no file",
+              file=sys.stderr)
 
 
 def python_script(argv: list[str]) -> tuple[str, str] | None:
