@@ -330,8 +330,8 @@ def _say(text: str) -> None:
 def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
           farmfile_given: bool, build: Callable[..., int]) -> int:
     """`farmer watch`. `build(farmfile=, lock=, worlds=)`: one `farmer build` with the
-    watch's other options, under the lock the watch holds, with the worlds it keeps warm. Returns the exit status when a signal (or a
-    build's) ends the watch."""
+    watch's other options, under the lock the watch holds, with the worlds it keeps warm.
+    Returns the exit status when a signal (or a build's) ends the watch."""
     if command.is_ninja(farmfile, ninja):
         raise UsageError(f"{farmfile}: farmer watch reads Farmfiles, not ninja manifests; "
                          "run `farmer build -f` on it after each change")
