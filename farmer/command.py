@@ -187,8 +187,48 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
+class ReaderGone:
+    """sys.stdout or sys.stderr that, once its reader has gone (`farmer build | head -1`
+    closes the pipe), drops what follows instead of failing: the build goes on, writes
+    last-build.json and exits with its own status, as if nobody was reading."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        # /dev/null in the pipe's place: what the stream still buffers, and every later
+        # write, by farmer or at interpreter exit, goes nowhere without an error.
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self.stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 def main(command: Callable[[], int | None]) -> NoReturn:
     """Run a command and exit with its status; errors end it with a one-line message."""
+    if sys.stdout is not None and not isinstance(sys.stdout, ReaderGone):
+        sys.stdout = ReaderGone(sys.stdout)
+    if sys.stderr is not None and not isinstance(sys.stderr, ReaderGone):
+        sys.stderr = ReaderGone(sys.stderr)
     try:
         for s in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, _stop)
