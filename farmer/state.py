@@ -31,7 +31,9 @@ CREATE TABLE IF NOT EXISTS history (
     cpu_s REAL, max_rss_kb INTEGER, input_bytes INTEGER);
 CREATE INDEX IF NOT EXISTS history_id ON history (id, at);
 CREATE INDEX IF NOT EXISTS history_task ON history (task, at);
+CREATE TABLE IF NOT EXISTS sha256 (digest TEXT PRIMARY KEY, sha256 TEXT NOT NULL, size INTEGER NOT NULL);
 """
+SHA256_KEEP = 200_000  # rows of the SHA-256 side table (farmer/remote/shas.py); the oldest go
 
 
 class Trace:
@@ -222,7 +224,28 @@ class State:
             out.setdefault(row[0], []).append(Sample(*row))
         return out
 
+    def sha256(self, digest: str) -> tuple[str, int] | None:
+        """The SHA-256 and size of the content whose farmer digest is `digest`, if recorded
+        (the side table of files sent to a remote: farmer/remote/shas.py)."""
+        rows = self._rows("SELECT sha256, size FROM sha256 WHERE digest=?", (digest,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
     # -- writing ----------------------------------------------------------------------
+
+    def save_sha256(self, rows: dict[str, tuple[str, int]]) -> None:
+        """Record SHA-256 digests (farmer digest -> (sha256, size)). Only a cache: a failure to
+        write costs hashing again, so it is not reported."""
+        if not rows or self.readonly:
+            return
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("INSERT OR REPLACE INTO sha256 VALUES (?,?,?)",
+                                [(d, sha, size) for d, (sha, size) in rows.items()])
+            self.db.execute("DELETE FROM sha256 WHERE rowid <= (SELECT max(rowid) FROM sha256) - ?", (SHA256_KEEP,))
+            self.db.execute("COMMIT")
+        except sqlite3.Error:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
 
     def save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
              stats: dict[str, tuple[StatKey, str] | None]) -> None:
