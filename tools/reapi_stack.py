@@ -41,8 +41,7 @@ authorization:
 storages:
   - !lru-storage &cas
     size: 1024MB
-  - !lru-storage &cas2
-    size: 256MB
+{cache_storage}
 caches:
   - !lru-action-cache &ac
     storage: *cas
@@ -176,20 +175,22 @@ def start_postgres(state: str) -> str:
     return f"postgresql+psycopg2://bgd@127.0.0.1:{port}/bgd"
 
 
-def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache") -> str:
-    """A bgd server (with execution: needs start_postgres first); its grpc:// URL."""
+def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache", disk: str | None = None) -> str:
+    """A bgd server (with execution: it starts PostgreSQL first); its grpc:// URL. With `disk`, the
+    cache instance keeps its blobs in files there (DIR/cas/objects/ab/cdef...), which a test may damage."""
     program = bgd()
     if program is None:
         raise RuntimeError(f"no bgd: run `{sys.argv[0]} install` (pip install {BUILDGRID})")
     port = free_port()
+    storage = f"  - !disk-storage &cas2\n    path: {disk}" if disk else "  - !lru-storage &cas2\n    size: 256MB"
     if execution:
         dsn = start_postgres(state)
         subprocess.run([program, "migrate", "apply", dsn], check=True, timeout=120,
                        stdout=open(os.path.join(state, "migrate.log"), "ab"), stderr=subprocess.STDOUT)
-        text = CONFIG.format(port=port, connections=CONNECTIONS.format(dsn=dsn), schedulers=SCHEDULERS,
+        text = CONFIG.format(port=port, connections=CONNECTIONS.format(dsn=dsn), schedulers=SCHEDULERS, cache_storage=storage,
                              instances=EXEC_INSTANCE + "\n" + CACHE_INSTANCE.format(name=cache_instance))
     else:
-        text = CONFIG.format(port=port, connections="", schedulers="",
+        text = CONFIG.format(port=port, connections="", schedulers="", cache_storage=storage,
                              instances=CACHE_INSTANCE.format(name=cache_instance))
     config = os.path.join(state, f"{name}.yml")
     with open(config, "w") as f:

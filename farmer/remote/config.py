@@ -67,3 +67,70 @@ def require() -> None:
     except ImportError:
         raise RemoteConfigError("a remote needs grpcio and protobuf, which are not installed: "
                                 "pip install 'farmer[remote]'") from None
+
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the PATH remote commands get (Bazel's strict env)
+DEFAULT_JOBS = 8
+
+
+class RemoteSettings:
+    """What a build does with its remote (SPEC §5): where it is, whether to upload and to execute,
+    how many computations run remotely at once, and what goes into every Action."""
+
+    __slots__ = ("endpoint", "upload", "execute", "jobs", "platform", "salt", "path")
+
+    def __init__(self, endpoint: Endpoint, upload: bool = True, execute: bool = False, jobs: int = DEFAULT_JOBS,
+                 platform: dict[str, str] | None = None, salt: str = "", path: str = DEFAULT_PATH) -> None:
+        self.endpoint, self.upload, self.execute, self.jobs = endpoint, upload, execute, jobs
+        self.platform, self.salt, self.path = dict(platform or {}), salt, path
+
+    def __repr__(self) -> str:
+        return (f"RemoteSettings({self.endpoint!r}, upload={self.upload}, execute={self.execute}, "
+                f"jobs={self.jobs}, platform={self.platform!r})")
+
+
+def _flag(text: str, name: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise RemoteConfigError(f"{name}={text!r} is not 1 or 0")
+
+
+def resolve(url: str | None = None, instance: str | None = None, headers: tuple[str, ...] = (),
+            execute: bool | None = None, upload: bool | None = None, timeout: float | None = None,
+            table: dict | None = None, environ: dict[str, str] | None = None) -> RemoteSettings | None:
+    """The build's remote from the command line, then the environment (FARMER_REMOTE,
+    FARMER_REMOTE_INSTANCE, FARMER_REMOTE_HEADERS as NAME=VALUE,..., FARMER_REMOTE_EXEC,
+    FARMER_REMOTE_UPLOAD, FARMER_REMOTE_TIMEOUT), then the Farmfile's [remote] table; None
+    without a URL. RemoteConfigError for a value that cannot be used."""
+    import os
+
+    env = os.environ if environ is None else environ
+    table = table or {}
+    url = url or env.get("FARMER_REMOTE") or table.get("url")
+    if not url:
+        return None
+    if instance is None:
+        instance = env.get("FARMER_REMOTE_INSTANCE", table.get("instance", ""))
+    parsed = [parse_header(h) for h in headers]
+    if not headers and env.get("FARMER_REMOTE_HEADERS"):
+        parsed = [parse_header(h) for h in env["FARMER_REMOTE_HEADERS"].split(",") if h.strip()]
+    if timeout is None:
+        text = env.get("FARMER_REMOTE_TIMEOUT")
+        try:
+            timeout = float(text) if text else float(table.get("timeout", DEFAULT_TIMEOUT_S))
+        except ValueError:
+            raise RemoteConfigError(f"FARMER_REMOTE_TIMEOUT={text!r} is not a number of seconds") from None
+    if timeout <= 0:
+        raise RemoteConfigError(f"the remote timeout must be positive seconds, not {timeout:g}")
+    if execute is None:
+        execute = _flag(env["FARMER_REMOTE_EXEC"], "FARMER_REMOTE_EXEC") if "FARMER_REMOTE_EXEC" in env \
+            else bool(table.get("execute", False))
+    if upload is None:
+        upload = _flag(env["FARMER_REMOTE_UPLOAD"], "FARMER_REMOTE_UPLOAD") if "FARMER_REMOTE_UPLOAD" in env \
+            else bool(table.get("upload", True))
+    return RemoteSettings(Endpoint(url, instance, tuple(parsed), timeout), upload=upload, execute=execute,
+                          jobs=int(table.get("jobs", DEFAULT_JOBS)), platform=table.get("platform"),
+                          salt=str(table.get("salt", "")), path=str(table.get("path", DEFAULT_PATH)))

@@ -63,18 +63,23 @@ def reapi(tmp_path_factory):
 
 
 class CacheServer:
-    """A cache-only bgd of a test's own (no PostgreSQL), which the test may kill."""
+    """A cache-only bgd of a test's own (no PostgreSQL), which the test may kill; its blobs are
+    files under `blobs` (cas/objects/ab/cdef...), which the test may damage."""
 
-    __slots__ = ("url", "pid", "stack", "state")
+    __slots__ = ("url", "pid", "stack", "state", "blobs")
 
     def __init__(self, stack, state: str) -> None:
         self.stack, self.state = stack, state
-        self.url = stack.start_server(state, "cache-bgd", execution=False, cache_instance="")
+        self.blobs = os.path.join(state, "blobs")
+        self.url = stack.start_server(state, "cache-bgd", execution=False, cache_instance="", disk=self.blobs)
         import json
         self.pid = json.load(open(os.path.join(state, "pids.json")))["cache-bgd"]
 
     def kill(self) -> None:
         self.stack.kill(self.pid)
+
+    def blob(self, digest) -> str:
+        return os.path.join(self.blobs, "cas", "objects", digest.hash[:2], digest.hash[2:])
 
 
 @pytest.fixture
