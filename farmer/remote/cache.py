@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 # the description's parts that are in the Command itself; the rest go into FARMER_KEY
 _IN_COMMAND = frozenset({"action", "env", "outputs", "depfile", "inputs", "inherited"})
+_DOWN = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 UPLOAD_WAIT_S = 60.0  # at the end of a build, for uploads still queued
 
 
@@ -240,10 +241,19 @@ class RemoteCache:
                 self.uploaded += 1
             except Changed:
                 continue  # a file changed since the run: its result is not vouched for
-            except (RemoteError, OSError) as e:
+            except RemoteError as e:
                 self._upload_off = True
-                self._messages.put(("upload", f"farmer: warning: upload to {self.settings.endpoint.url} "
-                                              f"failed ({e}); not uploading more this build"))
+                if e.code in _DOWN:  # the server went away: as a failed lookup would find
+                    self._off = True
+                    self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url} "
+                                               f"unavailable ({e}); building without it"))
+                else:
+                    self._messages.put(("upload", f"farmer: warning: upload to {self.settings.endpoint.url} "
+                                                  f"failed ({e}); not uploading more this build"))
+            except OSError as e:
+                self._upload_off = True
+                self._messages.put(("upload", f"farmer: warning: cannot upload a result ({e.strerror or e}); "
+                                              "not uploading more this build"))
 
     def _upload(self, job: _Upload) -> None:
         comp, found, client = job.comp, job.found, self._client

@@ -9,19 +9,24 @@ verified against their SHA-256 digests. close() cancels whatever is in flight (C
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 
-import grpc
+# gRPC's core would print its own log lines (a GOAWAY from a server going down) on farmer's stderr:
+# farmer reports every failure itself, once
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
-from farmer.remote import rpc
-from farmer.remote.config import Endpoint
-from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
-from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs
-from farmer.remote.protos.google.rpc import code_pb2, error_details_pb2, status_pb2
+import grpc  # noqa: E402
+
+from farmer.remote import rpc  # noqa: E402
+from farmer.remote.config import Endpoint  # noqa: E402
+from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
+from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs  # noqa: E402
+from farmer.remote.protos.google.rpc import code_pb2, error_details_pb2, status_pb2  # noqa: E402
 
 Digest = re.Digest
 SHA256 = re.DigestFunction.SHA256
