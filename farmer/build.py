@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 _FLUSH_EVERY_S = 1.0
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
 _ETA_EVERY_S = 0.25
+_PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -161,7 +162,15 @@ class Session:
         sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
         # Only estimates need history, and only of the tasks that run (their others fill in).
         history = self.state.history({comps[i].task for i in to_run}) if to_run else {}
-        est = estimates.estimate(comps, list(to_run), history, sizes)
+
+        def prior() -> estimates.Prior:  # for computations of tasks never measured
+            def program_of(cid: str) -> str | None:
+                i = self.graph.by_id.get(cid)
+                return estimates.program(comps[i]) if i is not None else None
+
+            return estimates.Prior.of(self.state.recent(_PRIOR_RUNS), program_of)
+
+        est = estimates.estimate(comps, list(to_run), history, sizes, prior)
         return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare)
 
 
@@ -397,16 +406,22 @@ class _BuildHooks(Hooks):
         running = [self.comps[i] for i in self.running]
         self.reporter.progress(self.done(), len(self.s.selected), running, self._eta)
 
-    def _remaining(self, now: float) -> float:
+    def _remaining(self, now: float) -> float | None:
         """Re-simulate what is left: running computations first, for what remains of their
-        estimates, then everything not settled yet."""
+        estimates, then everything not settled yet. None (no ETA) while computations with
+        no history yet run and nothing of this build has been measured to go by."""
         settled = self.scheduler.settled
         left = [i for i in self.scheduler.selected if i not in settled and i not in self.outcomes]
         est = self.prediction.estimates
+        if self.prediction.unknown:
+            measured = {i: o.end_s - o.start_s for i, o in self.outcomes.items() if o.ok}
+            if not measured:
+                return None
+            est = estimates.fill_unknown(est, self.prediction.unknown, self.comps, measured)
         durations = {i: est.get(i, 0.0) for i in left}
         latency = critical.expected_latency(self.comps, left, durations)
         for i, started in self.running.items():
-            durations[i] = max(0.0, durations[i] - (now - started))
+            durations[i] = estimates.remaining_s(durations[i], now - started)
             latency[i] = float("inf")
         to_run = {i: "" for i in left if i in self.prediction.to_run or i in self.running}
         return simulate(self.comps, left, to_run, durations, latency, self.opts.jobs,
@@ -496,8 +511,8 @@ def _build(session: Session, opts: BuildOptions, farmer_dir: str, started_at: fl
     if opts.dry_run:
         for i in prediction.simulation.start_order:
             print(f"{comps[i].task} {comps[i].id}: {to_run[i]}")
-        print(f"farmer: would run {len(to_run)} of {len(session.selected)} computations; "
-              f"predicted {prediction.makespan_s:.2f} s")
+        predicted = f"predicted {prediction.makespan_s:.2f} s" if prediction.known else "no history yet"
+        print(f"farmer: would run {len(to_run)} of {len(session.selected)} computations; {predicted}")
         return 0
 
     if not to_run:

@@ -102,7 +102,10 @@ class LiveReporter:
 
         eta = ""
         if self.eta_s is not None:
-            eta = f"  ETA {max(0.0, self.eta_s - (time.monotonic() - self.eta_at)):.1f} s"
+            # Counted down between estimates, but never to 0 while work runs: what overruns
+            # its estimate still takes a while (latency.estimates.remaining_s).
+            left = self.eta_s - (time.monotonic() - self.eta_at)
+            eta = f"  ETA {max(left, 0.25 * self.eta_s, 0.1):.1f} s"
         head = Table.grid(padding=(0, 1))
         head.add_row(ProgressBar(total=max(self.total, 1), completed=self.done, width=40),
                      Text(f"{self.done}/{self.total}{eta}"))

@@ -230,6 +230,15 @@ class State:
         rows = self._rows("SELECT sha256, size FROM sha256 WHERE digest=?", (digest,))
         return (rows[0][0], rows[0][1]) if rows else None
 
+    def recent(self, limit: int) -> list[Sample]:
+        """The newest measured run of each of the most recently measured computations (up
+        to `limit` runs looked at): what a prior for never measured ones is made of."""
+        newest: dict[str, Sample] = {}
+        for row in self._rows("SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM "
+                              "history ORDER BY at DESC LIMIT ?", (limit,)):
+            newest.setdefault(row[0], Sample(*row))
+        return list(newest.values())
+
     # -- writing ----------------------------------------------------------------------
 
     def save_sha256(self, rows: dict[str, tuple[str, int]]) -> None:

@@ -102,9 +102,14 @@ def plan_text(p: Prediction, comps: list[Computation], total: int, simulated: bo
     order = p.simulation.start_order
     lines = [f"farmer plan: {len(p.to_run)} of {total} computations would run (-j {p.jobs})"]
     for i in order:
-        lines.append(f"  {p.estimates[i]:8.2f} s  {comps[i].task} {comps[i].id}: {p.to_run[i]}")
+        estimate = "       ? s" if i in p.unknown else f"{p.estimates[i]:8.2f} s"
+        lines.append(f"  {estimate}  {comps[i].task} {comps[i].id}: {p.to_run[i]}")
     if not simulated:
         return "\n".join(lines)
+    if not p.known:
+        return "\n".join(lines + ["", f"predicted makespan  no history yet: {len(p.unknown)} of "
+                                  f"{len(p.to_run)} computations were never measured and have "
+                                  "no cost; build once (or give tasks a cost) to predict"])
     spans = [s for s in p.simulation.timeline if s.end_s > s.start_s]
     on_path = set(p.critical_path)
     lines += [

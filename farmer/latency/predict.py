@@ -11,7 +11,8 @@ from farmer.graph import Computation
 
 class Prediction:
     __slots__ = ("jobs", "to_run", "estimates", "latency", "simulation", "critical_path",
-                 "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s")
+                 "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s",
+                 "unknown")
 
     def __init__(
         self,
@@ -25,11 +26,19 @@ class Prediction:
         total_work_s: float,
         fifo_makespan_s: float | None = None,
         unit_makespan_s: float | None = None,
+        unknown: set[int] | None = None,  # would run, with no history yet (estimates.Estimates)
     ) -> None:
         self.jobs, self.to_run, self.estimates, self.latency = jobs, to_run, estimates, latency
         self.simulation, self.critical_path = simulation, critical_path
         self.critical_path_s, self.total_work_s = critical_path_s, total_work_s
         self.fifo_makespan_s, self.unit_makespan_s = fifo_makespan_s, unit_makespan_s
+        self.unknown = set() if unknown is None else unknown
+
+    @property
+    def known(self) -> bool:
+        """Whether every computation that would run has something measured to go by: if
+        not, the figures are made of 1 s guesses, and say "no history yet" instead."""
+        return not self.unknown
 
     @property
     def makespan_s(self) -> float:
@@ -60,6 +69,7 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
         critical_path=path, critical_path_s=max(latency.values(), default=0.0),
         total_work_s=sum(durations[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run),
+        unknown={i for i in getattr(estimates, "unknown", ()) if i in to_run},
     )
     if compare:
         # make: the order the Makefile lists things in. ninja >= 1.12: the longest chain
