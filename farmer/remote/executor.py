@@ -1,0 +1,270 @@
+"""`--remote-exec`: eligible computations run on the server's workers, everything else (and
+every remote failure) on the local executor (SPEC §5).
+
+The scheduler sees one executor with `-j` + `[remote] jobs` slots. A computation it starts goes
+remote when it is eligible and a remote slot is free; otherwise it runs locally, or waits here
+for a local slot, so local processes never exceed `-j`. A remote run happens on a thread of a
+pool of `[remote] jobs`: upload what the server lacks, Execute, check the result, download the
+outputs (verified), and write the log. Whatever goes wrong there (the server, a missing blob, a
+non-zero exit, a depfile naming a file that was not sent) sends the computation back to run
+locally: the remote never fails a build nor leaves a wrong output.
+
+Eligible: a `cmd` computation, `remote` not false, cacheable, not in the console pool, whose
+outputs are under the project root and whose command does not name the root's absolute path
+(it would not be that path on a worker), and, with a depfile, built before (its discovered
+inputs are sent too).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import selectors
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from farmer import depfile as depfiles
+from farmer.executors.base import Executor, Outcome
+from farmer.remote import restore as restoring
+from farmer.remote.action import in_root
+from farmer.remote.cache import RemoteCache, RemoteLookup
+from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
+from farmer.remote.protos.google.rpc import code_pb2
+from farmer.remote.shas import Changed
+from farmer.uptodate import digest_or_changed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.executors.process import ProcessExecutor
+    from farmer.graph import Computation
+    from farmer.state import Trace
+
+DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout waits at most this long
+
+
+class Fallback(Exception):
+    """The remote run did not give a usable result: run it locally (the message says why)."""
+
+
+class _Plan:
+    __slots__ = ("comp", "found", "action", "sent")
+
+    def __init__(self, comp, found: RemoteLookup, action, sent: frozenset[str]) -> None:
+        self.comp, self.found, self.action, self.sent = comp, found, action, sent
+
+
+class RemoteExecutor(Executor):
+    """`describe(comp)` is the computation's action description; `trace_of(id)` its last trace;
+    `log_of(comp)` its log's path; `warn(text)` prints a line (on the build's thread)."""
+
+    def __init__(self, local: ProcessExecutor, remote: RemoteCache, local_jobs: int, t0: float,
+                 describe: Callable, trace_of: Callable[[str], Trace | None], log_of: Callable,
+                 warn: Callable[[str], None]) -> None:
+        self.local, self.remote, self.local_jobs, self.t0 = local, remote, local_jobs, t0
+        self.load = local.load
+        self.describe, self.trace_of, self.log_of, self.warn = describe, trace_of, log_of, warn
+        self.jobs = remote.settings.jobs
+        self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="farmer-remote-exec")
+        self.inflight: dict[int, object] = {}
+        self.waiting: collections.deque[Computation] = collections.deque()  # for a local slot
+        self.results: queue.SimpleQueue = queue.SimpleQueue()
+        self.remote_ran: set[int] = set()  # indices that ran remotely (last-build.json's executor)
+        self.fallbacks = 0
+        self._warned: set[str] = set()
+        self._stopping = False
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        local.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
+
+    # -- Executor ---------------------------------------------------------------------------------
+
+    def start(self, comp: Computation) -> None:
+        plan = None
+        if not self._stopping and len(self.inflight) < self.jobs and not self.remote._off:
+            plan = self._plan(comp)
+        if plan is None:
+            self._start_local(comp)
+            return
+        started = time.monotonic()
+        future = self.pool.submit(self._run, plan)
+        self.inflight[comp.index] = future
+        future.add_done_callback(lambda f, c=comp, s=started: self._finished(c, s, f))
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        done = self._collect()
+        if not done:
+            done = self.local.wait(timeout) + self._collect()
+        self._start_waiting()
+        return done
+
+    def running(self) -> int:
+        return self.local.running() + len(self.waiting) + len(self.inflight) + self.results.qsize()
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.remote._client is not None:
+            self.remote._client.cancel_calls()
+        now = time.monotonic() - self.t0
+        while self.waiting:
+            comp = self.waiting.popleft()
+            self.results.put((comp, Outcome(comp.index, False, "interrupted", None, now, now), None))
+        self.local.stop()
+
+    def discard(self, index: int) -> None:
+        self.local.discard(index)
+
+    def close(self) -> None:
+        self.stop()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.local.selector.unregister(self._wake_r)
+        except (KeyError, ValueError):
+            pass
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        self.local.close()
+
+    # -- on the build's thread ----------------------------------------------------------------------
+
+    def _plan(self, comp: Computation) -> _Plan | None:
+        """The Action to run `comp` remotely, or None when it runs locally."""
+        from farmer.cache.key import uncacheable
+
+        if (comp.kind != "cmd" or not comp.action or comp.world is not None or comp.console
+                or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):
+            return None
+        root = os.getcwd()
+        if root in comp.action or not all(in_root(os.path.normpath(p)) for p in comp.outputs):
+            return None  # not relocatable: a worker's directory is not this one
+        discovered: list[str] = []
+        if comp.depfile:
+            trace = self.trace_of(comp.id)
+            if trace is None:
+                return None  # its inputs are known only once it ran here
+            discovered = [p for p, _ in trace.discovered]
+        digests = self.remote.digests
+        inputs = [(p, digest_or_changed(digests, p) or "missing") for p in comp.inputs]
+        try:
+            found = RemoteLookup(self.describe(comp, inputs), [], None)
+            found.declared = [self.remote._file(p, self.remote._content(p)) for p in comp.inputs]
+            extra = [self.remote._file(p, self.remote._content(p)) for p in discovered]
+        except Changed:
+            return None
+        action = self.remote.action_of(comp, found, extra)
+        return _Plan(comp, found, action, action.root.paths)
+
+    def _start_local(self, comp: Computation) -> None:
+        if self.local.running() < self.local_jobs:
+            self.local.start(comp)
+        else:
+            self.waiting.append(comp)
+
+    def _start_waiting(self) -> None:
+        while self.waiting and self.local.running() < self.local_jobs and not self._stopping:
+            self.local.start(self.waiting.popleft())
+
+    def _collect(self) -> list[Outcome]:
+        out = []
+        while True:
+            try:
+                comp, outcome, error = self.results.get_nowait()
+            except queue.Empty:
+                return out
+            self.inflight.pop(comp.index, None)
+            if outcome is not None:
+                if outcome.ok:
+                    self.remote_ran.add(comp.index)
+                out.append(outcome)
+                continue
+            self.fallbacks += 1
+            if isinstance(error, RemoteError) and error.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                self.remote._fail(error)  # the server is gone: no more remote runs this build
+            else:
+                self._once(type(error).__name__, f"farmer: warning: {comp.id} did not run remotely ({error}); "
+                                                 "running it here")
+            if self._stopping:
+                now = time.monotonic() - self.t0
+                out.append(Outcome(comp.index, False, "interrupted", None, now, now))
+            else:
+                self._start_local(comp)
+
+    def _woken(self, fd: int) -> None:
+        try:
+            while os.read(fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _once(self, kind: str, text: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            self.warn(text)
+
+    # -- on a pool thread ---------------------------------------------------------------------------
+
+    def _finished(self, comp: Computation, started: float, future) -> None:
+        error = future.exception() if not future.cancelled() else Fallback("cancelled")
+        if error is None:
+            end = time.monotonic()
+            outcome = Outcome(comp.index, True, None, 0, started - self.t0, end - self.t0)
+            self.results.put((comp, outcome, None))
+        else:
+            self.results.put((comp, None, error))
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def _run(self, plan: _Plan) -> None:
+        comp, client = plan.comp, self.remote._client
+        if client is None or self._stopping:
+            raise Fallback("the remote is off")
+        timeout = 2 * comp.timeout + 60 if comp.timeout else DEFAULT_TIMEOUT_S
+        client.upload(plan.action.blobs)
+        response = client.execute(plan.action.digest, timeout)
+        missing = missing_in(response.status) if response.status.code == code_pb2.FAILED_PRECONDITION else []
+        if missing:  # the server lost some of what was sent: once more
+            client.upload(plan.action.blobs)
+            response = client.execute(plan.action.digest, timeout)
+        if response.status.code != code_pb2.OK:
+            raise Fallback(f"status {code_pb2.Code.Name(response.status.code)}: {response.status.message[:200]}")
+        result = response.result
+        if result.exit_code != 0:
+            raise Fallback(f"exit {result.exit_code} on the worker")
+        optional = [comp.depfile] if comp.depfile else []
+        try:
+            files = restoring.files_of(result, list(comp.outputs), optional)
+        except restoring.Incomplete as e:
+            raise Fallback(str(e)) from None
+        if comp.depfile:
+            self._check_depfile(client, plan, result)
+        log = self.log_of(comp)
+        try:
+            restoring.restore(client, files)
+            streams = [d for d in (result.stdout_digest, result.stderr_digest) if d.hash]
+            data = client.read(streams)
+        except (BlobMissing, BlobCorrupt) as e:
+            raise Fallback(str(e)) from None
+        with open(log + ".remote-tmp", "wb") as f:
+            for d in streams:
+                f.write(data[d.hash])
+        os.replace(log + ".remote-tmp", log)
+
+    def _check_depfile(self, client, plan: _Plan, result) -> None:
+        """Every file the depfile names under the root must have been sent; a result that read
+        others (they were not in its input root: it cannot have seen them) is discarded."""
+        entry = next((f for f in result.output_files if f.path == plan.comp.depfile), None)
+        if entry is None:
+            raise Fallback(f"the worker wrote no {plan.comp.depfile}")
+        text = client.read([entry.digest])[entry.digest.hash].decode("utf-8", "surrogateescape")
+        try:
+            listed = depfiles.parse(text)
+        except depfiles.DepfileError as e:
+            raise Fallback(f"{plan.comp.depfile}: {e}") from None
+        outputs = set(plan.comp.outputs)
+        for p in listed:
+            p = os.path.normpath(p)
+            if in_root(p) and p not in plan.sent and p not in outputs:
+                raise Fallback(f"its depfile names {p}, which was not sent")
