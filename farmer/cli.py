@@ -114,10 +114,10 @@ def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, tr
 def graph(targets, directory, farmfile, fmt) -> None:
     """Print the graph of computations (Graphviz dot or JSON)."""
     from farmer import inspect
-    from farmer.build import targets_of
+    from farmer.graph import select_targets
 
     spec, g = _load(directory, farmfile)
-    selected = targets_of(spec, g, list(targets))
+    selected = select_targets(spec, g, list(targets))
     click.echo(inspect.graph_dot(g, selected) if fmt == "dot" else inspect.graph_json(g, selected))
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from farmer.executors.base import Executor
     from farmer.graph import Graph
     from farmer.lock import ProjectLock
+    from farmer.recorder import RunCache
     from farmer.spec import Spec
     from farmer.worlds.manager import WarmWorlds
 
@@ -86,8 +87,9 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           dry_run: bool = False, explain: bool = False, no_worlds: bool = False,
           timeout: float | None = None, trace_file: str | None = None, ninja: bool = False,
           farmfile_given: bool = True, executor: Executor | None = None,
-          lock: ProjectLock | None = None, worlds: WarmWorlds | None = None) -> int:
-    """`farmer build`: its exit status. `executor`: see `build.run_build`; `lock`: the
+          lock: ProjectLock | None = None, worlds: WarmWorlds | None = None,
+          cache: RunCache | None = None) -> int:
+    """`farmer build`: its exit status. `executor`, `cache`: see `build.run_build`; `lock`: the
     project's, taken by the caller, and `worlds` kept warm from its earlier builds (`farmer
     watch` holds both across builds)."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
@@ -129,7 +131,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             spec, graph, code = manifest.regenerate(spec, graph, opts)
             if code:
                 return code
-        return run_build(spec, graph, opts, lock, proof, executor)
+        return run_build(spec, graph, opts, lock, proof, executor, cache)
     except TaskError as e:  # a missing input found by the no-op proof's selection
         from farmer.farmfile import locate
 

@@ -9,6 +9,10 @@ from collections.abc import Callable
 
 from farmer.errors import TaskError, UsageError
 
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from farmer.spec import Spec
+
 _DRIVER = os.path.join(os.path.dirname(__file__), "worlds", "driver.py")
 
 
@@ -197,6 +201,21 @@ def select(graph: Graph, targets: list[str],
         else:
             raise UsageError(f"unknown target {target!r}: not a task name or a declared output")
     return check_inputs(graph, graph.closure(seeds), exists)
+
+
+def select_targets(spec: Spec, graph: Graph, targets: list[str],
+                   exists: Callable[[str], bool] | None = None) -> list[int]:
+    """What a command selects: `targets`, else the Farmfile's `default`, else everything."""
+    try:
+        if targets:
+            return select(graph, targets, exists)
+        if spec.default is not None:
+            return select(graph, spec.default, exists)
+        return check_inputs(graph, list(graph.order), exists)
+    except TaskError as e:  # a missing input: where its task is written
+        from farmer.farmfile import locate
+
+        raise locate(e, spec.path) from None
 
 
 def check_inputs(graph: Graph, selected: list[int],

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-from farmer import __version__, spec
+from farmer import __version__, spec, statcheck
 from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
 from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
@@ -88,9 +88,9 @@ class Proof:
         """Stat every file (and hash the racy ones that kept their stat): the indices of
         those not as recorded."""
         paths, stats = self.paths, self.stats
-        changed = _changed_in_parallel(paths, stats)
+        changed = statcheck.changed_in_parallel(paths, stats)
         if changed is None:
-            changed = set(_changed(paths, stats, 0, len(paths)))
+            changed = set(statcheck.changed(paths, stats, 0, len(paths)))
         for n, digest in self.racy.items():
             if n not in changed and _content(paths[n]) != digest:
                 changed.add(n)
@@ -146,111 +146,92 @@ def matches(proof: Proof, farmfile: str | os.PathLike, digest: str | None, targe
     return digest is not None and proof.key == _key(os.fspath(farmfile), digest, targets)
 
 
-def _changed(paths: list[str], stats: list[StatKey], lo: int, hi: int) -> list[int]:
-    """The indices in [lo, hi) of the files whose stat data is not as recorded."""
-    try:
-        now = [(s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns) for s in map(os.stat, paths[lo:hi])]
-    except OSError:
-        now = [_stat(p) for p in paths[lo:hi]]
-    if now == stats[lo:hi]:
-        return []
-    return [n for n, a, b in zip(range(lo, hi), now, stats[lo:hi]) if a != b]
-
-
-# A forked checker pays for itself from about this many files (fork, pipe, reap: ~1 ms).
-_FILES_PER_PROCESS = 3000
-
-
-def _changed_in_parallel(paths: list[str], stats: list[StatKey]) -> set[int] | None:
-    """`_changed` over all files, the work shared with forked children when there are
-    enough files and CPUs for it to pay (as git's preload-index shares its lstat calls
-    among threads; here the GIL would serialise threads). None: check them here alone."""
-    parts = min(len(os.sched_getaffinity(0)), len(paths) // _FILES_PER_PROCESS, 8)
-    threading = sys.modules.get("threading")
-    if parts < 2 or (threading is not None and threading.active_count() > 1):
-        return None  # forking a process with threads could copy a lock held mid-operation
-    bounds = [len(paths) * k // parts for k in range(parts + 1)]
-    children: list[tuple[int, int, int, int]] = []  # pid, read end, lo, hi
-    changed: set[int] = set()
-    try:
-        for lo, hi in zip(bounds[1:-1], bounds[2:]):
-            try:
-                children.append((*_fork_checker(paths, stats, lo, hi), lo, hi))
-            except OSError:  # no process to spare: this one checks that part
-                changed.update(_changed(paths, stats, lo, hi))
-        changed.update(_changed(paths, stats, 0, bounds[1]))
-        while children:
-            pid, fd, lo, hi = children.pop()
-            found = _collect(pid, fd)
-            changed.update(_changed(paths, stats, lo, hi) if found is None else found)
-    except BaseException:  # interrupted: no child outlives the check
-        for pid, fd, _, _ in children:
-            _collect(pid, fd, kill=True)
-        raise
-    return changed
-
-
-def _fork_checker(paths: list[str], stats: list[StatKey], lo: int, hi: int) -> tuple[int, int]:
-    """A child that writes `_changed(lo, hi)`, marshalled, to the pipe it returns."""
-    r, w = os.pipe2(os.O_CLOEXEC)
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
-        raise
-    if pid == 0:  # the child: whatever happens, it ends here (os._exit: no cleanup of the parent's)
-        code = 1
-        try:
-            os.close(r)
-            data = memoryview(marshal.dumps(_changed(paths, stats, lo, hi)))
-            while data:
-                data = data[os.write(w, data):]
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
-
-
-def _collect(pid: int, fd: int, kill: bool = False) -> list[int] | None:
-    """What the checker child found, or None if it failed. The child is reaped in any
-    case (killed first with `kill`, or if this is interrupted before it is done)."""
-    chunks, done = [], False
-    try:
-        while not kill and (chunk := os.read(fd, 1 << 16)):
-            chunks.append(chunk)
-        done = not kill
-    finally:
-        os.close(fd)
-        if not done:
-            try:
-                os.kill(pid, 9)  # SIGKILL
-            except ProcessLookupError:
-                pass
-        _, status = os.waitpid(pid, 0)
-    if status != 0:
-        return None
-    try:
-        found = marshal.loads(b"".join(chunks))
-    except (EOFError, ValueError, TypeError):
-        return None
-    return found if isinstance(found, list) else None
-
-
-def _stat(path: str) -> StatKey | None:
-    try:
-        s = os.stat(path)
-    except OSError:
-        return None
-    return (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)
-
-
 def _content(path: str) -> str | None:
     try:
         return hash_file(path)
     except OSError:
         return None
+
+
+def update(old: Proof | None, rests_on: dict[int, list[str]],
+           taken: dict[str, tuple[StatKey, str, bool]], written: set[str], selected: list[int],
+           rank: dict[int, int], entries: list[str] | None, graph: str) -> tuple[Proof, bool] | None:
+    """The proof after a good build, and whether its snapshot changed (else only its stat
+    data is written anew); None when no proof holds. Nobody else touches a proof's arrays.
+
+    `rests_on`: per computation checked this build (every selected one without `old`), the
+    files its verdict rests on; `taken`: every file digested this build, with its stat key,
+    digest and whether it was racy, as when digested; `written`: the outputs of what ran;
+    `rank`: each selected computation's position in `old`; `entries`: without `old`, the
+    last-build.json entries of `selected` when all are up to date; `graph`: its identity."""
+    kept = old.kept if old is not None else _nothing_kept
+    for p, (key, _, _) in taken.items():
+        was = kept(p)
+        if was is not None and key != was and p not in written:
+            return None  # seen unchanged at the start, yet changed since: clean ones may rest on it
+    if old is not None:  # its second part read by open_session (Proof.dirty)
+        proof = Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks, old.count,
+                      list(old.files_of), old.ends, old.selected)
+        proof.serial, proof.graph = old.serial, old.graph
+        slot = rank
+        position = dict(old.position())
+    else:
+        proof = Proof.of(entries or [], selected)
+        proof.graph = graph
+        slot = dict(zip(selected, range(len(selected))))
+        position = {}
+    snapshot = old is None  # whether the files the proof rests on changed
+    for i, paths in rests_on.items():
+        indices = []
+        for p in paths:
+            n = position.get(p)
+            if p not in taken and (n is None or kept(p) is None):
+                return None  # neither digested in this build nor known unchanged: no proof
+            if n is None:
+                n = position[p] = len(proof.paths)
+                proof.paths.append(p)
+                proof.stats.append(taken[p][0])
+            indices.append(n)
+        k = slot[i]
+        if proof.files_of[k] != indices:
+            proof.files_of[k], snapshot = indices, True
+    for p, (key, digest, racy) in taken.items():  # as it was when digested
+        n = position.get(p)
+        if n is not None:
+            proof.stats[n] = key
+            if racy:
+                proof.racy[n] = digest
+            else:
+                proof.racy.pop(n, None)
+    if old is not None and any(old.paths[n] not in taken for n in old.changed or ()):
+        proof, snapshot = _compacted(proof), True  # a changed file nothing rests on any more
+    return proof, snapshot
+
+
+def _compacted(proof: Proof) -> Proof:
+    """The proof without the files no computation rests on."""
+    position: dict[int, int] = {}
+    paths, stats, racy, files_of = [], [], {}, []
+    for files in proof.files_of:
+        indices = []
+        for n in files:
+            m = position.get(n)
+            if m is None:
+                m = position[n] = len(paths)
+                paths.append(proof.paths[n])
+                stats.append(proof.stats[n])
+                if n in proof.racy:
+                    racy[m] = proof.racy[n]
+            indices.append(m)
+        files_of.append(indices)
+    compact = Proof(paths, stats, racy, proof.tasks, proof.count, files_of, proof.ends,
+                    proof.selected)
+    compact.graph = proof.graph
+    return compact
+
+
+def _nothing_kept(path: str) -> None:
+    return None
 
 
 def forget(farmer_dir: str | os.PathLike) -> None:

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from farmer.build import open_session
+from farmer.session import open_session
 from farmer.spec import Spec
 from farmer.graph import Graph
 from farmer.timeline import plan_json, plan_text, write_chrome_trace
@@ -15,14 +15,14 @@ from farmer.timeline import plan_json, plan_text, write_chrome_trace
 
 def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
              from_scratch: bool, as_json: bool, trace_file: str | None) -> int:
-    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), targets, readonly=True)
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), targets, readonly=True,
+                           from_scratch=from_scratch)
     try:
         comps = graph.computations
         if from_scratch:
-            session.affected = session.selected
             to_run = {i: "never built" for i in session.selected if comps[i].kind is not None}
         else:
-            to_run = session.plan()
+            to_run = session.to_run()
         prediction = session.predict(to_run, jobs, compare=simulated)
     finally:
         session.state.close()

@@ -31,8 +31,10 @@ class Hooks:
         """Why a ready computation must run, or None when it is up to date."""
         raise NotImplementedError
 
-    def starting(self, index: int, reason: str) -> None:
-        """`index` is about to be handed to the executor."""
+    def starting(self, index: int, reason: str) -> Outcome | None:
+        """`index` is about to be handed to the executor. An Outcome instead: it is done
+        without running (its outputs restored from a cache), and settles at once."""
+        return None
 
     def finished(self, outcome: Outcome) -> Outcome:
         """Record a finished run; may turn success into failure (a declared output missing)."""
@@ -174,8 +176,13 @@ class Scheduler:
             if pool is not None:
                 self._pool_used[pool] += 1
             self.start_order.append(i)
-            self.hooks.starting(i, self._reasons[i])
-            self.executor.start(comp)
+            done = self.hooks.starting(i, self._reasons[i])
+            if done is None:
+                self.executor.start(comp)
+            else:
+                self._complete(done)
+                if self.stopping:
+                    break
         for item in passed_over:
             heapq.heappush(self._ready, item)
 

@@ -84,11 +84,11 @@ def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
     return None
 
 
-def plan(comps: list[Computation], selected: list[int], check: Callable[[int], str | None]) -> dict[int, str]:
+def to_run(comps: list[Computation], selected: list[int], check: Callable[[int], str | None]) -> dict[int, str]:
     """What a build of `selected` would run and why, without running anything. A build
     cannot know early cutoff in advance, so a consumer of anything that would run is listed
     too. `check(i)` is the computation's own up-to-date test."""
-    to_run: dict[int, str] = {}
+    out: dict[int, str] = {}
     for i in selected:  # topological order: producers are decided first
         comp = comps[i]
         if comp.kind is None:
@@ -96,10 +96,10 @@ def plan(comps: list[Computation], selected: list[int], check: Callable[[int], s
         reason = check(i)
         if reason is None:
             for p in comp.producers:
-                if p in to_run:
+                if p in out:
                     path = next((x for x in comp.inputs if x in comps[p].outputs), comps[p].id)
                     reason = f"input {path} will be rebuilt"
                     break
         if reason is not None:
-            to_run[i] = reason
-    return to_run
+            out[i] = reason
+    return out

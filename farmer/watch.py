@@ -64,13 +64,13 @@ class Inputs:
                  "own", "listings")
 
     def __init__(self, spec: Spec, graph: Graph, targets: list[str]) -> None:
-        from farmer.build import targets_of
+        from farmer.graph import select_targets
 
         self.root = spec.root
         self.farmfile = os.path.relpath(spec.path, spec.root)
         self.farmfile_digest = spec.digest
         comps = graph.computations
-        selected = targets_of(spec, graph, targets)
+        selected = select_targets(spec, graph, targets)
         chosen = set(selected)
         readers: dict[str, str] = {}  # a declared input -> a selected computation reading it
         makers: dict[str, str] = {}  # a declared output -> its selected computation

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from farmer.recorder import RunCache
+
 CHAIN = """
 [task.a]
 inputs = ["src/a.txt"]
@@ -95,3 +97,40 @@ def test_a_deleted_output_runs_again(chain):
     assert r.returncode == 0, r
     assert r.runner.ran == ["out/c.txt"]
     assert chain.reasons()["out/c.txt"] == "output out/c.txt missing"
+
+
+class DictCache(RunCache):
+    """An output cache in a dict, keyed by the action and the inputs' digests: the seam
+    farmer/cache/ plugs into (recorder.RunCache)."""
+
+    def __init__(self):
+        self.kept: dict[tuple, dict[str, str]] = {}
+        self.hits: list[str] = []
+
+    def lookup(self, comp, inputs, world):
+        outputs = self.kept.get((comp.fingerprint, tuple(inputs)))
+        if outputs is None:
+            return False
+        for path, text in outputs.items():
+            with open(path, "w") as f:
+                f.write(text)
+        self.hits.append(comp.id)
+        return True
+
+    def store(self, comp, trace, outcome):
+        self.kept[(comp.fingerprint, tuple(trace.inputs))] = {p: open(p).read() for p, _ in trace.outputs}
+
+
+def test_a_cache_hit_restores_outputs_instead_of_running(chain):
+    cache = DictCache()
+    assert chain.build_in_process(cache=cache).returncode == 0
+    assert len(cache.kept) == 3
+    chain.remove("out/b.txt")
+    chain.remove("out/c.txt")
+    r = chain.build_in_process(cache=cache)
+    assert r.returncode == 0, r
+    assert r.runner.ran == []  # restored, not run
+    assert cache.hits == ["out/b.txt", "out/c.txt"]
+    assert chain.read("out/c.txt") == "same\nsame\n"
+    again = chain.build_in_process(cache=cache)  # what was restored is recorded: up to date
+    assert again.runner.ran == [] and again.summary()["up to date"] == 3, again

@@ -17,13 +17,13 @@ from conftest import farmer_env
 # Runs farmer in a child whose planning step signals its own process first.
 _DRIVER = textwrap.dedent("""
     import os, signal, sys
-    from farmer import build
-    original = build.Session.plan
+    from farmer import session
+    original = session.Session.to_run
     signum = int(sys.argv[1])
     def plan(self):
         os.kill(os.getpid(), signum)
         return original(self)
-    build.Session.plan = plan
+    session.Session.to_run = plan
     sys.argv = ["farmer", "build"]
     from farmer.__main__ import run
     run()

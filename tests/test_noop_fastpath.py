@@ -170,7 +170,7 @@ def test_version_imports_neither_click_nor_networkx_nor_rich(project):
 def test_a_proof_of_another_graph_is_never_used(tmp_path, monkeypatch):
     """The proof names computations by their index in the graph: it is used only with a
     graph whose computations have the same ids at the same indices."""
-    from farmer.build import _proven_selection
+    from farmer.session import proven_selection
     from farmer.farmfile import parse_text
     from farmer.traversal import traverse
 
@@ -182,9 +182,9 @@ def test_a_proof_of_another_graph_is_never_used(tmp_path, monkeypatch):
     proof = noop.Proof.of(["{}"] * len(selected), selected)
     proof.graph, proof.changed = graph.identify(), set()
     exists = os.path.exists
-    assert _proven_selection(graph, proof, {0}, exists) == (selected, selected, {i: k for k, i in enumerate(selected)})
+    assert proven_selection(graph, proof, {0}, exists) == (selected, selected, {i: k for k, i in enumerate(selected)})
     reordered = traverse(spec)
     reordered.computations.reverse()  # the same computations at other indices
     reordered.identity = ""
     assert reordered.identify() != graph.identify()
-    assert _proven_selection(reordered, proof, {0}, exists) is None
+    assert proven_selection(reordered, proof, {0}, exists) is None

@@ -304,14 +304,14 @@ def test_a_signal_while_stopping_is_stuck_stops_at_once():
     after the first raises out of whatever blocks; one sooner is absorbed by the graceful stop."""
     from types import SimpleNamespace
 
-    from farmer.build import _STUCK_S, _BuildHooks
+    from farmer.build import _STUCK_S, BuildHooks
 
     hooks = SimpleNamespace(signal=None, _signal_at=0.0)
-    _BuildHooks.on_signal(hooks, signal.SIGTERM, None)
+    BuildHooks.on_signal(hooks, signal.SIGTERM, None)
     assert hooks.signal == signal.SIGTERM
-    _BuildHooks.on_signal(hooks, signal.SIGINT, None)  # at once: absorbed
+    BuildHooks.on_signal(hooks, signal.SIGINT, None)  # at once: absorbed
     assert hooks.signal == signal.SIGTERM
     hooks._signal_at -= _STUCK_S + 0.1
     with pytest.raises(KeyboardInterrupt) as stop:
-        _BuildHooks.on_signal(hooks, signal.SIGHUP, None)
+        BuildHooks.on_signal(hooks, signal.SIGHUP, None)
     assert stop.value.signum == signal.SIGHUP

@@ -1,6 +1,6 @@
 """Unit tests for farmer/uptodate.py: the up-to-date rule and its reasons in SPEC §4 words
 (`never built`, `command changed`, `input PATH changed`, `inputs changed`, `output PATH
-missing`, `output PATH edited`, `always`, `world NAME changed`), and `plan()`."""
+missing`, `output PATH edited`, `always`, `world NAME changed`), and `to_run()`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from farmer import farmfile
 from farmer.grains import Digests, hash_file
 from farmer.state import Trace
 from farmer.traversal import traverse
-from farmer.uptodate import action_fingerprint, out_of_date, plan
+from farmer.uptodate import action_fingerprint, out_of_date, to_run
 
 FARMFILE = """
 [task.compile]
@@ -227,7 +227,7 @@ def test_input_change_reported_before_output_problems(proj, tmp_path):
     assert check(c, t) == "input build/a.o changed"
 
 
-# -- plan ------------------------------------------------------------------------------------
+# -- to_run ----------------------------------------------------------------------------------
 
 
 def selected_all(graph):
@@ -238,9 +238,9 @@ def test_plan_nothing_when_all_up_to_date(proj):
     comps = proj.computations
     traces = {c.index: good_trace(c) for c in comps if c.kind}
     digests = Digests({})
-    to_run = plan(comps, selected_all(proj),
-                  lambda i: out_of_date(comps[i], traces[i], None, digests))
-    assert to_run == {}
+    planned = to_run(comps, selected_all(proj),
+                   lambda i: out_of_date(comps[i], traces[i], None, digests))
+    assert planned == {}
 
 
 def test_plan_marks_consumers_will_be_rebuilt(proj, tmp_path):
@@ -248,9 +248,9 @@ def test_plan_marks_consumers_will_be_rebuilt(proj, tmp_path):
     traces = {c.index: good_trace(c) for c in comps if c.kind}
     (tmp_path / "src/a.h").write_text("#define A 3\n")  # only `compile` reads it
     digests = Digests({})
-    to_run = plan(comps, selected_all(proj),
-                  lambda i: out_of_date(comps[i], traces[i], None, digests))
-    by_id = {comps[i].id: r for i, r in to_run.items()}
+    planned = to_run(comps, selected_all(proj),
+                   lambda i: out_of_date(comps[i], traces[i], None, digests))
+    by_id = {comps[i].id: r for i, r in planned.items()}
     assert by_id == {
         "build/a.o": "input src/a.h changed",
         "build/app": "input build/a.o will be rebuilt",
@@ -261,8 +261,8 @@ def test_plan_marks_consumers_will_be_rebuilt(proj, tmp_path):
 def test_plan_skips_aliases_and_keeps_own_reason(proj):
     comps = proj.computations
     reasons = {proj.by_id["build/a.o"]: "never built", proj.by_id["build/app"]: "command changed"}
-    to_run = plan(comps, selected_all(proj), lambda i: reasons.get(i))
-    by_id = {comps[i].id: r for i, r in to_run.items()}
+    planned = to_run(comps, selected_all(proj), lambda i: reasons.get(i))
+    by_id = {comps[i].id: r for i, r in planned.items()}
     assert by_id == {
         "build/a.o": "never built",
         "build/app": "command changed",  # its own reason wins
@@ -280,5 +280,5 @@ def test_plan_only_selected(proj):
         calls.append(i)
         return "never built"
 
-    assert plan(comps, selected, check_) == {proj.by_id["out/wc.txt"]: "never built"}
+    assert to_run(comps, selected, check_) == {proj.by_id["out/wc.txt"]: "never built"}
     assert calls == selected

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
-    __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb")
+    __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb",
+                 "cached")
 
     def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
                  start_s: float, end_s: float, cpu_s: float | None = None,
@@ -37,6 +38,7 @@ class Outcome:
         self.end_s = end_s
         self.cpu_s = cpu_s
         self.max_rss_kb = max_rss_kb
+        self.cached = False  # its outputs were restored from a cache: it did not run
 
     def __repr__(self) -> str:
         return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "

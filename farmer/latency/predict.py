@@ -5,7 +5,7 @@ would, for comparison."""
 
 from __future__ import annotations
 
-from farmer.latency import critical, simulate
+from farmer.latency import critical, estimates, simulate
 from farmer.graph import Computation
 
 
@@ -81,3 +81,18 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         prediction.unit_makespan_s = simulate.simulate(
             comps, running, to_run, durations, unit, jobs, pools).makespan_s
     return prediction
+
+
+def remaining(comps: list[Computation], left: list[int], to_run: dict[int, str],
+              estimates: dict[int, float], running_for: dict[int, float], jobs: int,
+              pools: dict[str, int]) -> float:
+    """The live ETA: what is left (`left`, not settled yet) simulated again, the running
+    computations (`running_for`: index -> seconds they have run) first, for what remains of
+    their estimates."""
+    durations = {i: estimates.get(i, 0.0) for i in left}
+    latency = critical.expected_latency(comps, left, durations)
+    for i, ran_s in running_for.items():
+        durations[i] = estimates.remaining_s(durations[i], ran_s)
+        latency[i] = float("inf")
+    runs = {i: "" for i in left if i in to_run or i in running_for}
+    return simulate.simulate(comps, left, runs, durations, latency, jobs, pools).makespan_s

@@ -79,11 +79,11 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
 
 
 def _plan(spec: Spec, graph: Graph, target: str) -> dict[int, str]:
-    from farmer.build import open_session
+    from farmer.session import open_session
 
     session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target], readonly=True)
     try:
-        return session.plan()
+        return session.to_run()
     finally:
         session.state.close()
 

@@ -1,0 +1,218 @@
+"""Around each run of a real build: prepare it, and record how it ended (ninja's
+`Builder::StartEdge` and `FinishCommand`).
+
+`prepare` digests the inputs the run will read, makes the output folders and writes the
+rspfile; `record` digests the outputs (a declared output missing fails the run), reads the
+depfile, and keeps the trace and the duration sample, written to state.db in batches. It
+knows nothing of the scheduler, the terminal or the executor: what it has to say goes to
+`warn`.
+
+The seams, in the order a run meets them:
+  prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
+  record   -> `RunCache.store`:  a successful run's outputs kept (after its trace);
+           -> `failed_outputs`:  what a failed run leaves behind (SPEC §2).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from farmer import depfile
+from farmer.executors.base import Outcome
+from farmer.grains import NotAFile
+from farmer.state import Sample, Trace
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.graph import Computation
+    from farmer.grains import Digests
+    from farmer.session import Session
+
+_FLUSH_EVERY_S = 1.0
+
+
+class RunCache:
+    """Where an output cache plugs into a build (farmer/cache/, issue 13). This one keeps
+    nothing: every run runs."""
+
+    __slots__ = ()
+
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> bool:
+        """Before `comp` runs, with the digests of the inputs it would read and its world's
+        fingerprint (its action's is `comp.fingerprint`): True when its outputs were
+        restored in place, so it need not run. The recorder then records it as a run
+        (output digests, trace), without a duration sample."""
+        return False
+
+    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
+        """After `comp` ran and succeeded, once its trace is recorded: keep its outputs
+        (their digests are `trace.outputs`; its log, `executors.process.log_path`)."""
+
+    def close(self, interrupted: bool) -> None:
+        """The build is over (`interrupted`: by a signal): finish or drop what is pending."""
+
+
+class Recorder:
+    def __init__(self, session: Session, warn: Callable[[str], None],
+                 cache: RunCache | None = None) -> None:
+        self.s = session
+        self.comps = session.graph.computations
+        self.warn = warn
+        self.cache = cache or RunCache()
+        self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
+        self._pending_traces: list[Trace] = []
+        self._pending_samples: list[Sample] = []
+        self._last_flush = time.monotonic()
+
+    def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
+        """Ready `comp` to run. An Outcome when it is done without running (restored from
+        the cache at `now_s`, seconds into the build); None: start it."""
+        digests = self.s.digests
+        before = []
+        for path in comp.inputs:  # the content the run reads, recorded in its trace
+            if digests.moved(path):  # changed since it was digested earlier in this build
+                digests.unstable.add(path)
+                digests.forget(path)
+            before.append((path, digest_text(digests, path)))
+        self._inputs_before[comp.index] = before
+        if self.cache.lookup(comp, before, self.s.world_fingerprint(comp.world)):
+            done = Outcome(comp.index, True, None, 0, now_s, now_s)
+            done.cached = True
+            return done
+        for out in comp.outputs:
+            parent = os.path.dirname(out)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+        if comp.depfile and os.path.dirname(comp.depfile):
+            os.makedirs(os.path.dirname(comp.depfile), exist_ok=True)
+        if comp.rspfile:  # ninja: written before the command, removed once it succeeded
+            if os.path.dirname(comp.rspfile):
+                os.makedirs(os.path.dirname(comp.rspfile), exist_ok=True)
+            with open(comp.rspfile, "w", errors="surrogateescape") as f:
+                f.write(comp.rspfile_content or "")
+        return None
+
+    def record(self, comp: Computation, outcome: Outcome) -> Outcome:
+        """Record how the run ended; a declared output missing (or not a file) turns
+        success into failure."""
+        digests = self.s.digests
+        outputs: list[tuple[str, str]] = []
+        if outcome.ok:
+            for path in comp.outputs:
+                digests.forget(path)
+                try:
+                    d = digests.digest(path)
+                except NotAFile:
+                    d, outcome.reason = None, f"declared output {path} is not a file"
+                if d is None and comp.optional_outputs:  # ninja: no check; it runs again next time
+                    d, outcome.reason = "not-a-file" if outcome.reason else "missing", None
+                if d is None:
+                    outcome.ok = False
+                    outcome.reason = outcome.reason or f"declared output {path} missing"
+                    break
+                outputs.append((path, d))
+        if not outcome.ok:
+            self._inputs_before.pop(comp.index, None)
+            self.failed_outputs(comp)
+        else:
+            self._warn_changed_inputs(comp)
+            trace = self._trace(comp, outcome, outputs)
+            self.s.outputs_written(comp.outputs)
+            if not outcome.cached:
+                self.cache.store(comp, trace, outcome)
+        if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
+            self.flush()
+        return outcome
+
+    def failed_outputs(self, comp: Computation) -> None:
+        """A failed computation leaves no output behind (SPEC §2)."""
+        digests = self.s.digests
+        for path in comp.outputs:
+            digests.forget(path)
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                pass
+
+    def flush(self) -> None:
+        """Write the traces and samples recorded so far, and the stat data hashed."""
+        self.s.state.save(self._pending_traces, [], self._pending_samples, self.s.digests.changed)
+        self._pending_traces, self._pending_samples = [], []
+        self.s.digests.changed = {}
+        self._last_flush = time.monotonic()
+
+    def _warn_changed_inputs(self, comp: Computation) -> None:
+        """An input that changed while the command ran: its trace keeps the digest from
+        before the run, so the computation is not up to date and runs again next build."""
+        digests = self.s.digests
+        for path, before in self._inputs_before.get(comp.index, ()):
+            if digests.moved(path, strict=True):
+                digests.forget(path)
+                if digest_text(digests, path) != before:
+                    digests.unstable.add(path)
+                    self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
+                              "it will run again next build")
+
+    def _trace(self, comp: Computation, outcome: Outcome, outputs: list[tuple[str, str]]) -> Trace:
+        digests = self.s.digests
+        inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
+        discovered: list[tuple[str, str]] = []
+        if comp.depfile:
+            text = _depfile_text(comp.depfile)
+            if text is None:
+                self.warn(f"farmer: warning: {comp.depfile}: not a regular file; no inputs discovered")
+                text = ""
+            try:
+                declared = set(comp.inputs)
+                for p in depfile.parse(text):
+                    p = os.path.normpath(p)
+                    if p not in declared:
+                        declared.add(p)
+                        discovered.append((p, digest_text(digests, p)))
+            except depfile.DepfileError as e:
+                self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
+            if comp.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
+                _unlink(comp.depfile)
+        if comp.rspfile:
+            _unlink(comp.rspfile)
+        trace = Trace(comp.id, comp.fingerprint, self.s.world_fingerprint(comp.world), inputs,
+                      discovered, outputs)
+        self.s.traces[comp.id] = trace
+        self._pending_traces.append(trace)
+        if not outcome.cached:  # a restore says nothing of how long the run takes
+            self._pending_samples.append(Sample(
+                comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
+                outcome.max_rss_kb, digests.total_size(comp.inputs)))
+        return trace
+
+
+def digest_text(digests: Digests, path: str) -> str:
+    """A file's digest as a trace records it: "missing" or "not-a-file" when it is neither."""
+    try:
+        return digests.digest(path) or "missing"
+    except NotAFile:
+        return "not-a-file"
+
+
+def _depfile_text(path: str) -> str | None:
+    """A depfile's text ("" when there is none), or None when it is not a regular file (a
+    FIFO would block farmer for ever)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read().decode("utf-8", "surrogateescape")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,238 @@
+"""What a build knows before it runs anything: the state read, the no-op proof, the
+selection, and each computation's verdict, taken once when first asked.
+
+`open_session` makes one: `Session.full` when there is no proof (every selected
+computation is looked at), `Session.from_proof` when the last good build's proof says which
+computations a changed file touches (only those and what is downstream are looked at; the
+rest are up to date without a look at their traces). At the end of a good build
+`write_proof` hands noop.py what each computation's verdict now rests on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from farmer import noop, report
+from farmer.grains import Digests
+from farmer.graph import Graph, check_inputs, select_targets
+from farmer.latency import estimates
+from farmer.latency.predict import Prediction, predict
+from farmer.scheduler import UP_TO_DATE
+from farmer.state import State, Trace
+from farmer.uptodate import out_of_date, timed_outputs, to_run
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.atomic import Part
+    from farmer.executors.base import Outcome
+    from farmer.scheduler import Settled
+    from farmer.spec import Spec
+
+_UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
+_PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
+
+
+class Session:
+    __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
+                 "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked")
+
+    def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
+                 traces: dict[str, Trace], all_traces: bool, selected: list[int],
+                 affected: list[int]) -> None:
+        self.spec = spec
+        self.graph = graph
+        self.state = state
+        self.digests = digests
+        digests.timed = timed_outputs(graph)
+        self.traces = traces  # read from state.db when first needed, unless `all_traces`
+        self.all_traces = all_traces
+        self.selected = selected
+        # What this build looks at, in topological order: all of `selected` without a proof;
+        # with one, what a changed file touches and everything downstream of that. Everything
+        # else selected is up to date, and nothing of it needs to be read.
+        self.affected = affected
+        self.worlds: dict[str, str] = {}  # world fingerprints, taken when first needed
+        self.verdicts: dict[int, object] = {}  # index -> why it runs, None, or _UNCHECKED
+        # From the proof: the computations a file of which changed since (None: no proof, so
+        # none is known to be up to date), and each selected one's position in the proof.
+        self.dirty: set[int] | None = None
+        self.proof: noop.Proof | None = None
+        self.rank: dict[int, int] = {}
+        self.rechecked: set[int] = set()  # checked against their traces this build
+
+    @classmethod
+    def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int]) -> Session:
+        """No proof: every selected computation is looked at, so all traces are read."""
+        return cls(spec, graph, state, Digests(state.stat_cache()), state.traces(), True,
+                   selected, selected)
+
+    @classmethod
+    def from_proof(cls, spec: Spec, graph: Graph, state: State, proof: noop.Proof,
+                   selected: list[int], affected: list[int], rank: dict[int, int],
+                   dirty: set[int]) -> Session:
+        if len(dirty) > 1000 and len(dirty) > len(selected) // 8:  # one query beats thousands of small ones
+            session = cls(spec, graph, state, Digests(state.stat_cache()), state.traces(), True,
+                          selected, affected)
+        else:  # most are clean: read only the traces and stat entries the others need
+            session = cls(spec, graph, state, Digests({}, state.stat_entry), {}, False, selected,
+                          affected)
+        session.proof, session.rank, session.dirty = proof, rank, dirty
+        return session
+
+    def trace(self, cid: str) -> Trace | None:
+        if cid not in self.traces and not self.all_traces:
+            self.traces[cid] = self.state.trace(cid)
+        return self.traces.get(cid)
+
+    def check(self, i: int) -> str | None:
+        """The computation's own verdict, taken once per build (see `recheck`)."""
+        verdict = self.verdicts.get(i, _UNCHECKED)
+        if verdict is _UNCHECKED:
+            comp = self.graph.computations[i]
+            clean = self.dirty is not None and i not in self.dirty and not comp.always
+            verdict = self.verdicts[i] = None if clean else self.recheck(i)
+        return verdict  # type: ignore[return-value]
+
+    def recheck(self, i: int) -> str | None:
+        """A fresh verdict: after a producer ran, its outputs may or may not have changed."""
+        self.rechecked.add(i)
+        comp = self.graph.computations[i]
+        if comp.kind is None:
+            return None
+        return out_of_date(comp, self.trace(comp.id), self.world_fingerprint(comp.world),
+                           self.digests)
+
+    def world_fingerprint(self, name: str | None) -> str | None:
+        if name is None:
+            return None
+        if not self.worlds:
+            from farmer.worlds.chain import fingerprints
+
+            self.worlds = fingerprints(self.spec, self.digests)
+        return self.worlds[name]
+
+    def outputs_written(self, paths: list[str]) -> None:
+        """A world whose input was just rebuilt has a new fingerprint."""
+        if self.worlds and any(i in paths for inputs in self.graph.world_inputs.values()
+                               for i in inputs):
+            self.worlds = {}
+
+    def to_run(self) -> dict[int, str]:
+        """What would run, and why: the computations out of date now, and everything
+        downstream of them (uptodate.to_run)."""
+        return to_run(self.graph.computations, self.affected, self.check)
+
+    def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
+        comps = self.graph.computations
+        sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
+        # Only estimates need history, and only of the tasks that run (their others fill in).
+        history = self.state.history({comps[i].task for i in to_run}) if to_run else {}
+
+        def prior() -> estimates.Prior:  # for computations of tasks never measured
+            def program_of(cid: str) -> str | None:
+                i = self.graph.by_id.get(cid)
+                return estimates.program(comps[i]) if i is not None else None
+
+            return estimates.Prior.of(self.state.recent(_PRIOR_RUNS), program_of)
+
+        est = estimates.estimate(comps, list(to_run), history, sizes, prior)
+        return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare)
+
+    def last_build_tasks(self, settled: dict[int, Settled], outcomes: dict[int, Outcome]) -> list[Part]:
+        """last-build.json's tasks, in parts. The proof keeps them as they are when
+        everything is up to date: only the others are rendered."""
+        comps, selected, proof = self.graph.computations, self.selected, self.proof
+        if proof is None or proof.count != len(selected):
+            return [report.compact_json(report.last_build_tasks(comps, selected, settled, outcomes)).encode()]
+        others = [i for i, s in settled.items() if s.status != UP_TO_DATE or i in outcomes]
+        tasks = report.last_build_tasks(comps, others, settled, outcomes)
+        entries = report.compact_json_each(tasks)
+        return proof.tasks_with({self.rank[i]: entry for i, entry in zip(others, entries)})
+
+    def write_proof(self, farmer_dir: str, targets: list[str], written: set[str]) -> None:
+        """Everything selected is up to date now: record what each verdict rests on, so that
+        the next build of the same targets can check just those files (noop.py). With the
+        last build's proof at hand, only what was checked against traces this build is
+        redone. `written`: the outputs of what ran."""
+        comps = self.graph.computations
+        old = self.proof  # written only when no computation is `always`, and for this graph
+        if not self.spec.digest or old is None and any(comps[i].always for i in self.selected):
+            return
+        if self.digests.unstable:  # a file changed while the build ran: no snapshot holds
+            return
+        taken = self.digests.taken()
+        redo = self.selected if old is None else sorted((self.dirty or set()) | self.rechecked)
+        rests_on: dict[int, list[str]] = {}
+        for i in redo:
+            comp = comps[i]
+            trace = self.trace(comp.id)
+            paths = comp.inputs + comp.outputs
+            if trace is not None:
+                paths = paths + [p for p, _ in trace.discovered]
+                # The stat recorded must be that of the content the trace names: a file hashed
+                # again after the trace was taken (it changed while the build ran) breaks that.
+                for p, digest in trace.inputs + trace.discovered + trace.outputs:
+                    entry = taken.get(p)
+                    if entry is not None and entry[1] != digest:
+                        return
+            if comp.world is not None:
+                paths = paths + self.graph.world_inputs[comp.world]
+            rests_on[i] = paths
+        entries = None
+        if old is None:
+            entries = report.compact_json_each(report.last_build_tasks(comps, redo, {}, {}))
+        updated = noop.update(old, rests_on, taken, written, self.selected, self.rank, entries,
+                              self.graph.identify())
+        if updated is not None:
+            proof, snapshot = updated
+            noop.write(farmer_dir, self.spec.path, self.spec.digest, targets, self.graph.listings,
+                       proof, snapshot)
+
+
+def open_session(spec: Spec, graph: Graph, farmer_dir: str | os.PathLike, targets: list[str],
+                 readonly: bool = False, proof: noop.Proof | None = None,
+                 from_scratch: bool = False) -> Session:
+    """`proof`: the no-op proof as the no-op check read and checked it, if it did;
+    `from_scratch`: look at every selected computation (`plan --from-scratch`)."""
+    state = State(farmer_dir, readonly=readonly)
+    for warning in state.warnings:
+        print(f"farmer: warning: {warning}", file=sys.stderr)
+    if from_scratch:
+        return Session.full(spec, graph, state, select_targets(spec, graph, targets))
+    if proof is None or not noop.matches(proof, spec.path, spec.digest, targets):
+        proof = noop.read(farmer_dir, spec.path, spec.digest, targets) if spec.digest else None
+    if proof is None:
+        return Session.full(spec, graph, state, select_targets(spec, graph, targets))
+    positions = proof.dirty()
+    exists = lambda p: proof.kept(p) is not None or os.path.exists(p)  # noqa: E731
+    proven = proven_selection(graph, proof, positions, exists)
+    if proven is None:  # the proof does not fit the graph: no proof
+        return Session.full(spec, graph, state, select_targets(spec, graph, targets, exists))
+    selected, affected, rank = proven
+    return Session.from_proof(spec, graph, state, proof, selected, affected, rank,
+                              {selected[k] for k in positions})
+
+
+def proven_selection(graph: Graph, proof: noop.Proof, positions: set[int],
+                     exists: Callable[[str], bool]) -> tuple[list[int], list[int], dict[int, int]] | None:
+    """What the proof's build selected (the same Farmfile and targets select the same),
+    what of it this build must look at (the computations at `positions`, whose files
+    changed, and all that is downstream of them), and each one's position. None when the
+    proof does not fit the graph."""
+    selected = proof.selected
+    if selected is None or len(selected) != proof.count or proof.graph != graph.identify():
+        return None  # a graph with other computations at these indices (another farmer)
+    comps = graph.computations
+    rank = dict(zip(selected, range(len(selected))))
+    seeds = [selected[k] for k in sorted(positions)]
+    check_inputs(graph, seeds, exists)  # only a changed file can be missing
+    seen, stack = set(seeds), list(seeds)
+    while stack:
+        for c in comps[stack.pop()].consumers:
+            if c not in seen and c in rank:
+                seen.add(c)
+                stack.append(c)
+    return selected, sorted(seen, key=rank.__getitem__), rank

@@ -1,0 +1,117 @@
+"""Which of many files changed since their stat data was recorded: the no-op proof's check
+(farmer/noop.py), shared among forked children when there are enough files and CPUs.
+
+Threads would not help: the GIL serialises the stat calls. A child that cannot start or
+fails leaves its part to the parent; an interrupted check kills and reaps every child.
+Like noop.py, this is on every no-op build's path: it imports only os, sys and marshal.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from farmer.grains import StatKey
+
+
+def changed(paths: list[str], stats: list[StatKey], lo: int, hi: int) -> list[int]:
+    """The indices in [lo, hi) of the files whose stat data is not as recorded."""
+    try:
+        now = [(s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns) for s in map(os.stat, paths[lo:hi])]
+    except OSError:
+        now = [stat_key(p) for p in paths[lo:hi]]
+    if now == stats[lo:hi]:
+        return []
+    return [n for n, a, b in zip(range(lo, hi), now, stats[lo:hi]) if a != b]
+
+
+# A forked checker pays for itself from about this many files (fork, pipe, reap: ~1 ms).
+_FILES_PER_PROCESS = 3000
+
+
+def changed_in_parallel(paths: list[str], stats: list[StatKey]) -> set[int] | None:
+    """`changed` over all files, the work shared with forked children when there are
+    enough files and CPUs for it to pay (as git's preload-index shares its lstat calls
+    among threads; here the GIL would serialise threads). None: check them here alone."""
+    parts = min(len(os.sched_getaffinity(0)), len(paths) // _FILES_PER_PROCESS, 8)
+    threading = sys.modules.get("threading")
+    if parts < 2 or (threading is not None and threading.active_count() > 1):
+        return None  # forking a process with threads could copy a lock held mid-operation
+    bounds = [len(paths) * k // parts for k in range(parts + 1)]
+    children: list[tuple[int, int, int, int]] = []  # pid, read end, lo, hi
+    found_all: set[int] = set()
+    try:
+        for lo, hi in zip(bounds[1:-1], bounds[2:]):
+            try:
+                children.append((*_fork_checker(paths, stats, lo, hi), lo, hi))
+            except OSError:  # no process to spare: this one checks that part
+                found_all.update(changed(paths, stats, lo, hi))
+        found_all.update(changed(paths, stats, 0, bounds[1]))
+        while children:
+            pid, fd, lo, hi = children.pop()
+            found = _collect(pid, fd)
+            found_all.update(changed(paths, stats, lo, hi) if found is None else found)
+    except BaseException:  # interrupted: no child outlives the check
+        for pid, fd, _, _ in children:
+            _collect(pid, fd, kill=True)
+        raise
+    return found_all
+
+
+def _fork_checker(paths: list[str], stats: list[StatKey], lo: int, hi: int) -> tuple[int, int]:
+    """A child that writes `changed(lo, hi)`, marshalled, to the pipe it returns."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        raise
+    if pid == 0:  # the child: whatever happens, it ends here (os._exit: no cleanup of the parent's)
+        code = 1
+        try:
+            os.close(r)
+            data = memoryview(marshal.dumps(changed(paths, stats, lo, hi)))
+            while data:
+                data = data[os.write(w, data):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _collect(pid: int, fd: int, kill: bool = False) -> list[int] | None:
+    """What the checker child found, or None if it failed. The child is reaped in any
+    case (killed first with `kill`, or if this is interrupted before it is done)."""
+    chunks, done = [], False
+    try:
+        while not kill and (chunk := os.read(fd, 1 << 16)):
+            chunks.append(chunk)
+        done = not kill
+    finally:
+        os.close(fd)
+        if not done:
+            try:
+                os.kill(pid, 9)  # SIGKILL
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return None
+    try:
+        found = marshal.loads(b"".join(chunks))
+    except (EOFError, ValueError, TypeError):
+        return None
+    return found if isinstance(found, list) else None
+
+
+def stat_key(path: str) -> StatKey | None:
+    try:
+        s = os.stat(path)
+    except OSError:
+        return None
+    return (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)
