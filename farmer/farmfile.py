@@ -13,16 +13,17 @@ import re
 
 from farmer import template
 from farmer.errors import TaskError, UsageError
-from farmer.spec import CacheSpec, Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
+from farmer.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
 
 TASK_KEYS = {
     "inputs", "outputs", "cmd", "python", "world", "foreach", "depfile", "env", "cost",
-    "cpus", "pool", "timeout", "always", "cache",
+    "cpus", "pool", "timeout", "always", "cache", "remote",
 }
 WORLD_KEYS = {"setup", "parent", "inputs", "env"}
-TOP_KEYS = {"farmer", "vars", "pools", "world", "task", "cache"}
+TOP_KEYS = {"farmer", "vars", "pools", "world", "task", "cache", "remote"}
 FARMER_KEYS = {"default"}
 CACHE_KEYS = {"dir", "max_size", "env"}
+REMOTE_KEYS = {"url", "instance", "execute", "upload", "jobs", "platform", "salt", "path", "timeout"}
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
 _DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")  # parts of a dotted TOML key
@@ -287,9 +288,10 @@ def parse(path: str | os.PathLike, text: str, data: dict) -> Spec:
         tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
 
     cache = _cache(r, data["cache"]) if "cache" in data else None
+    remote = _remote(r, data["remote"]) if "remote" in data else None
     return Spec(path=path, root=os.path.dirname(path) or ".", default=default, vars=variables,
                 pools=pools, worlds=worlds, tasks=tasks,
-                default_line=r.where.key(("farmer",), "default"), cache=cache)
+                default_line=r.where.key(("farmer",), "default"), cache=cache, remote=remote)
 
 
 def _cache(r: _Reader, body: dict) -> CacheSpec:
@@ -322,6 +324,30 @@ def _cache(r: _Reader, body: dict) -> CacheSpec:
                 raise r.fail(r.where.key(table, "env"), f"cache.env: {name!r} is not an environment "
                                                         "variable name; give it a non-empty name without '='")
     return cache
+
+
+def _remote(r: _Reader, body: object) -> RemoteSpec:
+    """`[remote]`: the REAPI server, what to do with it, what goes into every Action (SPEC §5)."""
+    table = ("remote",)
+    if not isinstance(body, dict):
+        raise r.fail(r.where.key((), "remote"), "remote must be a table: [remote] with url = \"grpc://HOST:PORT\"")
+    r.known_keys(table, body, REMOTE_KEYS)
+    remote = RemoteSpec(line=r.where.table("remote"))
+    for key in ("url", "instance", "salt", "path"):
+        if key in body:
+            setattr(remote, key, r.string(table, key, body[key]))
+    if remote.url is not None and not remote.url.startswith(("grpc://", "grpcs://")):
+        raise r.fail(r.where.key(table, "url"), f"remote.url {remote.url!r} is not grpc://HOST:PORT or grpcs://HOST[:PORT]")
+    for key in ("execute", "upload"):
+        if key in body:
+            setattr(remote, key, r.boolean(table, key, body[key]))
+    if "jobs" in body:
+        remote.jobs = int(r.number(table, "jobs", body["jobs"], 1, integer=True))
+    if "timeout" in body:
+        remote.timeout = r.number(table, "timeout", body["timeout"], 0.001)
+    if "platform" in body:
+        remote.platform = r.table(table, "platform", body["platform"])
+    return remote
 
 
 def _world(r: _Reader, name: str, body: object) -> WorldSpec:
@@ -382,7 +408,7 @@ def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
         t.timeout = float(r.number(table, "timeout", body["timeout"], 0))
         if t.timeout <= 0:
             raise r.fail(r.where.key(table, "timeout"), f"task.{name}.timeout must be above 0 seconds")
-    for key in ("always", "cache"):
+    for key in ("always", "cache", "remote"):
         if key in body:
             setattr(t, key, r.boolean(table, key, body[key]))
     if "foreach" in body:

@@ -25,7 +25,7 @@ class Computation:
                  "action", "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
                  "world_setup", "missing", "fingerprint", "producers", "consumers", "order_only",
                  "validates", "description", "generator", "remove_depfile", "rspfile",
-                 "rspfile_content", "optional_outputs", "console", "restat")
+                 "rspfile_content", "optional_outputs", "console", "restat", "remote")
 
     def __init__(
         self,
@@ -62,6 +62,7 @@ class Computation:
         optional_outputs: bool = False,  # an output missing after a run is no failure: it reruns
         console: bool = False,  # runs on the terminal (stdin/stdout), not into its log
         restat: bool = True,  # False: its outputs' digests cover their mtime (ninja without restat)
+        remote: bool = True,  # False: never executed remotely (SPEC §5; it may still be cached)
     ) -> None:
         self.index, self.id, self.task, self.wildcards = index, id, task, wildcards
         self.inputs, self.outputs, self.depfile, self.kind = inputs, outputs, depfile, kind
@@ -71,6 +72,7 @@ class Computation:
         self.missing = [] if missing is None else missing
         self.producers = [] if producers is None else producers
         self.consumers = [] if consumers is None else consumers
+        self.remote = remote
         self.order_only = [] if order_only is None else order_only
         self.validates = [] if validates is None else validates
         self.description, self.generator = description, generator

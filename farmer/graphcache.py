@@ -17,9 +17,9 @@ from farmer import __version__
 from farmer.atomic import OpenFile, load_marshalled, write_atomically
 from farmer.grains import code_stamp, hash_bytes, hash_text
 from farmer.graph import Computation, Graph
-from farmer.spec import CacheSpec, Spec, WorldSpec
+from farmer.spec import CacheSpec, RemoteSpec, Spec, WorldSpec
 
-_FORMAT = 7
+_FORMAT = 8
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
 _FIELDS = Computation.__slots__  # a computation is stored as the tuple of these, in order
@@ -29,7 +29,7 @@ NAME = "graph.cache"
 
 def key(farmfile: str | os.PathLike, text: bytes) -> str:
     return hash_text(os.fspath(farmfile), __version__, sys.version, ",".join(_FIELDS),
-                     ",".join(_WORLD_FIELDS), ",".join(CacheSpec.__slots__), code_stamp()) + hash_bytes(text)
+                     ",".join(_WORLD_FIELDS), ",".join(CacheSpec.__slots__), ",".join(RemoteSpec.__slots__), code_stamp()) + hash_bytes(text)
 
 
 def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
@@ -50,10 +50,11 @@ def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
     for prefix, digest in listings.items():
         if listing_digest(list_files(root, prefix)) != digest:
             return None
-    default, variables, pools, worlds, cache = spec_data
+    default, variables, pools, worlds, cache, remote = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={},
-                cache=None if cache is None else CacheSpec(*cache))
+                cache=None if cache is None else CacheSpec(*cache),
+                remote=None if remote is None else RemoteSpec(*remote))
     graph = CachedGraph(pieces, root, Computations(pieces, count), listings, world_inputs)
     graph.identity = identity
     return spec, graph
@@ -68,7 +69,8 @@ def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes
     pieces += [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]
     header = (_FORMAT, key(farmfile, text), len(rows), graph.listings, graph.world_inputs,
               (spec.default, spec.vars, spec.pools, worlds,
-               None if spec.cache is None else tuple(getattr(spec.cache, f) for f in CacheSpec.__slots__)),
+               None if spec.cache is None else tuple(getattr(spec.cache, f) for f in CacheSpec.__slots__),
+               None if spec.remote is None else tuple(getattr(spec.remote, f) for f in RemoteSpec.__slots__)),
               graph.identify())
     try:
         write_atomically(os.path.join(farmer_dir, NAME), _Pieces.layout(header, pieces), 0o600)

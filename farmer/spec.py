@@ -16,7 +16,7 @@ from farmer.errors import UsageError
 
 class TaskSpec:
     __slots__ = ("name", "line", "inputs", "outputs", "cmd", "python", "world", "foreach",
-                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache")
+                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache", "remote")
 
     def __init__(self, name: str, line: int | None, inputs: list[str] | None = None,
                  outputs: list[str] | None = None, cmd: str | None = None,
@@ -24,14 +24,14 @@ class TaskSpec:
                  foreach: str | dict[str, list[str]] | None = None, depfile: str | None = None,
                  env: dict[str, str] | None = None, cost: float | None = None, cpus: int = 1,
                  pool: str | None = None, timeout: float | None = None, always: bool = False,
-                 cache: bool = True) -> None:
+                 cache: bool = True, remote: bool = True) -> None:
         self.name, self.line = name, line
         self.inputs = [] if inputs is None else inputs
         self.outputs = [] if outputs is None else outputs
         self.cmd, self.python, self.world, self.foreach, self.depfile = cmd, python, world, foreach, depfile
         self.env = {} if env is None else env
         self.cost, self.cpus, self.pool, self.timeout = cost, cpus, pool, timeout
-        self.always, self.cache = always, cache
+        self.always, self.cache, self.remote = always, cache, remote
 
 
 class WorldSpec:
@@ -62,9 +62,27 @@ class CacheSpec:
         self.env = [] if env is None else env  # inherited variables that are part of every key
 
 
+class RemoteSpec:
+    """`[remote]` (SPEC §5): a REAPI server for the remote cache and remote execution
+    (farmer/remote/; docs/remote.md). Flags and FARMER_REMOTE* override each key."""
+
+    # In this order: the graph cache stores it as the tuple of its fields.
+    __slots__ = ("line", "url", "instance", "execute", "upload", "jobs", "platform", "salt", "path", "timeout")
+
+    def __init__(self, line: int | None, url: str | None = None, instance: str = "", execute: bool = False,
+                 upload: bool = True, jobs: int = 8, platform: dict[str, str] | None = None, salt: str = "",
+                 path: str | None = None, timeout: float | None = None) -> None:
+        self.line, self.url, self.instance, self.execute, self.upload = line, url, instance, execute, upload
+        self.jobs, self.platform, self.salt, self.path, self.timeout = jobs, platform or {}, salt, path, timeout
+
+    def table(self) -> dict:
+        """The keys written in the Farmfile, as farmer.remote.config.resolve takes them."""
+        return {k: getattr(self, k) for k in self.__slots__[1:] if getattr(self, k) is not None}
+
+
 class Spec:
     __slots__ = ("path", "root", "default", "vars", "pools", "worlds", "tasks", "default_line",
-                 "digest", "cache")
+                 "digest", "cache", "remote")
 
     def __init__(
         self,
@@ -78,11 +96,13 @@ class Spec:
         default_line: int | None = None,  # where `default` is written, for errors after traversal
         digest: str = "",  # of the Farmfile's bytes: what caches built from this spec are keyed by
         cache: CacheSpec | None = None,  # `[cache]`, when the Farmfile has one
+        remote: RemoteSpec | None = None,  # `[remote]`, when the Farmfile has one
     ) -> None:
         self.path, self.root = os.fspath(path), os.fspath(root)
         self.default, self.vars = default, vars
         self.pools, self.worlds, self.tasks = pools, worlds, tasks
         self.default_line, self.digest, self.cache = default_line, digest, cache
+        self.remote = remote
 
 
 def read(path: str | os.PathLike) -> bytes:

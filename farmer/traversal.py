@@ -337,6 +337,7 @@ def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander:
             cid = outputs[0] if outputs else _computation_id(inst)
             comp = Computation(index, cid, name, inst.wildcards, inputs, outputs, None, kind, action,
                                dict(world_env) if world_env else {}, *settings)
+            comp.remote = task.remote
             comp.fingerprint = action_fingerprint(comp)
             made.append(comp)
     except (IndexError, KeyError):
@@ -407,6 +408,7 @@ def _computations(spec: Spec, insts: list[Instance], start: int, expander: TaskE
             task.world, task.cost, task.cpus, task.pool, task.timeout, task.always, task.cache,
             world_setup,
         )
+        comp.remote = task.remote
         comp.fingerprint = action_fingerprint(comp)
         made.append(comp)
     return made
