@@ -206,6 +206,21 @@ def worker(url, instance, headers, bot_id, workdir) -> None:
     sys.exit(serve(url, instance, bot_id, workdir, parsed))
 
 
+@cli.command()
+@_project_options
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Write a self-contained HTML page of the last build to FILE.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
+              help="Write JUnit XML (a test case per computation that ran or failed) to FILE.")
+@click.option("--markdown", is_flag=True, help="Print a markdown summary (the default with no option).")
+def report(directory, farmfile, html_file, junit_file, markdown) -> None:
+    """Report on the last build, without building (docs/reports.md)."""
+    from farmer.reports.command import report as run_report
+
+    html_file, junit_file = (os.path.abspath(f) if f else None for f in (html_file, junit_file))
+    sys.exit(run_report(lambda: _load(directory, farmfile), html_file, junit_file, markdown))
+
+
 def _hint(e: click.ClickException) -> str:
     """What to do: options given before the command belong after it."""
     ctx = getattr(e, "ctx", None)
@@ -225,7 +240,7 @@ def main() -> None:
 
 def _main() -> int:
     try:
-        cli.main(standalone_mode=False, prog_name="farmer")
+        cli.main(standalone_mode=False, prog_name="farmer", complete_var="_FARMER_COMPLETE")
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.exceptions.NoArgsIsHelpError as e:  # a bare `farmer`: its help, as click does

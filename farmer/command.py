@@ -116,7 +116,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                     lock.acquire()
                 outcome = noop.try_build(farmfile, targets, slots)
                 if isinstance(outcome, int):
-                    return outcome
+                    return _built(outcome)
                 proof = outcome
         from farmer.build import BuildOptions, run_build
 
@@ -131,7 +131,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             spec, graph, code = manifest.regenerate(spec, graph, opts)
             if code:
                 return code
-        return run_build(spec, graph, opts, lock, proof, executor, cache)
+        code = run_build(spec, graph, opts, lock, proof, executor, cache)
+        return code if dry_run else _built(code)
     except TaskError as e:  # a missing input found by the no-op proof's selection
         from farmer.farmfile import locate
 
@@ -139,6 +140,16 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
     finally:
         if lock is not None:
             lock.release()
+
+
+def _built(code: int) -> int:
+    """The end of a build that wrote last-build.json (the working directory is the project
+    root): in GitHub Actions, its annotations and job summary (docs/ci.md)."""
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from farmer.reports.github import report_build
+
+        report_build(os.path.join(os.getcwd(), ".farmer"))
+    return code
 
 
 def quick_build_args(argv: list[str]) -> dict | None:
