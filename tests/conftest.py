@@ -33,6 +33,8 @@ def farmer_env(extra: dict | None = None) -> dict:
     pp = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + pp if pp else "")
     env.pop("FARMER_JOBS", None)
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):  # tests run in Actions too: no annotations
+        env.pop(name, None)
     if extra:
         env.update(extra)
     return env
