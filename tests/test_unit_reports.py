@@ -1,4 +1,4 @@
-"""The reports' pure parts: slots worked out from start and end times, parallelism, where a
+"""The reports' pure parts: slots worked out from start and end times, where a
 compiler's message points, GitHub's escaping, log tails."""
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ def test_lanes_leave_untimed_entries_alone():
     es = entries((0, 1)) + [model.Entry({"id": "u", "status": "up-to-date", "start_s": None, "end_s": None})]
     assert model.assign_lanes(es) == 1
     assert es[1].lane is None and not es[1].timed
-
-
-def test_parallelism_steps():
-    assert model.parallelism(entries((0, 2), (1, 3), (2, 4))) == [(0, 1), (1, 2), (2, 2), (3, 1), (4, 0)]
 
 
 def test_location_of_compiler_messages(tmp_path, monkeypatch):

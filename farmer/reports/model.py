@@ -125,21 +125,6 @@ def assign_lanes(entries: list[Entry]) -> int:
     return lanes
 
 
-def parallelism(entries: list[Entry]) -> list[tuple[float, int]]:
-    """[(time, computations running from then on)], one point per change."""
-    events: dict[float, int] = {}
-    for e in entries:
-        if e.timed:
-            events[e.start_s] = events.get(e.start_s, 0) + 1
-            events[e.end_s] = events.get(e.end_s, 0) - 1
-    out: list[tuple[float, int]] = []
-    running = 0
-    for t in sorted(events):
-        running += events[t]
-        out.append((t, running))
-    return out
-
-
 def add_graph(build: LastBuild, graph, history: dict | None) -> None:
     """The critical path along what ran, and each computation's prediction, from the
     project's graph and (when given) the measured history from before the build."""
