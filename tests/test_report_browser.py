@@ -54,10 +54,10 @@ def test_example_report_in_chromium(example, browser):
     assert page.errors == [], page.errors
     assert page.requests == [example.path("report.html").as_uri()], page.requests  # nothing fetched
     ids = [t["id"] for t in example.last_build()["tasks"]]
-    assert len(ids) == 6 and page.values["rows"] == 6
+    assert len(ids) >= 6 and page.values["rows"] == len(ids)
     for cid in ids:
         assert cid in page.text, cid
-    assert "6 of 6 computations" in page.text and "Critical path (" in page.text
+    assert f"{len(ids)} of {len(ids)} computations" in page.text and "Critical path (" in page.text
     assert page.values["timeline"] > 2000 and page.values["parallelism"] > 2000, page.values
     width, height, colors = chromium.png_colors(page.screenshot)
     assert width == 1280 and height > 900 and colors > 500, (width, height, colors)
