@@ -118,7 +118,8 @@ class BuildHooks(Hooks):
             if outcome.reason == "interrupted":
                 self.reporter.message(f"interrupted: {comp.task} {comp.id}")
             else:
-                self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output))
+                self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output,
+                                                          self.recorder.failed_kept.pop(comp.index, [])))
         self.outcomes[outcome.index] = outcome
         self._progress()
         return outcome

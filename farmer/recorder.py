@@ -10,7 +10,7 @@ knows nothing of the scheduler, the terminal or the executor: what it has to say
 The seams, in the order a run meets them:
   prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
   record   -> `RunCache.store`:  a successful run's outputs kept (after its trace);
-           -> `failed_outputs`:  what a failed run leaves behind (SPEC §2).
+           -> `failed_outputs`:  a failed run's outputs moved to .farmer/failed/ (SPEC §2).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import os
 import stat
 import time
 
-from farmer import depfile
+from farmer import depfile, private
+from farmer.errors import UsageError
 from farmer.executors.base import Outcome
 from farmer.grains import NotAFile
 from farmer.state import Sample, Trace
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from farmer.session import Session
 
 _FLUSH_EVERY_S = 1.0
+FAILED_DIR = os.path.join(".farmer", "failed")  # in the project root, the working directory
 
 
 class RunCache:
@@ -64,6 +66,7 @@ class Recorder:
         self.warn = warn
         self.cache = cache or RunCache()
         self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
+        self.failed_kept: dict[int, list[str]] = {}  # a failed run's outputs: where they went
         self._pending_traces: list[Trace] = []
         self._pending_samples: list[Sample] = []
         self._last_flush = time.monotonic()
@@ -129,14 +132,17 @@ class Recorder:
         return outcome
 
     def failed_outputs(self, comp: Computation) -> None:
-        """A failed computation leaves no output behind (SPEC §2)."""
+        """A failed computation leaves no output in its place (SPEC §2): each is moved to
+        .farmer/failed/PATH, replacing what an earlier failure left there, so that what a
+        failing test wrote can still be read. Where they went: `failed_kept`."""
         digests = self.s.digests
+        kept = []
         for path in comp.outputs:
             digests.forget(path)
-            try:
-                os.unlink(path)
-            except (FileNotFoundError, IsADirectoryError, PermissionError):
-                pass
+            where = _move_failed(path)
+            if where is not None:
+                kept.append(where)
+        self.failed_kept[comp.index] = kept
 
     def flush(self) -> None:
         """Write the traces and samples recorded so far, and the stat data hashed."""
@@ -209,6 +215,29 @@ def _depfile_text(path: str) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         return f.read().decode("utf-8", "surrogateescape")
+
+
+def _move_failed(path: str) -> str | None:
+    """Move a failed run's output to FAILED_DIR/PATH; where it went, or None (nothing there,
+    a folder, or it could only be removed)."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            return None  # a folder is not a file farmer declared: left alone
+    except OSError:
+        return None
+    kept = os.path.join(FAILED_DIR, path)
+    try:
+        private.make_dir(os.path.dirname(kept))
+        if os.path.isdir(kept) and not os.path.islink(kept):  # what an older graph made there
+            import shutil  # rare: not on every build's way (shutil imports re)
+
+            shutil.rmtree(kept)
+        os.replace(path, kept)
+        return kept
+    except (OSError, UsageError):  # another file system (a mount in the root), a planted link
+        _unlink(path)
+        _unlink(path)
+        return None
 
 
 def _unlink(path: str) -> None:

@@ -37,11 +37,14 @@ def read_output(log: str | os.PathLike) -> str:
         return ""
 
 
-def failure_text(comp: Computation, reason: str, log: str | os.PathLike, output: str) -> str:
+def failure_text(comp: Computation, reason: str, log: str | os.PathLike, output: str,
+                 kept: list[str] = ()) -> str:
+    """`kept`: where the failed run's outputs were moved (.farmer/failed/PATH)."""
     lines = [f"FAILED: {comp.task} {comp.id} ({reason})"]
     if comp.action is not None:
         lines.append(f"  {comp.kind}: {comp.action}")
     lines.append(f"  log: {log}")
+    lines.extend(f"  output kept: {path}" for path in kept)
     text = "\n".join(lines) + "\n"
     if output:
         text += output if output.endswith("\n") else output + "\n"
