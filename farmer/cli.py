@@ -9,6 +9,7 @@ import sys
 import click
 
 from farmer import __version__, command
+from farmer.errors import UsageError
 
 
 def _project_options(f):
@@ -134,9 +135,22 @@ def query(target, directory, farmfile) -> None:
 
 @cli.command()
 @click.argument("targets", nargs=-1)
+@click.option("--dead", is_flag=True,
+              help="Remove only stale outputs: files earlier builds wrote that nothing declares now.")
 @_project_options
-def clean(targets, directory, farmfile) -> None:
+def clean(targets, dead, directory, farmfile) -> None:
     """Remove the outputs of TARGETs (all if none) and forget their traces."""
+    if dead:
+        from farmer import stale
+
+        if targets:
+            raise UsageError("clean --dead takes no targets: it removes every stale output")
+        if click.get_current_context().meta.get("farmer.ninja") or command.is_ninja(farmfile, False):
+            raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
+        spec, g = _load(directory, farmfile)
+        path = os.fspath(spec.path)
+        click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
+        return
     from farmer import inspect
 
     spec, g = _load(directory, farmfile)

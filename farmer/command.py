@@ -121,6 +121,16 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         from farmer.build import BuildOptions, run_build
 
         spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given)
+        if not dry_run and not is_ninja(farmfile, ninja):
+            from farmer import stale
+            from farmer.lock import ProjectLock
+
+            if lock is None:
+                lock = ProjectLock(os.path.join(spec.root, ".farmer"))
+            if lock.fd is None:
+                lock.acquire()
+            reload = lambda: load_project(None, os.fspath(spec.path), True)  # noqa: E731
+            spec, graph, _ = stale.sweep(spec, graph, reload)
         live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
         opts = BuildOptions(targets=targets, jobs=slots, load=load, keep_going=keep_going,
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,

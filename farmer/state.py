@@ -32,6 +32,9 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE INDEX IF NOT EXISTS history_id ON history (id, at);
 CREATE INDEX IF NOT EXISTS history_task ON history (task, at);
 CREATE TABLE IF NOT EXISTS sha256 (digest TEXT PRIMARY KEY, sha256 TEXT NOT NULL, size INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS declared (
+    farmfile TEXT NOT NULL, path TEXT NOT NULL, id TEXT NOT NULL,
+    PRIMARY KEY (farmfile, path)) WITHOUT ROWID;
 """
 SHA256_KEEP = 200_000  # rows of the SHA-256 side table (farmer/remote/shas.py); the oldest go
 
@@ -239,6 +242,15 @@ class State:
             newest.setdefault(row[0], Sample(*row))
         return list(newest.values())
 
+    def declared_key(self, farmfile: str) -> str | None:
+        """The key of the graph whose outputs `declared` holds (farmer/stale.py)."""
+        rows = self._rows("SELECT value FROM meta WHERE key=?", ("declared:" + farmfile,))
+        return rows[0][0] if rows else None
+
+    def declared(self, farmfile: str) -> dict[str, str]:
+        """The outputs the Farmfile's graph declared when last made: path -> computation id."""
+        return dict(self._rows("SELECT path, id FROM declared WHERE farmfile=?", (farmfile,)))
+
     # -- writing ----------------------------------------------------------------------
 
     def save_sha256(self, rows: dict[str, tuple[str, int]]) -> None:
@@ -255,6 +267,32 @@ class State:
         except sqlite3.Error:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
+
+
+    def set_declared(self, farmfile: str, before: dict[str, str], now: dict[str, str], key: str,
+                     forget: list[str]) -> None:
+        """Record what the Farmfile's graph declares `now` (the rows hold `before`), and
+        forget the traces of computations that are gone."""
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("DELETE FROM declared WHERE farmfile=? AND path=?",
+                               [(farmfile, p) for p in before if p not in now])
+                db.executemany("INSERT OR REPLACE INTO declared VALUES (?,?,?)",
+                               [(farmfile, p, cid) for p, cid in now.items() if before.get(p) != cid])
+                db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
+                db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", ("declared:" + farmfile, key))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as e:
+            if not _corrupt(e):
+                self.write_failed = True
+                raise
+            self._corruption_found(e)  # a fresh database: the next build records it
 
     def save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
              stats: dict[str, tuple[StatKey, str] | None]) -> None:
