@@ -268,7 +268,6 @@ class State:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
 
-
     def set_declared(self, farmfile: str, before: dict[str, str], now: dict[str, str], key: str,
                      forget: list[str]) -> None:
         """Record what the Farmfile's graph declares `now` (the rows hold `before`), and
