@@ -16,6 +16,7 @@ FAILURES_SHOWN = 50
 MISSES = 20  # computations whose prediction missed most
 REASONS = 15
 CRITICAL_SHOWN = 40
+TASKS_SHOWN = 30
 # The timeline's colours of the tasks with the most time; the others are grey.
 PALETTE = ("#3b7dd8", "#7a5cc7", "#2aa198", "#c05a9c", "#5b8c2a", "#b8732e", "#4a6fa5", "#8e6c8a",
            "#3f9fbf", "#9b8a2e", "#6d7fcc", "#a0522d")
@@ -203,8 +204,20 @@ def _tasks(entries: list[Entry]) -> dict[str, _Task]:
 
 
 def _per_task(by_task: dict[str, _Task]) -> str:
+    """The tasks with the most time; the others on one row (a generated build can have a
+    task per computation)."""
     rows = []
-    for t in by_task.values():
+    shown = list(by_task.values())[:TASKS_SHOWN]
+    if len(by_task) > TASKS_SHOWN:
+        rest = _Task(f"{len(by_task) - TASKS_SHOWN} other tasks")
+        for t in list(by_task.values())[TASKS_SHOWN:]:
+            rest.count += t.count
+            rest.time += t.time
+            rest.predicted += t.predicted
+            for status, n in t.by_status.items():
+                rest.by_status[status] = rest.by_status.get(status, 0) + n
+        shown.append(rest)
+    for t in shown:
         st = t.by_status
         rows.append(f"<tr><td>{escape(t.name)}</td><td class=\"n\">{t.count}</td><td class=\"n\">{st.get('ran', 0)}</td>"
                     f"<td class=\"n\">{st.get('cached', 0)}</td><td class=\"n\">{st.get('up-to-date', 0)}</td>"
