@@ -40,6 +40,11 @@ _ETA_EVERY_S = 0.25
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def _setup_failed(reason: str | None) -> bool:
+    """A world task that did not run because its world's setup raised (SPEC §4's words)."""
+    return reason is not None and reason.startswith("world ") and reason.endswith(" setup failed")
+
+
 class BuildOptions:
     __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
                  "timeout", "live", "trace_file", "worlds")
@@ -117,6 +122,9 @@ class BuildHooks(Hooks):
             self.reporter.finished(comp, self.done() + 1, len(self.s.selected), "")
             if outcome.reason == "interrupted":
                 self.reporter.message(f"interrupted: {comp.task} {comp.id}")
+            elif _setup_failed(outcome.reason):  # the traceback was printed once, by the world
+                self.reporter.message(f"FAILED: {comp.task} {comp.id} ({outcome.reason}; "
+                                      "traceback above)")
             else:
                 self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output,
                                                           self.recorder.failed_kept.pop(comp.index, [])))

@@ -10,7 +10,8 @@ process executor's), so world tasks obey `-j`, priorities and pools like any com
 Faults. A world that dies (EOF on its `.out` with tasks on it, or garbage on it) takes its
 process group and its running jobs' groups down; its running and waiting tasks are retried
 once on a restarted world, then fail as `world NAME died (...)`. A setup that raises fails
-every task of the world and of its descendants with the traceback in their logs. `stop()`
+every task of the world and of its descendants with the traceback in their logs (and said
+once, through `warn`). `stop()`
 kills every world and job group it knows, reads the FIFOs for pids announced meanwhile,
 and repeats until nothing new turns up.
 """
@@ -320,6 +321,10 @@ class WorldExecutor(Executor):
             self._done(proc, msg)
         elif kind == "setup-failed":
             self.setup_failed[proc.name] = msg["traceback"]
+            # Said once here; each task that cannot run gets one line (and the traceback in
+            # its log), not the traceback again.
+            self.warn(f"farmer: the setup of world {proc.name} failed, so no task of it (or of a "
+                      f"world forked from it) can run:\n{msg['traceback'].rstrip()}")
             for job in self._stranded(proc):
                 self._fail_setup(job, proc.name)
             proc.state = "closing"  # it exits by itself
