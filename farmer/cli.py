@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from farmer import __version__, command
+from farmer import __version__, command, completion
 from farmer.errors import UsageError
 
 
@@ -42,7 +42,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_project_options
 @click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
 @click.option("-l", "load", type=float, default=None, help="Start nothing new while the load average is above LOAD.")
@@ -91,7 +91,7 @@ cli.add_command(click.Command(
 
 
 @cli.command()
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_project_options
 @click.option("--simulate", is_flag=True, help="Predict the build on a simulated clock.")
 @click.option("--from-scratch", is_flag=True, help="Plan a clean build, as if nothing was built.")
@@ -109,7 +109,7 @@ def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, tr
 
 
 @cli.command()
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_project_options
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
 def graph(targets, directory, farmfile, fmt) -> None:
@@ -123,7 +123,7 @@ def graph(targets, directory, farmfile, fmt) -> None:
 
 
 @cli.command()
-@click.argument("target")
+@click.argument("target", shell_complete=completion.targets)
 @_project_options
 def query(target, directory, farmfile) -> None:
     """Print a computation's task, command, inputs, outputs and consumers."""
@@ -134,7 +134,7 @@ def query(target, directory, farmfile) -> None:
 
 
 @cli.command()
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @click.option("--dead", is_flag=True,
               help="Remove only stale outputs: files earlier builds wrote that nothing declares now.")
 @_project_options

@@ -1,18 +1,14 @@
 """`farmer report` (SPEC section 6): the markdown summary, JUnit XML, the HTML page's
-contents, GitHub Actions annotations and job summary, and shell completion. The page in a
-real browser: tests/test_report_browser.py."""
+contents, GitHub Actions annotations and job summary. The page in a real browser:
+tests/test_report_browser.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-
-from conftest import REPO, farmer_env
 
 # A compiler-like failure: gcc's `path:line:col: error:` on stderr, then exit 1.
 FARMFILE = """
@@ -210,26 +206,3 @@ def test_no_annotations_outside_actions_nor_on_success(failed, tmp_path):
     assert summary.read_text().startswith("## farmer build succeeded")
     r = failed.build(env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})  # a no-op
     assert r.returncode == 0 and summary.read_text().count("## farmer build succeeded") == 2, r
-
-
-# -- shell completion --------------------------------------------------------------
-
-def completion(project, **env) -> subprocess.CompletedProcess:
-    """The installed `farmer` script (bin/farmer), as a shell's completion calls it."""
-    return subprocess.run([sys.executable, str(REPO / "bin" / "farmer")], cwd=project.root, env=farmer_env(env),
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-
-
-@pytest.mark.parametrize("shell, marker", [("bash", "complete -o nosort -F _farmer_completion farmer"),
-                                           ("zsh", "#compdef farmer"),
-                                           ("fish", "complete --no-files --command farmer")])
-def test_completion_scripts(project, shell, marker):
-    r = completion(project, _FARMER_COMPLETE=f"{shell}_source")
-    assert r.returncode == 0 and marker in r.stdout, r
-
-
-def test_completion_completes_commands_and_options(project):
-    r = completion(project, _FARMER_COMPLETE="bash_complete", COMP_WORDS="farmer re", COMP_CWORD="1")
-    assert r.stdout.split() == ["plain,report"], r
-    r = completion(project, _FARMER_COMPLETE="bash_complete", COMP_WORDS="farmer report --j", COMP_CWORD="2")
-    assert r.stdout.split() == ["plain,--junit"], r
