@@ -338,3 +338,21 @@ def test_a_world_that_died_between_builds_is_restarted(project, watching):
     assert w.summaries()[1].startswith("farmer: ran 1, up to date 1, cached 0, failed 0"), w
     assert _setups(project) == ["base", "data", "data"]
     assert int(project.read("out/r1.txt").split()[2]) != world
+
+
+def test_a_header_a_depfile_names_is_watched(project, watching):
+    project.farmfile("""
+        [task.compile]
+        inputs = ["main.c"]
+        outputs = ["main.o"]
+        depfile = "main.d"
+        cmd = "printf 'main.o: main.c inc/config.h\\\\n' > {depfile}; cat main.c inc/config.h > {outputs}"
+    """)
+    project.write("main.c", "int main;\n")
+    project.write("inc/config.h", "#define A 1\n")
+    w = watching()
+    w.builds(1)
+    _edit(project, "inc/config.h", "#define A 2\n")  # known only from the depfile
+    w.wait_until(lambda: project.read("main.o").endswith("#define A 2\n"))
+    w.builds(2)
+    assert "inc/config.h changed" in w.stderr, w
