@@ -4,11 +4,12 @@ The loop: take the project's lock and keep it; build; wait for file events under
 root (the kernel's inotify through `watchfiles`, else polling); keep of them only what a
 build could see differently (`Inputs.changes`); build again. What a build could see:
 
-- a declared input or output of a selected computation, a world input of their worlds, or a
-  file farmer digested before (a depfile-discovered header), whose content differs from what
-  state.db's stat cache says the last build saw. Farmer's own writes (outputs, logs) are
-  seen there already, so they never start a build, and a file touched but unchanged costs a
-  stat and a hash;
+- a declared input of a selected computation whose content differs from what a reader's
+  trace recorded (a change saved while the build ran included), a declared output edited
+  by hand (other than its trace), a world input or a depfile-discovered header other than
+  state.db's stat cache has it. Farmer's own writes (outputs, logs, depfiles) are recorded
+  there already, so they never start a build, and a file touched but unchanged costs a
+  stat, a trace read and a hash;
 - a file added to or removed from a directory a foreach pattern or glob lists (not a
   declared output, which patterns match whether it exists or not);
 - the Farmfile's bytes, which re-read the graph.
