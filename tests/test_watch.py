@@ -305,7 +305,8 @@ def test_worlds_stay_warm_across_builds_and_tasks_never_change_them(project, wat
     assert _setups(project) == ["base", "data"], "a world was set up again"
     assert len(parents) == 1, "the tasks ran in more than one world process"
     assert os.path.exists(f"/proc/{parents.pop()}"), "the world did not outlive its builds"
-    w.stop()
+    assert w.stop() < 2.0
+    assert w.proc.returncode == 130, w
     assert wait_no_process_in(project) == []
     assert os.listdir(w.runtime) == [], "the FIFO directory outlived the watch"
 
