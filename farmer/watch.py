@@ -366,6 +366,7 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
                     spec, graph = command.load_project(None, spec.path, False, False, True)
                     inputs = Inputs(spec, graph, targets)
                     del graph
+                    worlds.retain(spec.worlds)
                 except UsageError as e:  # fixed by the next edit, most likely
                     print(f"farmer: error: {e}", file=sys.stderr, flush=True)
                     inputs.farmfile_digest = _farmfile_digest(spec.path)

@@ -357,3 +357,18 @@ def test_a_header_a_depfile_names_is_watched(project, watching):
     w.wait_until(lambda: project.read("main.o").endswith("#define A 2\n"))
     w.builds(2)
     assert "inc/config.h changed" in w.stderr, w
+
+
+def test_a_world_the_farmfile_no_longer_declares_is_stopped(project, watching):
+    _worlds_project(project)
+    w = watching()
+    w.builds(1)
+    world = int(project.read("out/r1.txt").split()[2])
+    _edit(project, "Farmfile", COPY)
+    project.write("src/a.txt", "a\n")
+    w.wait_until(lambda: project.exists("out/a.txt"))
+    w.builds(2)
+    deadline = time.monotonic() + 3
+    while os.path.exists(f"/proc/{world}") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not os.path.exists(f"/proc/{world}"), "a world of the old Farmfile is still alive"

@@ -158,6 +158,13 @@ class WarmWorlds:
     def keep(self, proc: Proc, fingerprint: str) -> None:
         self.kept[proc.name] = (proc, fingerprint)
 
+    def retain(self, names: Iterable[str]) -> None:
+        """Kill the kept worlds the Farmfile no longer declares."""
+        keep = set(names)
+        for proc, _ in [kept for name, kept in self.kept.items() if name not in keep]:
+            if self.kept.get(proc.name, (None,))[0] is proc:
+                self.discard(proc)
+
     def take(self, name: str) -> tuple[Proc, str] | None:
         return self.kept.pop(name, None)
 
