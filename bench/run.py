@@ -12,6 +12,8 @@ sources, outputs and state. Scenarios (same -j for all tools):
   full    clean build from scratch (out/ and every tool's state removed first)
   noop    build right after a complete build (one untimed settling run, then timed runs)
   change  append a line to one source that feeds a chain, then build
+  cache   (farmer only, not by default) a clean build with the output cache on and empty,
+          then a clean build with every output restored from it
 
 Times are wall-clock (perf_counter around the child), the median of the repeats. Peak
 RSS comes from os.wait4 on the tool's own process. Correctness is checked as we go:
@@ -461,6 +463,7 @@ def farmer_env_base(work: Path) -> dict:
     """
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("FARMER_CACHE", None)  # the output cache is off but in the `cache` scenario
     env.setdefault("PYTHONPYCACHEPREFIX", str(work / ".pycache"))
     return env
 
@@ -559,7 +562,7 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-SIZED = ("full", "noop", "change")
+SIZED = ("full", "noop", "change", "cache")
 ONCE = ("version", "real-noop", "meson-series")
 
 
@@ -781,6 +784,46 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
         record(f"change ({len(change_outs)} steps)",
                {k: (v if k not in failed else []) for k, v in runs.items()}, rss_runs)
 
+    # ---- cache (farmer only) ------------------------------------------------------------
+    if "cache" in args.only:
+        cached = [Tool(t.name, t.dir, t.argv, {**t.env, "FARMER_CACHE": "1",
+                                               "FARMER_CACHE_DIR": str(base / f"cache-{t.name}")},
+                       t.state) for t in tools if t.name.startswith("farmer") and t.name not in failed]
+        reps = args.repeat if n < 10000 else min(args.repeat, 3)
+        off: dict[str, list[RunResult]] = {t.name: [] for t in cached}
+        cold: dict[str, list[RunResult]] = {t.name: [] for t in cached}
+        warm: dict[str, list[RunResult]] = {t.name: [] for t in cached}
+        plain = {t.name: t for t in tools}
+        for _ in range(reps):  # the three interleaved, so that a loaded machine skews none
+            for t in cached:
+                def off_build(t=plain[t.name]):  # the same clean build, the cache off
+                    t.clean()
+                    r = t.build(args.timeout)
+                    verify_full(t)
+                    return r
+                def cold_build(t=t):  # clean build, empty cache: everything runs and is stored
+                    t.clean()
+                    shutil.rmtree(t.env["FARMER_CACHE_DIR"], ignore_errors=True)
+                    r = t.build(args.timeout)
+                    verify_full(t)
+                    return r
+                def cached_build(t=t):  # clean build again: everything is restored
+                    t.clean()
+                    r = t.build(args.timeout)
+                    verify_full(t)
+                    data = json.loads((t.dir / ".farmer" / "last-build.json").read_text())
+                    not_cached = [x["id"] for x in data["tasks"] if x["outputs"] and x["status"] != "cached"]
+                    if not_cached:
+                        raise BenchError(f"{t.name}: {len(not_cached)} not restored, e.g. {not_cached[:3]}")
+                    return r
+                for fn, runs in ((off_build, off), (cold_build, cold), (cached_build, warm)):
+                    r = attempt(t, fn)
+                    if r:
+                        runs[t.name].append(r)
+        record("full, cache off", off, {})
+        record("full, cache on and cold", cold, {})
+        record("full, all cached", warm, {})
+
 
 def render_table(results: list[dict], tool_names: list[str], markdown: bool) -> str:
     headers = ["size", "scenario"]
@@ -867,7 +910,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per scenario")
     ap.add_argument("--jobs", "-j", type=int, default=2)
     ap.add_argument("--only", default="full,noop,change",
-                    help="scenarios: full,noop,change (per size); version,real-noop,meson-series "
+                    help="scenarios: full,noop,change,cache (per size; cache: farmer's full build with "
+                         "the output cache off, on and cold, and with every output restored); version,real-noop,meson-series "
                          "(once)")
     ap.add_argument("--meson-count", type=int, default=55,
                     help="meson-series: how many of Meson's test projects (default 55)")
