@@ -25,7 +25,7 @@ from farmer.latency.predict import Prediction, remaining
 from farmer.lock import ProjectLock
 from farmer.private import make_dir
 from farmer.recorder import Recorder, RunCache
-from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
+from farmer.scheduler import CACHED, FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
 from farmer.session import Session, open_session
 from farmer.worlds.sweep import sweep as sweep_fifo_dirs
 
@@ -47,12 +47,13 @@ def _setup_failed(reason: str | None) -> bool:
 
 class BuildOptions:
     __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
-                 "timeout", "live", "trace_file", "worlds")
+                 "timeout", "live", "trace_file", "worlds", "cache", "cache_dir")
 
     def __init__(self, targets: list[str], jobs: int, load: float | None = None,
                  keep_going: bool = False, dry_run: bool = False, explain: bool = False,
                  no_worlds: bool = False, timeout: float | None = None, live: bool = False,
-                 trace_file: str | None = None, worlds: WarmWorlds | None = None) -> None:
+                 trace_file: str | None = None, worlds: WarmWorlds | None = None,
+                 cache: bool | None = None, cache_dir: str | None = None) -> None:
         self.targets = targets
         self.jobs = jobs
         self.load = load
@@ -64,6 +65,8 @@ class BuildOptions:
         self.live = live
         self.trace_file = trace_file
         self.worlds = worlds  # world processes kept across builds (farmer watch)
+        self.cache = cache  # --cache (True), --no-cache (False), neither (None)
+        self.cache_dir = cache_dir
 
     def replace(self, **changes) -> BuildOptions:
         """A copy with `changes` (option names as keywords) made."""
@@ -103,7 +106,8 @@ class BuildHooks(Hooks):
         now = time.monotonic()
         done = self.recorder.prepare(comp, now - self.t0)
         if self.opts.explain:
-            self.reporter.message(f"farmer: explain: {comp.id}: {reason}")
+            restored = "; restored from the local cache" if done is not None and done.cached else ""
+            self.reporter.message(f"farmer: explain: {comp.id}: {reason}{restored}")
         if done is None:
             self.running[index] = now
             self._progress()
@@ -259,7 +263,7 @@ class _Build:
         make_dir(logs)
         live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
-        recorder = Recorder(session, reporter.message, self.cache)
+        recorder = Recorder(session, reporter.message, self.cache or self._local_cache(logs, reporter.message))
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.signal = self.early[0] if self.early else None  # one that came since the check above
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -289,6 +293,16 @@ class _Build:
         # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
         # the next build, which installs its own).
         return self.finish(settled, hooks.outcomes, hooks.signal, scheduler.slots_of)
+
+    def _local_cache(self, logs: str, warn) -> RunCache | None:
+        """The local output cache (farmer/cache/), when it is turned on; nothing of it is
+        imported otherwise."""
+        opts, spec = self.opts, self.session.spec
+        if opts.cache is False or opts.cache is None and spec.cache is None and not os.environ.get("FARMER_CACHE"):
+            return None
+        from farmer.cache.use import for_build
+
+        return for_build(spec.cache, spec.root, opts.cache, opts.cache_dir, self.session.digests, logs, warn)
 
     def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,
@@ -326,6 +340,8 @@ class _Build:
         for s in settled.values():
             if s.status == RAN:
                 counts.ran += 1
+            elif s.status == CACHED:
+                counts.cached += 1
             elif s.status == UP_TO_DATE:
                 counts.up_to_date += 1
             elif s.status == FAILED:

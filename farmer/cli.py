@@ -53,15 +53,21 @@ def cli() -> None:
 @click.option("--timeout", type=float, default=None, help="Kill any computation after S seconds.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome trace-event JSON of the build to FILE.")
+@click.option("--cache/--no-cache", "use_cache", default=None,
+              help="Turn the local output cache on or off (default: FARMER_CACHE, else [cache]).")
+@click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
+              help="The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, "
+                   "$XDG_CACHE_HOME/farmer).")
 def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-          timeout, trace_file) -> None:
+          timeout, trace_file, use_cache, cache_dir) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
     ctx = click.get_current_context()
     sys.exit(command.build(
         list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
         timeout, trace_file, ninja=ctx.meta.get("farmer.ninja", False),
         farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
-        lock=ctx.meta.get("farmer.watch.lock"), worlds=ctx.meta.get("farmer.watch.worlds")))
+        lock=ctx.meta.get("farmer.watch.lock"), worlds=ctx.meta.get("farmer.watch.worlds"),
+        use_cache=use_cache, cache_dir=cache_dir))
 
 
 def _watch(targets, directory, farmfile, **options) -> None:

@@ -88,10 +88,12 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           timeout: float | None = None, trace_file: str | None = None, ninja: bool = False,
           farmfile_given: bool = True, executor: Executor | None = None,
           lock: ProjectLock | None = None, worlds: WarmWorlds | None = None,
-          cache: RunCache | None = None) -> int:
+          cache: RunCache | None = None, use_cache: bool | None = None,
+          cache_dir: str | None = None) -> int:
     """`farmer build`: its exit status. `executor`, `cache`: see `build.run_build`; `lock`: the
     project's, taken by the caller, and `worlds` kept warm from its earlier builds (`farmer
-    watch` holds both across builds)."""
+    watch` holds both across builds); `use_cache`: --cache (True) or --no-cache (False);
+    `cache_dir`: --cache-dir (docs/cache.md)."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
@@ -134,7 +136,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
         opts = BuildOptions(targets=targets, jobs=slots, load=load, keep_going=keep_going,
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,
-                            timeout=timeout, live=live, trace_file=trace_file, worlds=worlds)
+                            timeout=timeout, live=live, trace_file=trace_file, worlds=worlds,
+                            cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None)
         if is_ninja(farmfile, ninja) and not dry_run:
             from farmer import ninja as manifest  # as ninja: remake the manifest first
 

@@ -155,6 +155,9 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
             "cpu_s": rounded(o.cpu_s) if o and o.cpu_s is not None else None,
             "max_rss_kb": o.max_rss_kb if o else None,
             "exit_code": o.exit_code if o else None,
+            # SPEC §5: where a cached one came from, where one that ran ran
+            "cache": "local" if o is not None and o.cached else None,
+            "executor": "local" if o is not None and not o.cached else None,
         })
     return tasks
 

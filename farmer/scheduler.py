@@ -19,6 +19,7 @@ UP_TO_DATE = "up-to-date"
 RAN = "ran"
 FAILED = "failed"
 SKIPPED = "skipped"
+CACHED = "cached"
 
 
 class Hooks:
@@ -180,6 +181,7 @@ class Scheduler:
             if done is None:
                 self.executor.start(comp)
             else:
+                self._discard([i])  # it will not start
                 self._complete(done)
                 if self.stopping:
                     break
@@ -198,7 +200,7 @@ class Scheduler:
         outcome = self.hooks.finished(outcome)
         reason = self._reasons.pop(i)
         if outcome.ok:
-            self.settled[i] = Settled(RAN, reason)
+            self.settled[i] = Settled(CACHED if outcome.cached else RAN, reason)
             for c in self._release(i, ran=True):
                 if not self.stopping:  # once stopping, what becomes ready is skipped
                     self._make_ready(c)

@@ -120,3 +120,22 @@ python = "report.py"
     assert r.returncode == 0 and r.summary()["ran"] == 1, r
     assert project.read("out/report.txt") == "WORLDS\n"
     assert "farmer.executors.composite" in imported_modules(r.stderr)
+
+
+def test_the_output_cache_is_imported_only_by_a_build_that_uses_it(project, private_cache):
+    """With `[cache]`, a no-op build imports nothing of farmer/cache/ (nor sqlite3 through
+    it); without it, neither does a build that runs something."""
+    project.farmfile("[cache]\n" + FARMFILE)
+    for stem in "abc":
+        project.write(f"src/{stem}.c", f"{stem}\n")
+    r = build_without_site(project)
+    assert r.returncode == 0 and r.summary()["ran"] == 5, r
+    assert "farmer.cache.use" in imported_modules(r.stderr)
+    r = build_without_site(project)
+    assert r.returncode == 0 and r.summary()["ran"] == 0, r
+    assert not {m for m in imported_modules(r.stderr) if m.startswith("farmer.cache")}, r.stderr
+    project.farmfile(FARMFILE)
+    project.write("src/b.c", "b, edited\n")
+    r = build_without_site(project)
+    assert r.returncode == 0 and r.summary()["ran"] == 3, r
+    assert not {m for m in imported_modules(r.stderr) if m.startswith("farmer.cache")}, r.stderr

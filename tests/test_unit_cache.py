@@ -15,7 +15,7 @@ from conftest import REPO
 from farmer.cache.key import ActionDescription, Programs, command_words, describe, variant_key
 from farmer.cache.restore import BadBlob, restore_files
 from farmer.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
-from farmer.cache.store import CacheError, Entry, LocalCache
+from farmer.cache.store import INLINE_MAX, CacheError, Entry, LocalCache
 from farmer.grains import Digests, hash_bytes
 from farmer.graph import Computation
 from farmer.spec import CacheSpec
@@ -123,24 +123,28 @@ def stored(cache: LocalCache, tmp_path, content: bytes, name: str = "out.bin", k
     src.write_bytes(content)
     src.chmod(mode)
     digest = hash_bytes(content)
-    added, size, got_mode = cache.put_file(str(src), digest)
+    added, size, got_mode, data = cache.put_file(str(src), digest)
     entry = Entry(variant_key(key1, list(discovered)), list(discovered), [(name, digest, size, got_mode)],
-                  None, None, 0.1)
-    cache.put_entry(cache.db, key1, entry, added)
+                  None, None, {} if data is None else {digest: data})
+    cache.put_entries(cache.db, [(key1, entry)], added)
     return entry
 
 
-def test_a_stored_file_comes_back_verified_with_its_mode(tmp_path):
+@pytest.mark.parametrize("size", [100, INLINE_MAX + 1])  # kept in the entry, in a blob
+def test_a_stored_file_comes_back_verified_with_its_mode(tmp_path, size):
     cache = LocalCache(str(tmp_path / "c")).open()
     assert stat.S_IMODE(os.stat(cache.dir).st_mode) == 0o700
-    stored(cache, tmp_path, b"#!/bin/sh\necho hi\n", "tool", mode=0o755)
+    content = b"#!/bin/sh\necho hi\n" + b"#" * size
+    stored(cache, tmp_path, content, "tool", mode=0o755)
     entry, _ = cache.lookup("k1", lambda p: None)
+    assert bool(entry.inline) == (size <= INLINE_MAX)
     os.chdir(tmp_path)
     os.unlink("tool")
-    restore_files(cache.blob_path, entry.outputs)
-    assert (tmp_path / "tool").read_bytes() == b"#!/bin/sh\necho hi\n"
+    restore_files(cache.blob_path, entry.outputs, entry.inline)
+    assert (tmp_path / "tool").read_bytes() == content
     assert stat.S_IMODE(os.stat("tool").st_mode) == 0o755
-    assert os.stat("tool").st_ino != os.stat(cache.blob_path(entry.outputs[0][1])).st_ino  # a copy
+    if not entry.inline:
+        assert os.stat("tool").st_ino != os.stat(cache.blob_path(entry.outputs[0][1])).st_ino  # a copy
     assert cache.lookup("other", lambda p: None) is None
 
 
@@ -158,40 +162,48 @@ def test_discovered_variants_hit_only_when_every_listed_file_matches(tmp_path):
 
 def test_damaged_and_missing_blobs_are_refused(tmp_path):
     cache = LocalCache(str(tmp_path / "c")).open()
-    entry = stored(cache, tmp_path, b"good content\n")
-    blob = cache.blob_path(entry.outputs[0][1])
     os.chdir(tmp_path)
-    for damage, what in ((b"good content\n"[:5], "bytes"), (b"evil content\n", "other content")):
+    small = stored(cache, tmp_path, b"small\n", key1="small")
+    digest = small.outputs[0][1]
+    with pytest.raises(BadBlob, match="other content"):
+        restore_files(cache.blob_path, small.outputs, {digest: b"evil\n"})
+    good = b"good content\n" * 2000
+    entry = stored(cache, tmp_path, good)
+    blob = cache.blob_path(entry.outputs[0][1])
+    for damage, what in ((good[:5], "bytes"), (good.replace(b"good", b"evil"), "other content")):
         os.chmod(blob, 0o600)
         with open(blob, "wb") as f:
             f.write(damage)
         (tmp_path / "out.bin").write_bytes(b"previous\n")
         with pytest.raises(BadBlob, match=what):
-            restore_files(cache.blob_path, entry.outputs)
+            restore_files(cache.blob_path, entry.outputs, entry.inline)
         assert (tmp_path / "out.bin").read_bytes() == b"previous\n"  # untouched
         assert [p for p in os.listdir(tmp_path) if "cache-tmp" in p] == []
     os.unlink(blob)
     with pytest.raises(BadBlob, match="missing"):
-        restore_files(cache.blob_path, entry.outputs)
+        restore_files(cache.blob_path, entry.outputs, entry.inline)
 
 
 def test_gc_evicts_the_least_recently_used_and_keeps_blobs_others_name(tmp_path):
     cache = LocalCache(str(tmp_path / "c")).open()
     for n in range(5):
-        stored(cache, tmp_path, bytes([n]) * 1000, f"f{n}", key1=f"k{n}")
+        stored(cache, tmp_path, bytes([n]) * 20000, f"f{n}", key1=f"k{n}")
         cache.db.execute("UPDATE entry SET used_at=? WHERE key1=?", (1000.0 + n, f"k{n}"))
-    shared = stored(cache, tmp_path, bytes([0]) * 1000, "f0", key1="k-shared")  # the blob of k0
+    shared = stored(cache, tmp_path, bytes([0]) * 20000, "f0", key1="k-shared")  # the blob of k0
     cache.db.execute("UPDATE entry SET used_at=? WHERE key1='k-shared'", (2000.0,))
     entry1, used = cache.lookup("k1", lambda p: None)
     cache.touch(cache.db, [(entry1.key, used)])  # k1 used now: the most recent
-    assert cache.stats() == (6, 5000)
-    # oldest first: k0 (its blob stays: k-shared names it), k2, k3, k4; then 2000 bytes fit
-    result = cache.gc(2500)
-    assert result.bytes == 2000 and result.removed == 4
+    small = stored(cache, tmp_path, b"kept in its entry\n", "small", key1="k-small")  # 18 bytes
+    cache.db.execute("UPDATE entry SET used_at=? WHERE key1='k-small'", (999.0,))
+    assert cache.stats() == (7, 100018)
+    # oldest first: k-small, k0 (its blob stays: k-shared names it), k2, k3, k4; then 40000 fit
+    result = cache.gc(50000)
+    assert result.bytes == 40000 and result.removed == 5
     left = {row[0] for row in cache.db.execute("SELECT key1 FROM entry")}
     assert left == {"k1", "k-shared"}
     assert os.path.exists(cache.blob_path(shared.outputs[0][1]))
-    assert cache.stats() == (2, 2000) and cache.recorded_bytes() == 2000
+    assert cache.stats() == (2, 40000) and cache.recorded_bytes() == 40000
+    assert small.inline
     cache.gc(0)
     assert cache.stats() == (0, 0)
 
@@ -219,16 +231,18 @@ STORER = textwrap.dedent("""
     who = sys.argv[2]
     os.makedirs(who, exist_ok=True)
     for n in range(60):
-        content = (b"shared %d\\n" % n) if n % 2 else (b"%s %d\\n" % (who.encode(), n))
+        # the odd ones: the same big blob from both; the even ones: each its own, small
+        content = (b"shared %d\\n" % n) * 3000 if n % 2 else (b"%s %d\\n" % (who.encode(), n))
         path = os.path.join(who, "f%d" % n)
         with open(path, "wb") as f:
-            f.write(content * 200)
-        digest = hash_bytes(content * 200)
+            f.write(content)
+        digest = hash_bytes(content)
         fd = cache.shared_lock()
-        added, size, mode = cache.put_file(path, digest)
+        added, size, mode, data = cache.put_file(path, digest)
         key1 = "k%d-%s" % (n, who if n % 2 == 0 else "same")
-        e = Entry(variant_key(key1, []), [], [(path, digest, size, mode)], None, None, 0.0)
-        cache.put_entry(cache.db, key1, e, added)
+        e = Entry(variant_key(key1, []), [], [(path, digest, size, mode)], None, None,
+                  dict() if data is None else dict([(digest, data)]))
+        cache.put_entries(cache.db, [(key1, e)], added)
         os.close(fd)
 """)
 
@@ -245,8 +259,11 @@ def test_two_processes_storing_at_once_share_one_consistent_cache(tmp_path):
     assert entries == 30 + 30 + 30  # each its own even ones, the odd ones shared by key
     for key1, in cache.db.execute("SELECT key1 FROM entry").fetchall():
         entry, _ = cache.lookup(key1, lambda p: None)
-        blob = cache.blob_path(entry.outputs[0][1])
-        with open(blob, "rb") as f:
-            assert hash_bytes(f.read()) == entry.outputs[0][1]
+        digest = entry.outputs[0][1]
+        if entry.inline:
+            assert hash_bytes(entry.inline[digest]) == digest
+        else:
+            with open(cache.blob_path(digest), "rb") as f:
+                assert hash_bytes(f.read()) == digest
     assert os.listdir(os.path.join(where, "tmp")) == []
-    assert cache.recorded_bytes() == size  # each new blob counted once
+    assert cache.recorded_bytes() >= size  # a blob two stored at once may count twice

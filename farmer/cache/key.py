@@ -121,9 +121,7 @@ def uncacheable(comp: Computation) -> str | None:
         return "cache = false"
     if comp.generator:
         return "it regenerates the manifest"
-    if comp.optional_outputs:
-        return "its outputs are optional"
-    return None
+    return None  # (a run with an output missing, which ninja allows, is not stored)
 
 
 def describe(comp: Computation, world: str | None, inputs: list[tuple[str, str]],
@@ -217,7 +215,7 @@ def _tokens(command: str):
         if c in " \t":
             i += 1
             continue
-        if c == "#" :  # a comment runs to the end of the line
+        if c == "#":  # a comment runs to the end of the line
             while i < n and command[i] != "\n":
                 i += 1
             continue

@@ -19,23 +19,37 @@ _CHUNK = 1 << 20
 
 
 class BadBlob(Exception):
-    """A blob missing, cut short or with other content than its name says."""
+    """A blob missing, cut short or with other content than its name says; `damaged`: the
+    digests of every blob of the entry found present but damaged."""
 
     def __init__(self, digest: str, what: str) -> None:
         super().__init__(f"blob {digest} {what}")
         self.digest, self.what = digest, what
+        self.damaged: list[str] = []
 
 
-def restore_files(blob_path, files: list[FileRecord]) -> None:
-    """Write `files` (path, digest, size, mode) from their blobs (`blob_path(digest)`).
-    BadBlob for a damaged or missing blob, OSError if a file cannot be written; then
-    nothing was changed in the project."""
+def restore_files(blob_path, files: list[FileRecord], inline: dict[str, bytes]) -> None:
+    """Write `files` (path, digest, size, mode) from the bytes kept in their entry
+    (`inline`, by digest) or from their blobs (`blob_path(digest)`). BadBlob for damaged
+    or missing bytes, OSError if a file cannot be written; then nothing was changed in the
+    project."""
     staged: list[tuple[str, str]] = []
+    bad: BadBlob | None = None
     try:
         for path, digest, size, mode in files:
             tmp = f"{path}.{os.getpid()}.cache-tmp"
             staged.append((tmp, path))
-            _copy_verified(blob_path(digest), tmp, digest, size, mode)
+            try:
+                if digest in inline:
+                    _write_verified(inline[digest], tmp, digest, size, mode)
+                else:
+                    _copy_verified(blob_path(digest), tmp, digest, size, mode)
+            except BadBlob as e:  # the others are looked at too: all the damage is found at once
+                bad = bad or e
+                if e.what != "is missing":
+                    bad.damaged.append(digest)
+        if bad is not None:
+            raise bad
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:
@@ -47,6 +61,28 @@ def restore_files(blob_path, files: list[FileRecord]) -> None:
         raise
 
 
+def _create(dest: str) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        return os.open(dest, flags, 0o600)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        return os.open(dest, flags, 0o600)
+
+
+def _write_verified(data: bytes, dest: str, digest: str, size: int, mode: int) -> None:
+    if len(data) != size or xxhash.xxh3_128_hexdigest(data) != blob_name(digest):
+        raise BadBlob(digest, "kept in its entry has other content than its name says")
+    dst = _create(dest)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(dst, view):]
+        os.fchmod(dst, mode & 0o777)
+    finally:
+        os.close(dst)
+
+
 def _copy_verified(blob: str, dest: str, digest: str, size: int, mode: int) -> None:
     try:
         src = os.open(blob, os.O_RDONLY | os.O_CLOEXEC)
@@ -55,13 +91,7 @@ def _copy_verified(blob: str, dest: str, digest: str, size: int, mode: int) -> N
     try:
         if os.fstat(src).st_size != size:
             raise BadBlob(digest, f"has {os.fstat(src).st_size} bytes, not {size}")
-        parent = os.path.dirname(dest)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        try:
-            dst = os.open(dest, flags, 0o600)
-        except FileNotFoundError:
-            os.makedirs(parent, exist_ok=True)
-            dst = os.open(dest, flags, 0o600)
+        dst = _create(dest)
         try:
             h = xxhash.xxh3_128()
             while data := os.read(src, _CHUNK):

@@ -30,7 +30,8 @@ import time
 
 from farmer.grains import THIN_PREFIX
 
-SCHEMA = "1"
+SCHEMA = "2"
+INLINE_MAX = 16 * 1024  # files up to this size are kept in their entry, not in a blob
 VARIANTS_KEPT = 8  # entries per first-level key (discovered-input variants), newest first
 _TOUCH_EVERY_S = 60.0  # an entry's last use is written again only when older than this
 _STALE_TMP_S = 3600.0  # temporary files older than this belong to no live farmer
@@ -39,7 +40,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entry (
     key TEXT PRIMARY KEY, key1 TEXT NOT NULL, data BLOB NOT NULL, size INTEGER NOT NULL,
-    used_at REAL NOT NULL);
+    inline INTEGER NOT NULL, used_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS entry_key1 ON entry (key1, used_at);
 CREATE INDEX IF NOT EXISTS entry_used ON entry (used_at);
 """
@@ -61,42 +62,53 @@ class Changed(Exception):
 
 
 class Entry:
-    """One stored variant: what the run read beyond its declared inputs, and what it wrote."""
+    """One stored variant: what the run read beyond its declared inputs, and what it wrote.
+    Small files' bytes are kept in the entry itself (`inline`), by digest, the others in
+    blobs: a cold build of many small outputs then creates no file per output in the cache."""
 
-    __slots__ = ("key", "discovered", "outputs", "depfile", "log", "duration_s")
+    __slots__ = ("key", "discovered", "outputs", "depfile", "log", "inline")
 
     def __init__(self, key: str, discovered: list[tuple[str, str]], outputs: list[FileRecord],
-                 depfile: FileRecord | None, log: tuple[str, int] | None, duration_s: float) -> None:
+                 depfile: FileRecord | None, log: tuple[str, int] | None,
+                 inline: dict[str, bytes] | None = None) -> None:
         self.key = key  # the variant's key (key.variant_key)
         self.discovered = discovered  # depfile inputs: (path, digest), in the depfile's order
         self.outputs = outputs  # declared outputs, in declared order
         self.depfile = depfile  # the depfile the run wrote, restored with the outputs
         self.log = log  # (digest, size) of what the command printed, if anything
-        self.duration_s = duration_s
+        self.inline = {} if inline is None else inline  # digest -> bytes, for small files
 
-    def blobs(self) -> list[tuple[str, int]]:
+    def files(self) -> list[tuple[str, int]]:
+        """(digest, size) of every file of the entry, each digest once."""
         out = [(d, size) for _, d, size, _ in self.outputs]
         if self.depfile is not None:
             out.append((self.depfile[1], self.depfile[2]))
         if self.log is not None:
             out.append(self.log)
-        return out
+        return list(dict(out).items())
+
+    def blobs(self) -> list[tuple[str, int]]:
+        """The files kept in blobs: (digest, size)."""
+        return [(d, size) for d, size in self.files() if d not in self.inline]
+
+    def inline_size(self) -> int:
+        return sum(len(data) for data in self.inline.values())
 
     def size(self) -> int:
-        return sum(size for _, size in dict(self.blobs()).items())
+        return sum(size for _, size in self.files())
 
     def dumps(self) -> bytes:
-        return marshal.dumps((self.discovered, self.outputs, self.depfile, self.log, self.duration_s))
+        return marshal.dumps((self.discovered, self.outputs, self.depfile, self.log, self.inline))
 
     @staticmethod
     def loads(key: str, data: bytes) -> Entry | None:
         try:
-            discovered, outputs, depfile, log, duration = marshal.loads(data)
+            discovered, outputs, depfile, log, inline = marshal.loads(data)
             entry = Entry(key, [(p, d) for p, d in discovered],
                           [(p, d, int(s), int(m)) for p, d, s, m in outputs],
                           None if depfile is None else tuple(depfile), None if log is None else tuple(log),
-                          float(duration))
-        except (EOFError, ValueError, TypeError):
+                          {str(d): bytes(b) for d, b in inline.items()})
+        except (EOFError, ValueError, TypeError, AttributeError):
             return None  # damaged: a miss
         return entry
 
@@ -149,12 +161,12 @@ class LocalCache:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
             db.execute("INSERT OR IGNORE INTO meta VALUES ('bytes', '0')")
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row[0] != SCHEMA:
-                raise CacheError(f"{self.db_path} has schema {row[0]}, this farmer uses {SCHEMA}")
-            db.execute("SELECT key, key1, data, size, used_at FROM entry LIMIT 1").fetchall()
+            if row[0] != SCHEMA:  # an older farmer's: its entries are only lost rebuilds
+                raise sqlite3.DatabaseError(f"schema {row[0]}")
+            db.execute("SELECT key, key1, data, size, inline, used_at FROM entry LIMIT 1").fetchall()
         except sqlite3.DatabaseError as e:
             db.close()
-            if not _corrupt(e):
+            if not (_corrupt(e) or str(e).startswith("schema ")):
                 raise CacheError(f"cannot use {self.db_path}: {e}") from None
             # Damaged: set aside (entries only point at blobs; losing them costs rebuilds).
             aside = f"{self.db_path}.corrupt-{int(time.time())}"
@@ -218,9 +230,11 @@ class LocalCache:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def put_file(self, source: str, digest: str, stat_then: tuple | None = None) -> tuple[int, int, int]:
+    def put_file(self, source: str, digest: str,
+                 stat_then: tuple | None = None) -> tuple[int, int, int, bytes | None]:
         """Copy `source`, whose content has `digest`, into the cache unless a blob of that
-        name is there already: (bytes added, its size, its mode). `stat_then`: its
+        name is there already: (bytes added, its size, its mode, and its bytes when it is
+        small enough to be kept in its entry instead of a blob). `stat_then`: its
         (mtime_ns, size, inode, ctime_ns) when it was digested; Changed if the file is not
         that content any more."""
         try:
@@ -233,9 +247,18 @@ class LocalCache:
             before = _stat_key(st)
             if not stat.S_ISREG(st.st_mode) or stat_then is not None and before != tuple(stat_then):
                 raise Changed(source)
+            if st.st_size <= INLINE_MAX:
+                data = _read_all(src, st.st_size)
+                if _stat_key(os.fstat(src)) != before:  # written to while it was read
+                    raise Changed(source)
+                return st.st_size, st.st_size, stat.S_IMODE(st.st_mode), data
             final = self.blob_path(digest)
-            if os.path.exists(final):
-                return 0, st.st_size, stat.S_IMODE(st.st_mode)
+            try:
+                if os.stat(final).st_size == st.st_size:  # there already (one cut short is replaced)
+                    return 0, st.st_size, stat.S_IMODE(st.st_mode), None
+                _unlink(final)
+            except FileNotFoundError:
+                pass
             with self._serial_lock:
                 self._serial += 1
                 tmp = os.path.join(self.tmp, f"{os.getpid()}-{threading.get_ident()}-{self._serial}")
@@ -251,8 +274,9 @@ class LocalCache:
                 os.close(dst)
             if _stat_key(os.fstat(src)) != before:  # written to while it was copied
                 raise Changed(source)
-            added = st.st_size if _publish(tmp, final) else 0
-            return added, st.st_size, stat.S_IMODE(st.st_mode)
+            _publish(tmp, final)
+            tmp = ""
+            return st.st_size, st.st_size, stat.S_IMODE(st.st_mode), None
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise CacheFull(f"no room in {self.dir} ({e.strerror})") from None
@@ -262,18 +286,21 @@ class LocalCache:
                 _unlink(tmp)
             os.close(src)
 
-    def put_entry(self, db: sqlite3.Connection, key1: str, entry: Entry, added: int) -> None:
-        """Record `entry` (its blobs are in place) and keep only the newest variants of
-        `key1`; `added`: the bytes of the blobs this store created."""
+    def put_entries(self, db: sqlite3.Connection, entries: list[tuple[str, Entry]], added: int) -> None:
+        """Record `entries` ((first-level key, entry), their blobs in place) in one
+        transaction, keeping only the newest variants of each key; `added`: the bytes of
+        the blobs these stores created (two farmers storing one blob at once count it
+        twice: the next gc counts again)."""
         now = time.time()
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("INSERT OR REPLACE INTO entry VALUES (?,?,?,?,?)",
-                           (entry.key, key1, entry.dumps(), entry.size(), now))
-                db.execute("DELETE FROM entry WHERE key1=? AND key NOT IN "
-                           "(SELECT key FROM entry WHERE key1=? ORDER BY used_at DESC LIMIT ?)",
-                           (key1, key1, VARIANTS_KEPT))
+                db.executemany("INSERT OR REPLACE INTO entry VALUES (?,?,?,?,?,?)",
+                               [(e.key, key1, e.dumps(), e.size(), e.inline_size(), now)
+                                for key1, e in entries])
+                db.executemany("DELETE FROM entry WHERE key1=? AND key NOT IN "
+                               "(SELECT key FROM entry WHERE key1=? ORDER BY used_at DESC LIMIT ?)",
+                               [(key1, key1, VARIANTS_KEPT) for key1 in {k for k, _ in entries}])
                 if added:
                     db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key='bytes'",
                                (added,))
@@ -298,9 +325,9 @@ class LocalCache:
         except sqlite3.Error as e:
             raise CacheError(f"cannot write {self.db_path}: {e}") from None
 
-    def forget(self, key: str, digest: str | None = None) -> None:
-        """Drop an entry found broken (and the damaged blob, if one is named)."""
-        if digest is not None:
+    def forget(self, key: str, damaged: list[str]) -> None:
+        """Drop an entry found broken, and the blobs of it found damaged."""
+        for digest in damaged:
             _unlink(self.blob_path(digest))
         try:
             self.db.execute("DELETE FROM entry WHERE key=?", (key,))
@@ -334,9 +361,9 @@ class LocalCache:
                 time.sleep(0.02)
 
     def stats(self) -> tuple[int, int]:
-        """Entries, and bytes in blobs (as on disk)."""
-        entries = self._query("SELECT COUNT(*) FROM entry")[0][0]
-        return entries, sum(self._blobs_on_disk().values())
+        """Entries, and bytes: in blobs (as on disk) and kept in entries."""
+        entries, inline = self._query("SELECT COUNT(*), COALESCE(SUM(inline), 0) FROM entry")[0]
+        return entries, sum(self._blobs_on_disk().values()) + inline
 
     def gc(self, max_size: int, wait_s: float | None = None) -> GcResult:
         """Evict least recently used entries until the blobs the others name fit in
@@ -351,24 +378,23 @@ class LocalCache:
         rows = self._query("SELECT key, data FROM entry ORDER BY used_at")
         on_disk = self._blobs_on_disk()
         refs: dict[str, int] = {}
-        entries: list[tuple[str, list[str]]] = []
+        evict: list[str] = []
+        kept: list[tuple[str, list[str], int]] = []  # oldest first: key, blobs, bytes inline
         for key, data in rows:
             entry = Entry.loads(key, data)
-            digests = [] if entry is None else list(dict(entry.blobs()))
+            digests = [] if entry is None else [d for d, _ in entry.blobs()]
             if entry is None or any(d not in on_disk for d in digests):
-                entries.append((key, []))  # damaged or incomplete: evicted first
+                evict.append(key)  # damaged or incomplete: never a hit, evicted at once
                 continue
-            entries.append((key, digests))
+            kept.append((key, digests, entry.inline_size()))
             for d in digests:
                 refs[d] = refs.get(d, 0) + 1
-        total = sum(on_disk[d] for d in refs)
-        evict = [key for key, digests in entries if not digests]
-        for key, digests in entries:
+        total = sum(on_disk[d] for d in refs) + sum(inline for _, _, inline in kept)
+        for key, digests, inline in kept:
             if total <= max_size:
                 break
-            if not digests:
-                continue
             evict.append(key)
+            total -= inline
             for d in digests:
                 refs[d] -= 1
                 if refs[d] == 0:
@@ -390,7 +416,7 @@ class LocalCache:
                 _unlink(self.blob_path(d))
                 freed += size
         self._remove_stale_tmp()
-        return GcResult(len(entries) - len(evict), len(evict), total, freed)
+        return GcResult(len(rows) - len(evict), len(evict), total, freed)
 
     def clear(self) -> int:
         """Remove every entry and blob; the entries removed."""
@@ -467,26 +493,25 @@ def copy_fd(src: int, dst: int, size: int) -> None:
         offset += n
 
 
-def _publish(tmp: str, final: str) -> bool:
-    """Put the complete blob `tmp` in place as `final`; False if another farmer did first
-    (its blob has the same content: the name is the digest). A link, not a rename, so that
-    exactly one of two farmers storing the same blob counts its bytes."""
-    for _ in range(2):
-        try:
-            os.link(tmp, final)
-            return True
-        except FileExistsError:
-            return False
-        except FileNotFoundError:  # its shard directory is new
-            os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
-        except OSError as e:
-            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
-                raise
-            exists = os.path.exists(final)  # a file system without hard links
-            os.replace(tmp, final)
-            return not exists
-    os.link(tmp, final)
-    return True
+def _read_all(fd: int, size: int) -> bytes:
+    parts, offset = [], 0
+    while offset < size:
+        data = os.pread(fd, size - offset, offset)
+        if not data:
+            raise Changed("the file ended early")
+        parts.append(data)
+        offset += len(data)
+    return b"".join(parts)
+
+
+def _publish(tmp: str, final: str) -> None:
+    """Put the complete blob `tmp` in place as `final` (over one another farmer put there
+    meanwhile: the name is the digest, so its content is the same)."""
+    try:
+        os.replace(tmp, final)
+    except FileNotFoundError:  # its shard directory is new
+        os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
+        os.replace(tmp, final)
 
 
 def _private_dir(path: str) -> None:

@@ -1,5 +1,5 @@
-"""The local cache as one build uses it: a lookup before a computation runs, a restore on a
-hit, a store after a successful run.
+"""The local cache as one build uses it (the recorder's `RunCache`, farmer/recorder.py): a
+lookup before a computation runs, a restore on a hit, a store after a successful run.
 
 Stores happen on a thread of their own, off the critical path: a run's outputs were hashed
 for its trace already, so storing is copying them into blobs and writing one row. Every
@@ -16,147 +16,154 @@ import time
 
 from farmer.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.cache.restore import BadBlob, restore_files
-from farmer.cache.store import CacheError, CacheFull, Changed, Entry, FileRecord, LocalCache
+from farmer.cache.store import CacheError, Changed, Entry, FileRecord, LocalCache
 from farmer.grains import hash_file, stat_key
+from farmer.recorder import RunCache
+from farmer.uptodate import digest_or_changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farmer.cache.settings import CacheSettings
-    from farmer.grains import Digests
     from farmer.graph import Computation
+    from farmer.executors.base import Outcome
+    from farmer.grains import Digests
+    from farmer.state import Trace
 
 # A discovered input whose change time is this close to the run's start may have changed
 # while it ran (time stamps lag the clock by up to a kernel tick): that run is not stored.
 _CHANGE_MARGIN_NS = 20_000_000
 _GC_TO = 0.9  # a build that finds the cache over its limit evicts down to this fraction
-
-
-class Lookup:
-    """A computation's first-level key, taken as it is about to run, and the variant found."""
-
-    __slots__ = ("key1", "entry", "used_at", "started_ns")
-
-    def __init__(self, key1: str, entry: Entry | None, used_at: float) -> None:
-        self.key1, self.entry, self.used_at = key1, entry, used_at
-        self.started_ns = time.time_ns()
+_BATCH = 256  # stores written in one transaction, at most
 
 
 class _Job:
-    __slots__ = ("key1", "discovered", "outputs", "depfile", "log", "duration_s", "started_ns")
+    """A successful run to store: what the writer thread needs, taken on the build's thread."""
+
+    __slots__ = ("key1", "discovered", "outputs", "depfile", "log", "started_ns")
 
     def __init__(self, key1: str, discovered: list[tuple[str, str]],
-                 outputs: list[tuple[str, str, tuple | None]], depfile: str | None, log: str,
-                 duration_s: float, started_ns: int) -> None:
+                 outputs: list[tuple[str, str, tuple]], depfile: str | None, log: str,
+                 started_ns: int) -> None:
         self.key1, self.discovered, self.outputs = key1, discovered, outputs
-        self.depfile, self.log, self.duration_s, self.started_ns = depfile, log, duration_s, started_ns
+        self.depfile, self.log, self.started_ns = depfile, log, started_ns
 
 
-class BuildCache:
-    """`warn(text)` prints a warning line (from the build's thread only)."""
+def for_build(cache_spec, root: str, flag: bool | None, cache_dir: str | None, digests: Digests,
+              logs: str, warn: Callable[[str], None]) -> LocalRunCache | None:
+    """The build's cache, when the command line, the environment or `[cache]` turn it on."""
+    from farmer.cache.settings import resolve
 
-    def __init__(self, settings: CacheSettings, digests: Digests, warn: Callable[[str], None]) -> None:
+    settings = resolve(cache_spec, root, flag, cache_dir)
+    return LocalRunCache(settings, digests, logs, warn) if settings.enabled else None
+
+
+class LocalRunCache(RunCache):
+    """`warn(text)` prints a warning line (called on the build's thread only)."""
+
+    def __init__(self, settings: CacheSettings, digests: Digests, logs: str,
+                 warn: Callable[[str], None]) -> None:
         self.settings = settings
         self.digests = digests
-        self.programs = Programs(self._digest)
+        self.logs = logs
+        self.programs = Programs(self.digests.digest)
         self._warn = warn
         self._store: LocalCache | None = None
         self._off = False  # the cache failed this build: no more lookups
         self._warned: set[str] = set()
+        # The misses, till they are stored: their first-level key, and when they started.
+        self._found: dict[int, tuple[str, int]] = {}
         self._messages: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()  # from the writer
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        self._used: list[tuple[str, float]] = []
-        self.hits = self.misses = self.stored = 0
+        self._used: list[tuple[str, float]] = []  # entries restored, with their last use before
 
     # -- looking up and restoring ------------------------------------------------------------
 
-    def lookup(self, comp: Computation, world: str | None, inputs: list[tuple[str, str]]) -> Lookup | None:
-        """The computation's key and the variant stored for it (Lookup.entry None: a
-        miss), or None when it is never cached or the cache is unusable."""
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> bool:
+        """True when `comp`'s outputs were restored from the cache (its key made of
+        `inputs`, the declared inputs' digests now, and `world`, its world's fingerprint);
+        else it runs, and is stored after."""
         self._drain()
         if self._off or uncacheable(comp) is not None:
-            return None
+            return False
         store = self._open()
         if store is None:
-            return None
+            return False
         key1 = describe(comp, world, inputs, self.settings.env, self.programs).key()
         try:
-            found = store.lookup(key1, self._digest_text)
+            found = store.lookup(key1, self._digest_now)
         except CacheError as e:
             self._fail("read", str(e))
-            return None
-        if found is None:
-            self.misses += 1
-            return Lookup(key1, None, 0.0)
-        return Lookup(key1, found[0], found[1])
+            return False
+        if found is not None and self._restore(comp, store, found[0]):
+            self._used.append((found[0].key, found[1]))
+            return True
+        self._found[comp.index] = (key1, time.time_ns())
+        return False
 
-    def restore(self, comp: Computation, found: Lookup, log: str) -> list[tuple[str, str]] | None:
-        """Write the entry's outputs (and depfile and log) into the project; the outputs
-        with their digests, or None (a warning said why) when the computation must run."""
-        entry, store = found.entry, self._store
-        if entry is None or store is None:
-            return None
+    def _restore(self, comp: Computation, store: LocalCache, entry: Entry) -> bool:
+        """Write the entry's outputs, depfile and log into the project (all or none)."""
         if [p for p, _, _, _ in entry.outputs] != comp.outputs:
-            return None  # cannot happen for one key (the outputs are in it), but never wrong
+            return False  # cannot happen for one key (the outputs are in it), but never wrong
         files = list(entry.outputs)
-        if entry.depfile is not None and comp.depfile and not comp.remove_depfile:
-            files.append((comp.depfile, *entry.depfile[1:]))
+        log = _log_path(self.logs, comp.id)
         if entry.log is not None:
             files.append((log, entry.log[0], entry.log[1], 0o644))
-        elif os.path.exists(log):
-            os.unlink(log)  # an older run's output is not this one's
+        if comp.depfile and entry.depfile is not None:
+            files.append((comp.depfile, *entry.depfile[1:]))
         try:
-            restore_files(store.blob_path, files)
+            restore_files(store.blob_path, files, entry.inline)
+            if comp.depfile and entry.depfile is None:
+                _write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
         except BadBlob as e:
-            self._once("blob", f"farmer: warning: cache {store.dir}: {e} ({comp.id}); "
-                               "running it instead and dropping the entry")
-            store.forget(entry.key, e.digest if e.what != "is missing" else None)
-            self.misses += 1
-            return None
+            self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); "
+                               "dropped it, running instead")
+            store.forget(entry.key, e.damaged)
+            return False
         except OSError as e:
             self._once("restore", f"farmer: warning: cannot restore {comp.id} from the cache "
                                   f"({e.strerror or e}); running it instead")
-            self.misses += 1
-            return None
-        from farmer.uptodate import digest_or_changed
-
-        digests = self.digests
-        for path, content, _, _ in entry.outputs:
-            digests.learn(path, content)
-        self.hits += 1
-        self._used.append((entry.key, found.used_at))
-        return [(p, digest_or_changed(digests, p) or "missing") for p in comp.outputs]
+            return False
+        if entry.log is None:
+            try:
+                os.unlink(log)  # an older run's output is not this one's
+            except OSError:
+                pass
+        return True
 
     # -- storing -------------------------------------------------------------------------
 
-    def store(self, comp: Computation, found: Lookup, discovered: list[tuple[str, str]],
-              outputs: list[tuple[str, str]], log: str, duration_s: float) -> None:
-        """Queue a successful run's results for storing, unless an input changed while it
-        ran (the caller's `unstable`)."""
-        if self._store is None or self._off:
+    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
+        """Queue a successful run for the writer, unless an input changed while it ran or a
+        file of it cannot be vouched for."""
+        found = self._found.pop(comp.index, None)
+        if found is None or self._store is None or self._off:
             return
-        if any(p in self.digests.unstable for p in comp.inputs):
+        digests = self.digests
+        if any(p in digests.unstable for p in comp.inputs):
             return
-        if any(d in ("missing", "not-a-file") or d.startswith("unreadable") for _, d in discovered):
-            return  # its content cannot be vouched for
+        if any(d in ("missing", "not-a-file") or d.startswith("unreadable") for _, d in trace.discovered):
+            return
         # Blobs are named by their bytes' digest, which a trace's may combine with more.
-        with_stats = [(p, self.digests.content(p), self.digests.seen(p)) for p, _ in outputs]
-        if any(content is None or seen is None for _, content, seen in with_stats):
+        outputs = [(p, digests.content(p), digests.seen(p)) for p, _ in trace.outputs]
+        if any(content is None or seen is None for _, content, seen in outputs):
             return
         depfile = comp.depfile if comp.depfile and not comp.remove_depfile else None
-        self._jobs.put(_Job(found.key1, discovered, with_stats, depfile, log, duration_s, found.started_ns))
+        key1, started_ns = found
+        self._jobs.put(_Job(key1, trace.discovered, outputs, depfile,  # type: ignore[arg-type]
+                            _log_path(self.logs, comp.id), started_ns))
         if self._writer is None:
             self._writer = threading.Thread(target=self._write_all, args=(True,), name="farmer-cache",
                                             daemon=True)
             self._writer.start()
 
-    def close(self, abandon: bool = False) -> None:
-        """Wait for the stores (or, with `abandon`, drop those not started), record what
-        was used, evict if over the limit, and print what the writer had to say."""
+    def close(self, interrupted: bool = False) -> None:
+        """Wait for the stores (interrupted: drop those not begun), record what was used,
+        evict if over the limit, and say what the writer had to say."""
         if self._writer is not None:
-            if abandon:
+            if interrupted:
                 while True:
                     try:
                         self._jobs.get_nowait()
@@ -165,7 +172,7 @@ class BuildCache:
             self._jobs.put(None)
             self._writer.join()
             self._writer = None
-        elif self._store is not None and self._used and not abandon:
+        elif self._store is not None and self._used and not interrupted:
             self._write_all(False)
         self._drain()
         if self._store is not None:
@@ -183,12 +190,7 @@ class BuildCache:
                 return None
         return self._store
 
-    def _digest(self, path: str) -> str | None:
-        return self.digests.digest(path)
-
-    def _digest_text(self, path: str) -> str:
-        from farmer.uptodate import digest_or_changed
-
+    def _digest_now(self, path: str) -> str:
         return digest_or_changed(self.digests, path) or "missing"
 
     def _write_all(self, jobs: bool) -> None:
@@ -205,19 +207,21 @@ class BuildCache:
         failed = False
         try:
             while jobs:
-                job = self._jobs.get()
-                if job is None:
+                batch = [self._jobs.get()]  # what else is queued goes in the same transaction
+                while batch[-1] is not None and len(batch) < _BATCH:
+                    try:
+                        batch.append(self._jobs.get_nowait())
+                    except queue.Empty:
+                        break
+                last = batch[-1] is None
+                if not failed:
+                    try:
+                        self._write(store, db, [job for job in batch if job is not None])
+                    except CacheError as e:  # CacheFull too
+                        failed = True
+                        self._messages.put(("write", f"farmer: warning: cache: {e}; storing nothing more this build"))
+                if last:
                     break
-                if failed:
-                    continue
-                try:
-                    self._write(store, db, job)
-                except CacheFull as e:
-                    failed = True
-                    self._messages.put(("write", f"farmer: warning: cache: {e}; not storing more this build"))
-                except CacheError as e:
-                    failed = True
-                    self._messages.put(("write", f"farmer: warning: cache: {e}; not storing this build"))
             try:
                 store.touch(db, self._used)
                 if not failed and store.recorded_bytes() > self.settings.max_size:
@@ -227,41 +231,59 @@ class BuildCache:
         finally:
             db.close()
 
-    def _write(self, store: LocalCache, db, job: _Job) -> None:
-        for path, _ in job.discovered:  # changed while it ran (or since): not stored
-            try:
-                if os.stat(path).st_ctime_ns >= job.started_ns - _CHANGE_MARGIN_NS:
-                    return
-            except OSError:
-                return
+    def _write(self, store: LocalCache, db, jobs: list[_Job]) -> None:
+        """Blobs first, then the entries that name them, under the shared lock."""
+        if not jobs:
+            return
         fd = store.shared_lock()
         try:
             added = 0
-            outputs: list[FileRecord] = []
-            try:
-                for path, digest, seen in job.outputs:
-                    new, size, mode = store.put_file(path, digest, seen)
-                    added += new
-                    outputs.append((path, digest, size, mode))
-                depfile = log = None
-                if job.depfile is not None and os.path.isfile(job.depfile):
-                    digest, st = _digest_now(job.depfile)
-                    new, size, mode = store.put_file(job.depfile, digest, st)
-                    added += new
-                    depfile = (job.depfile, digest, size, mode)
-                if os.path.isfile(job.log) and os.path.getsize(job.log):
-                    digest, st = _digest_now(job.log)
-                    new, size, _ = store.put_file(job.log, digest, st)
-                    added += new
-                    log = (digest, size)
-            except (Changed, OSError):
-                return  # a file changed (or went) since it was hashed: nothing is stored
-            entry = Entry(variant_key(job.key1, job.discovered), job.discovered, outputs, depfile,
-                          log, job.duration_s)
-            store.put_entry(db, job.key1, entry, added)
-            self.stored += 1
+            entries: list[tuple[str, Entry]] = []
+            for job in jobs:
+                made = self._blobs(store, job)
+                if made is not None:
+                    added += made[1]
+                    entries.append((job.key1, made[0]))
+            if entries:
+                store.put_entries(db, entries, added)
         finally:
             os.close(fd)
+
+    def _blobs(self, store: LocalCache, job: _Job) -> tuple[Entry, int] | None:
+        """Copy a run's files into blobs: its entry and the bytes added, or None when a file
+        changed since it was hashed (or a discovered input since the run began)."""
+        for path, _ in job.discovered:
+            try:
+                if os.stat(path).st_ctime_ns >= job.started_ns - _CHANGE_MARGIN_NS:
+                    return None
+            except OSError:
+                return None
+        added = 0
+        outputs: list[FileRecord] = []
+        inline: dict[str, bytes] = {}
+
+        def put(path: str, digest: str, seen: tuple) -> tuple[int, int]:
+            nonlocal added
+            new, size, mode, data = store.put_file(path, digest, seen)
+            added += new
+            if data is not None:
+                inline[digest] = data
+            return size, mode
+
+        try:
+            for path, digest, seen in job.outputs:
+                outputs.append((path, digest, *put(path, digest, seen)))
+            depfile = log = None
+            if job.depfile is not None and os.path.isfile(job.depfile):
+                digest, st = _digest_now(job.depfile)
+                depfile = (job.depfile, digest, *put(job.depfile, digest, st))
+            if os.path.isfile(job.log) and os.path.getsize(job.log):
+                digest, st = _digest_now(job.log)
+                log = (digest, put(job.log, digest, st)[0])
+        except (Changed, OSError):
+            return None
+        return Entry(variant_key(job.key1, job.discovered), job.discovered, outputs, depfile, log,
+                     inline), added
 
     def _drain(self) -> None:
         while True:
@@ -279,6 +301,23 @@ class BuildCache:
         if kind not in self._warned:
             self._warned.add(kind)
             self._warn(text)
+
+
+def _log_path(logs: str, comp_id: str) -> str:
+    from farmer.executors.process import log_path
+
+    return log_path(logs, comp_id)
+
+
+def _write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
+    """A depfile listing `discovered`, for the recorder to read (and remove) as after a run."""
+    def escaped(path: str) -> str:
+        return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+    text = f"{escaped(comp.outputs[0])}: " + " ".join(escaped(p) for p, _ in discovered) + "\n"
+    os.makedirs(os.path.dirname(comp.depfile) or ".", exist_ok=True)
+    with open(comp.depfile, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(text)
 
 
 def _digest_now(path: str) -> tuple[str, tuple]:
