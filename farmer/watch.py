@@ -291,8 +291,8 @@ def _stat(path: str) -> tuple | None:
 def _watcher(root: str) -> Watcher | PollingWatcher:
     try:
         return Watcher(root)
-    except ImportError:
-        why = "watchfiles is not installed"
+    except ImportError as e:
+        why = "watchfiles is not installed" if e.name == "watchfiles" else f"watchfiles cannot be used ({e})"
         hint = "; `pip install watchfiles` to be woken by the kernel (inotify)"
     except OSError as e:  # no inotify, or too few watches (fs.inotify.max_user_watches)
         why, hint = f"inotify cannot watch {root} ({e})", ""

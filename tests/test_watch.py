@@ -241,7 +241,8 @@ def test_without_watchfiles_it_polls_with_a_warning(project, watching, tmp_path)
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "watchfiles").mkdir()
-    (hide / "watchfiles" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    (hide / "watchfiles" / "__init__.py").write_text(  # as if it were not installed
+        "raise ModuleNotFoundError(\"No module named 'watchfiles'\", name='watchfiles')\n")
     project.farmfile(COPY)
     project.write("src/a.txt", "a1\n")
     env = farmer_env()

@@ -505,7 +505,11 @@ class WorldExecutor(Executor):
             return None
         proc, was = kept
         parent_name = self.tree.parent(name)
-        parent = self._ensure(parent_name) if parent_name is not None else None
+        try:
+            parent = self._ensure(parent_name) if parent_name is not None else None
+        except OSError:  # no parent to be a fork of: neither is this one
+            self.warm.discard(proc)
+            raise
         now = self.fingerprint(name) if self.fingerprint else None
         if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc):
             self.warm.discard(proc)
