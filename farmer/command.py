@@ -120,6 +120,14 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                 if isinstance(outcome, int):
                     return _built(outcome)
                 proof = outcome
+        elif not dry_run and not trace_file:
+            enter(directory)
+            directory = None
+            farmfile = os.path.abspath(farmfile if farmfile_given else "build.ninja")
+            farmfile_given = True
+            code = _ninja_noop(farmfile, targets, slots, lock)
+            if code is not None:
+                return _built(code)
         from farmer.build import BuildOptions, run_build
 
         spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given)
@@ -138,14 +146,21 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,
                             timeout=timeout, live=live, trace_file=trace_file, worlds=worlds,
                             cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None)
-        if is_ninja(farmfile, ninja) and not dry_run:
-            from farmer import ninja as manifest  # as ninja: remake the manifest first
+        if not is_ninja(farmfile, ninja) or dry_run:
+            code = run_build(spec, graph, opts, lock, proof, executor, cache)
+            return code if dry_run else _built(code)
+        from farmer import ninja as manifest  # as ninja: remake the manifest first
 
-            spec, graph, code = manifest.regenerate(spec, graph, opts)
-            if code:
-                return code
+        # Taken before the regeneration edge is checked: a change after it is seen next time.
+        regenerated_from = manifest.regeneration_inputs(spec, graph)
+        read_spec = spec
+        spec, graph, code = manifest.regenerate(spec, graph, opts)
+        if code:
+            return code
         code = run_build(spec, graph, opts, lock, proof, executor, cache)
-        return code if dry_run else _built(code)
+        if code == 0 and spec is read_spec and regenerated_from is not None and not trace_file:
+            manifest.stamp(spec, regenerated_from)
+        return _built(code)
     except TaskError as e:  # a missing input found by the no-op proof's selection
         from farmer.farmfile import locate
 
@@ -163,6 +178,31 @@ def _built(code: int) -> int:
 
         report_build(os.path.join(os.getcwd(), ".farmer"))
     return code
+
+
+def _ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock | None) -> int | None:
+    """A no-op build of a ninja manifest finished without parsing it (its exit status), when
+    neither it nor what regenerates it changed (farmer/ninjastamp.py) and the no-op proof
+    holds; None: the build goes the full way."""
+    from farmer import ninjastamp, noop
+    from farmer.lock import ProjectLock
+
+    root = os.path.dirname(manifest)
+    farmer_dir = os.path.join(root, ".farmer")
+    if not os.path.isfile(os.path.join(farmer_dir, ninjastamp.NAME)):
+        return None
+    os.chdir(root)
+    own = lock is None
+    if own:
+        lock = ProjectLock(farmer_dir)
+        lock.acquire()
+    try:
+        digest = ninjastamp.digest(farmer_dir, manifest)
+        outcome = noop.try_build(manifest, targets, slots, digest) if digest else None
+        return outcome if isinstance(outcome, int) else None
+    finally:
+        if own:  # the full path takes it again (regenerating runs builds of its own)
+            lock.release()
 
 
 def quick_build_args(argv: list[str]) -> dict | None:

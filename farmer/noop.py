@@ -308,19 +308,23 @@ def _farmfile_bytes(path: str) -> bytes | None:
         return None
 
 
-def try_build(farmfile: str, targets: list[str], jobs: int) -> int | Proof | None:
+def try_build(farmfile: str, targets: list[str], jobs: int,
+              digest: str | None = None) -> int | Proof | None:
     """Finish a no-op build here (its exit status), or leave the build to the full path:
     with the proof, checked (what changed is known), or None. The working directory is the
-    project root, and the caller holds the project's lock."""
+    project root, and the caller holds the project's lock. `digest`: what the proof is keyed
+    by when it is not the Farmfile's bytes (a ninja manifest's, from farmer/ninjastamp.py)."""
     started_at = time.time()
     t0 = time.monotonic()
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
     if not os.path.exists(os.path.join(farmer_dir, STATS)):
         return None
-    text = _farmfile_bytes(farmfile)
-    if text is None:
-        return None
-    proof = read(farmer_dir, farmfile, hash_bytes(text), targets)
+    if digest is None:
+        text = _farmfile_bytes(farmfile)
+        if text is None:
+            return None
+        digest = hash_bytes(text)
+    proof = read(farmer_dir, farmfile, digest, targets)
     if proof is None or proof.check():
         return proof
     if proof.racy and time.time_ns() - max(max(proof.stats[n][0], proof.stats[n][3])

@@ -78,6 +78,30 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
     return spec, graph, 0
 
 
+def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | None:
+    """The stat data of the inputs of the edge that makes the manifest (none without one),
+    for the no-op stamp; None when one of them cannot vouch for itself (farmer/ninjastamp.py)."""
+    from farmer import ninjastamp
+
+    i = graph.producer.get(os.path.basename(spec.path))
+    if i is None or graph.computations[i].kind is None:
+        return []
+    return ninjastamp.observe(list(graph.computations[i].inputs))
+
+
+def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
+    """After a good build: what its no-op proof rests on besides itself."""
+    from farmer import ninjastamp
+    from farmer.ninja import cache
+
+    farmer_dir = os.path.join(spec.root, ".farmer")
+    files = cache.manifest_files(Path(farmer_dir), Path(spec.path))
+    if files is None:  # not cached (read too soon after it changed): the next build stamps
+        ninjastamp.forget(farmer_dir)
+        return
+    ninjastamp.write(farmer_dir, spec.path, spec.digest, files + regenerated_from)
+
+
 def _plan(spec: Spec, graph: Graph, target: str) -> dict[int, str]:
     from farmer.session import open_session
 

@@ -67,6 +67,19 @@ def load(farmer_dir: Path, manifest: Path) -> tuple[Spec, Graph, list[str]] | No
     return spec, graph, warnings
 
 
+def manifest_files(farmer_dir: Path, manifest: Path) -> list[tuple[str, tuple]] | None:
+    """The manifest files the cache was made from, with the stat data each had before it
+    was read; None without a cache this farmer can use."""
+    try:
+        data = marshal.loads((farmer_dir / NAME).read_bytes())
+        fmt, key, files = data[:3]
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if fmt != _FORMAT or key != _key(manifest):
+        return None
+    return [(path, tuple(recorded)) for path, recorded in files]
+
+
 def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
          warnings: list[str], spec: Spec, graph: Graph, checks: FileChecks) -> None:
     """Write the cache atomically, unless a manifest file was read too soon after it changed.

@@ -1,0 +1,95 @@
+"""The no-op of a build.ninja project without the engine (farmer/ninjastamp.py): taken only
+while neither the manifest files nor what regenerates the manifest changed, and never in
+the way of a build that has something to do."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from test_noop_fastpath import HEAVY, PROFILE, imported
+
+NINJA = ("-f", "build.ninja")
+RACY_S = 0.15  # past farmer's racy window (grains.RACY_NS): stat data vouches for a file
+
+CONFIGURE = """\
+    cat > build.ninja <<EOF
+    include rules.ninja
+    build build.ninja: gen configure.sh
+    build out/a.txt: cat a.txt
+    build out/b.txt: cat out/a.txt b.txt
+    default out/b.txt
+    EOF
+    """
+RULES = "rule gen\n  command = sh configure.sh\n  generator = 1\nrule cat\n  command = cat $in > $out\n"
+
+
+def ran(r) -> list[str]:
+    return [line.split("] ", 1)[1] for line in r.stdout.splitlines() if line.startswith("[")]
+
+
+def settled(project):
+    """A project built, then built once more past the racy window: that build stamps it."""
+    project.write("configure.sh", CONFIGURE)
+    project.write("rules.ninja", RULES)
+    project.write("a.txt", "a\n")
+    project.write("b.txt", "b\n")
+    assert os.system(f"cd {project.root} && sh configure.sh") == 0
+    r = project.build(*NINJA)
+    assert r.returncode == 0 and ran(r) == ["cat out/a.txt", "cat out/b.txt"], r
+    time.sleep(RACY_S)
+    assert ran(project.build(*NINJA)) == []
+    assert project.exists(".farmer/ninja.stamp")
+    return project
+
+
+def fast_noop(project) -> bool:
+    r = project.build(*NINJA, env=PROFILE)
+    assert r.returncode == 0 and ran(r) == [] and r.summary()["up to date"] == 2, r
+    return not ({"farmer.ninja", "farmer.ninja.parser"} | HEAVY) & imported(r)
+
+
+def test_a_noop_neither_parses_the_manifest_nor_imports_the_engine(project):
+    settled(project)
+    assert fast_noop(project)
+    assert project.last_build()["status"] == "ok"
+    assert [t["status"] for t in project.last_build()["tasks"]] == ["up-to-date"] * 2
+
+
+def test_an_edited_input_is_rebuilt(project):
+    settled(project)
+    project.write("b.txt", "B\n")
+    r = project.build(*NINJA)
+    assert ran(r) == ["cat out/b.txt"] and project.read("out/b.txt") == "a\nB\n", r
+
+
+def test_an_edited_regeneration_input_remakes_the_manifest(project):
+    """The no-op proof covers the default targets only; the manifest's own edge is not one."""
+    settled(project)
+    project.write("configure.sh", CONFIGURE.replace("cat $in", "cat $in $in") + "# edited\n")
+    r = project.build(*NINJA)
+    assert r.returncode == 0, r
+    assert ran(r) == ["gen build.ninja"], r  # the commands are in rules.ninja: the same
+    project.write("rules.ninja", RULES.replace("cat $in >", "cat $in $in >"))
+    r = project.build(*NINJA)
+    assert ran(r) == ["cat out/a.txt", "cat out/b.txt"] and project.read("out/a.txt") == "a\na\n", r
+
+
+def test_an_edited_included_manifest_is_read(project):
+    settled(project)
+    project.write("rules.ninja", RULES.replace("cat $in >", "cat $in $in >"))
+    r = project.build(*NINJA)
+    assert ran(r) == ["cat out/a.txt", "cat out/b.txt"], r
+
+
+def test_a_removed_output_is_rebuilt_and_a_failed_build_is_no_proof(project):
+    settled(project)
+    os.unlink(project.path("out/a.txt"))
+    r = project.build(*NINJA)  # as ninja: what consumes a remade output runs too
+    assert ran(r) == ["cat out/a.txt", "cat out/b.txt"], r
+    project.write("b.txt", "B\n")
+    os.unlink(project.path("a.txt"))
+    assert project.build(*NINJA).returncode != 0
+    project.write("a.txt", "a\n")
+    r = project.build(*NINJA)
+    assert r.returncode == 0 and ran(r) == ["cat out/b.txt"], r
