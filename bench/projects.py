@@ -184,7 +184,8 @@ def tool_argv(tool: str, d: Path, farmer_argv: list[str], jobs: int) -> list[str
 
 def real_noop(projects: list[Project], repeat: int, jobs: int, farmer_argv: list[str],
               farmer_env: dict, run_timed, timeout: float) -> list[dict]:
-    """Build every project completely with each tool (timed once: the full build), then
+    """Build every project completely with each tool (timed once: a full build on a fresh
+    tree, else whatever is left to do), then
     `repeat` rounds of a no-op of each, ninja and farmer taking turns first. Every no-op
     must leave the outputs as they were (their mtimes)."""
     rows = []

@@ -592,7 +592,7 @@ def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
         rows = projects.real_noop(found, args.repeat, args.jobs, farmer_argv, farmer_env,
                                   run_timed, args.timeout)
         lines += ["### No-op of real build.ninja projects", "",
-                  "| project | edges | full ninja s | full farmer s | no-op ninja ms | no-op farmer ms "
+                  "| project | edges | first build ninja s | first build farmer s | no-op ninja ms | no-op farmer ms "
                   "| farmer/ninja | farmer cpu ms | farmer wall − cpu ms |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for row in rows:

@@ -8,9 +8,13 @@ from __future__ import annotations
 from farmer.latency import critical, estimates, simulate
 from farmer.graph import Computation
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class Prediction:
-    __slots__ = ("jobs", "to_run", "estimates", "latency", "simulation", "critical_path",
+    __slots__ = ("jobs", "to_run", "estimates", "latency", "_simulation", "critical_path",
                  "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s",
                  "unknown")
 
@@ -20,7 +24,9 @@ class Prediction:
         to_run: dict[int, str],
         estimates: dict[int, float],  # seconds, for every selected computation (0 if up to date)
         latency: dict[int, float],  # expected latency: the critical path from each one to the end
-        simulation: simulate.Simulation,
+        # the simulated run, or what makes it when first asked for: a build asks at its end
+        # (last-build.json's predicted makespan), so simulating never delays its first command
+        simulation: simulate.Simulation | Callable[[], simulate.Simulation],
         critical_path: list[int],
         critical_path_s: float,
         total_work_s: float,
@@ -29,7 +35,7 @@ class Prediction:
         unknown: set[int] | None = None,  # would run, with no history yet (estimates.Estimates)
     ) -> None:
         self.jobs, self.to_run, self.estimates, self.latency = jobs, to_run, estimates, latency
-        self.simulation, self.critical_path = simulation, critical_path
+        self._simulation, self.critical_path = simulation, critical_path
         self.critical_path_s, self.total_work_s = critical_path_s, total_work_s
         self.fifo_makespan_s, self.unit_makespan_s = fifo_makespan_s, unit_makespan_s
         self.unknown = set() if unknown is None else unknown
@@ -39,6 +45,12 @@ class Prediction:
         """Whether every computation that would run has something measured to go by: if
         not, the figures are made of 1 s guesses, and say "no history yet" instead."""
         return not self.unknown
+
+    @property
+    def simulation(self) -> simulate.Simulation:
+        if callable(self._simulation):
+            self._simulation = self._simulation()
+        return self._simulation
 
     @property
     def makespan_s(self) -> float:
@@ -63,7 +75,8 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     # consumer of something that runs runs too): leave it out of the simulation.
     running = [i for i in selected if i in to_run]
     latency = critical.expected_latency(comps, running, durations)
-    sim = simulate.simulate(comps, running, to_run, durations, latency, jobs, pools)
+    frozen = dict(to_run), dict(durations), dict(latency)  # as now: the build goes on with them
+    sim = lambda: simulate.simulate(comps, running, *frozen, jobs, pools)  # noqa: E731
     path = [i for i in critical.critical_path(comps, latency) if i in to_run]
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
