@@ -151,14 +151,26 @@ def save_marshalled(path: str | os.PathLike, data: object) -> None:
         pass
 
 
+class collector_paused:
+    """`with collector_paused():` the cyclic collector waits while a block makes many
+    containers and frees almost none (unmarshalling a cache, parsing and traversing a
+    Farmfile): it would scan the growing heap again and again for no garbage (a quarter to
+    half of loading a 10k-100k computation graph). A plain class, not contextlib's: the
+    no-op path imports this module (docs/performance.md, start-up rules)."""
+
+    __slots__ = ("_was",)
+
+    def __enter__(self) -> None:
+        self._was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was:
+            gc.enable()
+
+
 def load_marshalled(data: bytes | memoryview) -> object:
     """marshal.loads with the cyclic collector paused: a cache is thousands of fresh
-    containers and no garbage, which the collector would scan again and again (half the
-    time of loading a 10k-computation graph)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    containers and no garbage."""
+    with collector_paused():
         return marshal.loads(data)
-    finally:
-        if collecting:
-            gc.enable()

@@ -18,6 +18,7 @@ from farmer import lastbuild, noop, report
 from farmer.atomic import write_atomically
 from farmer.executors.base import Executor, Outcome
 from farmer.executors.process import ProcessExecutor, log_path
+from farmer.executors.simulated import WorldSetups
 from farmer.inside import check_inside
 from farmer.lastbuild import Counts, summary_line
 from farmer.latency import critical, estimates
@@ -92,6 +93,7 @@ class BuildHooks(Hooks):
         self.outcomes: dict[int, Outcome] = {}
         self.running: dict[int, float] = {}  # index -> monotonic start
         self.scheduler: Scheduler | None = None
+        self.executor: Executor | None = None
         self._eta: float | None = None
         self._last_eta = 0.0
         self._unprinted: tuple[Computation, str] | None = None
@@ -175,8 +177,20 @@ class BuildHooks(Hooks):
                 return None
             est = estimates.fill_unknown(est, self.prediction.unknown, self.comps, measured)
         running_for = {i: now - started for i, started in self.running.items()}
+        worlds = self.prediction.worlds
+        if worlds is not None and self.executor is not None:
+            # What is left of the set-up of worlds: none of those ready; the rest of those
+            # being set up (their waiting tasks have not begun); all of those not started.
+            ready = self.executor.worlds_set_up()
+            began = self.executor.worlds_setting_up()
+            seconds = {w: 0.0 if w in ready else estimates.remaining_s(s, now - began[w]) if w in began else s
+                       for w, s in worlds.seconds.items()}
+            worlds = WorldSetups(seconds, worlds.parents)
+            for i in running_for:
+                if self.comps[i].world in began:
+                    running_for[i] = 0.0
         return remaining(self.comps, left, self.prediction.to_run, est, running_for,
-                         self.opts.jobs, self.s.spec.pools)
+                         self.opts.jobs, self.s.spec.pools, worlds)
 
     def on_signal(self, signum: int, frame: object) -> None:
         if self.signal is None:
@@ -242,7 +256,8 @@ class _Build:
     def run(self, given: Executor | None) -> int:
         session, opts = self.session, self.opts
         comps = session.graph.computations
-        self.prediction = prediction = session.predict(session.to_run(), opts.jobs)
+        self.prediction = prediction = session.predict(session.to_run(), opts.jobs,
+                                                       worlds=not opts.no_worlds)
         to_run = prediction.to_run
         if self.early:  # interrupted while planning: nothing ran, last-build.json says so
             return self.finish({i: Settled(SKIPPED, "build stopped") for i in session.selected},
@@ -277,6 +292,9 @@ class _Build:
         scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
                               opts.jobs, session.spec.pools, opts.keep_going, executor, hooks)
         hooks.scheduler = scheduler
+        hooks.executor = executor
+        if isinstance(reporter, report.LiveReporter):
+            reporter.setting_up = executor.worlds_setting_up
         try:
             settled = scheduler.run()
         finally:
@@ -288,6 +306,7 @@ class _Build:
             os.close(wake_w)
             hooks.print_finished()
             reporter.close()
+            recorder.record_world_setups(executor.worlds_set_up())
             recorder.flush()
             recorder.cache.close(interrupted=hooks.signal is not None)
         # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs

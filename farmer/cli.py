@@ -120,12 +120,12 @@ def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, tr
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
 def graph(targets, directory, farmfile, fmt) -> None:
     """Print the graph of computations (Graphviz dot or JSON)."""
-    from farmer import inspect
+    from farmer import inspection
     from farmer.graph import select_targets
 
     spec, g = _load(directory, farmfile)
     selected = select_targets(spec, g, list(targets))
-    click.echo(inspect.graph_dot(g, selected) if fmt == "dot" else inspect.graph_json(g, selected))
+    click.echo(inspection.graph_dot(g, selected) if fmt == "dot" else inspection.graph_json(g, selected))
 
 
 @cli.command()
@@ -133,10 +133,10 @@ def graph(targets, directory, farmfile, fmt) -> None:
 @_project_options
 def query(target, directory, farmfile) -> None:
     """Print a computation's task, command, inputs, outputs and consumers."""
-    from farmer import inspect
+    from farmer import inspection
 
     spec, g = _load(directory, farmfile)
-    click.echo(inspect.query(spec, g, target), nl=False)
+    click.echo(inspection.query(spec, g, target), nl=False)
 
 
 @cli.command()
@@ -157,10 +157,10 @@ def clean(targets, dead, directory, farmfile) -> None:
         path = os.fspath(spec.path)
         click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
         return
-    from farmer import inspect
+    from farmer import inspection
 
     spec, g = _load(directory, farmfile)
-    click.echo(inspect.clean(spec, g, list(targets)))
+    click.echo(inspection.clean(spec, g, list(targets)))
 
 
 @cli.group()

@@ -10,7 +10,7 @@ from pathlib import Path
 from farmer.session import open_session
 from farmer.spec import Spec
 from farmer.graph import Graph
-from farmer.timeline import plan_json, plan_text, write_chrome_trace
+from farmer.timeline import prediction_json, prediction_text, write_chrome_trace
 
 
 def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated: bool,
@@ -30,7 +30,7 @@ def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated:
         write_chrome_trace(Path(trace_file), prediction.simulation.timeline, comps, set(prediction.critical_path),
                            "farmer plan --simulate")
     if as_json:
-        print(json.dumps(plan_json(prediction, comps, simulated), indent=1))
+        print(json.dumps(prediction_json(prediction, comps, simulated), indent=1))
     else:
-        print(plan_text(prediction, comps, len(session.selected), simulated))
+        print(prediction_text(prediction, comps, len(session.selected), simulated))
     return 0

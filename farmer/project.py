@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import os
 
 from farmer import graphcache
+from farmer.atomic import collector_paused
 from farmer.grains import hash_bytes
 from farmer.graph import Graph
 from farmer.spec import Spec, read
@@ -27,19 +27,11 @@ def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
     from farmer import farmfile
     from farmer.traversal import traverse
 
-    # Parsing and traversing allocate a few objects per computation and free almost
-    # nothing: the cyclic collector would scan the growing heap again and again for no
-    # garbage (a quarter of a cold load of 100k computations), so it waits till the end.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():  # parsing and traversing make objects and free almost none
         spec = farmfile.parse_text(path, text)
         spec.digest = hash_bytes(text)
         os.chdir(spec.root)
         graph = traverse(spec)
-    finally:
-        if collecting:
-            gc.enable()
     if write_cache:
         graphcache.save(farmer_dir, path, text, spec, graph)
     return spec, graph

@@ -23,6 +23,7 @@ from farmer import depfile, private
 from farmer.errors import UsageError
 from farmer.executors.base import Outcome
 from farmer.grains import NotAFile
+from farmer.session import world_setup_id
 from farmer.state import Sample, Trace
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
@@ -143,6 +144,15 @@ class Recorder:
             if where is not None:
                 kept.append(where)
         self.failed_kept[comp.index] = kept
+
+    def record_world_setups(self, seconds: dict[str, float | None]) -> None:
+        """Keep the set-up times of the worlds set up in this build (None: kept warm, not
+        measured), which the next prediction starts from (Session.predict)."""
+        now = time.time()
+        for name, s in seconds.items():
+            if s is not None:
+                sid = world_setup_id(name)
+                self._pending_samples.append(Sample(sid, sid, now, s, None, None, None))
 
     def flush(self) -> None:
         """Write the traces and samples recorded so far, and the stat data hashed."""

@@ -13,6 +13,7 @@ from farmer.lastbuild import rounded
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TextIO
 
     from farmer.graph import Computation
@@ -93,6 +94,8 @@ class LiveReporter:
         self.running: list[Computation] = []
         self.eta_s: float | None = None
         self.eta_at = time.monotonic()
+        # The worlds being set up now (name -> since when): the build's executor answers.
+        self.setting_up: Callable[[], dict[str, float]] = dict
         # Live renders `self` anew at each refresh, so the ETA counts down between events.
         self.live = Live(self, console=self.console, refresh_per_second=8, transient=True)
         self.live.start()
@@ -113,10 +116,17 @@ class LiveReporter:
         head.add_row(ProgressBar(total=max(self.total, 1), completed=self.done, width=40),
                      Text(f"{self.done}/{self.total}{eta}"))
         rows = [head]
-        for comp in self.running[:8]:
+        worlds = self.setting_up()
+        now = time.monotonic()
+        for name, began in worlds.items():  # its tasks wait for it: they are not running yet
+            waiting = sum(1 for comp in self.running if comp.world == name)
+            rows.append(Text(f"  setting up world {name} ({now - began:.1f} s; "
+                             f"{waiting} task{'s' if waiting != 1 else ''} waiting)"))
+        running = [comp for comp in self.running if comp.world not in worlds]
+        for comp in running[:8]:
             rows.append(Text(f"  {label(comp)}", overflow="ellipsis", no_wrap=True))
-        if len(self.running) > 8:
-            rows.append(Text(f"  ... and {len(self.running) - 8} more"))
+        if len(running) > 8:
+            rows.append(Text(f"  ... and {len(running) - 8} more"))
         return Group(*rows)
 
     def finished(self, comp: Computation, done: int, total: int, output: str) -> None:

@@ -14,6 +14,7 @@ import os
 import sys
 
 from farmer import noop, report
+from farmer.executors.simulated import WorldSetups
 from farmer.grains import Digests
 from farmer.graph import Graph, check_inputs, select_targets
 from farmer.latency import estimates
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
 
 _UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
 _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
+
+
+def world_setup_id(name: str) -> str:
+    """The id and task under which a world's measured set-up is kept in history (no task
+    name has a colon)."""
+    return "world:" + name
 
 
 class Session:
@@ -125,11 +132,16 @@ class Session:
         downstream of them (uptodate.to_run)."""
         return to_run(self.graph.computations, self.affected, self.check)
 
-    def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False) -> Prediction:
+    def predict(self, to_run: dict[int, str], jobs: int, compare: bool = False,
+                worlds: bool = True) -> Prediction:
+        """`worlds`: world tasks run in worlds, which take their set-up (not --no-worlds)."""
         comps = self.graph.computations
         sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
-        # Only estimates need history, and only of the tasks that run (their others fill in).
-        history = self.state.history({comps[i].task for i in to_run}) if to_run else {}
+        needed = self.worlds_needed(to_run) if worlds else []
+        # Only estimates need history, and only of the tasks that run (their others fill in)
+        # and of the worlds they need set up.
+        tasks = {comps[i].task for i in to_run} | {world_setup_id(w) for w in needed}
+        history = self.state.history(tasks) if to_run else {}
 
         def prior() -> estimates.Prior:  # for computations of tasks never measured
             def program_of(cid: str) -> str | None:
@@ -139,7 +151,23 @@ class Session:
             return estimates.Prior.of(self.state.recent(_PRIOR_RUNS), program_of)
 
         est = estimates.estimate(comps, list(to_run), history, sizes, prior)
-        return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare)
+        setups = None
+        if needed:  # a world never set up before costs nothing yet: nothing is known of it
+            seconds = {w: estimates.from_history(history[world_setup_id(w)]) for w in needed
+                       if world_setup_id(w) in history}
+            setups = WorldSetups(seconds, {w: self.spec.worlds[w].parent for w in needed})
+        return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare, setups)
+
+    def worlds_needed(self, to_run: dict[int, str]) -> list[str]:
+        """The worlds the world tasks in `to_run` run in, with their ancestors."""
+        comps, worlds = self.graph.computations, self.spec.worlds
+        needed: dict[str, None] = {}
+        for i in to_run:
+            world = comps[i].world
+            while world is not None and world not in needed:
+                needed[world] = None
+                world = worlds[world].parent
+        return list(needed)
 
     def last_build_tasks(self, settled: dict[int, Settled], outcomes: dict[int, Outcome]) -> list[Part]:
         """last-build.json's tasks, in parts. The proof keeps them as they are when

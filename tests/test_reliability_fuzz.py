@@ -72,7 +72,7 @@ def run_forked(root: Path, io_dir: Path, *args: str, timeout: float = RUN_TIMEOU
     import farmer.cli
 
     # What the command line imports lazily, imported once here: every child starts at once.
-    for name in ("farmer.build", "farmer.inspect", "farmer.project", "farmer.noop", "farmer.ninja",
+    for name in ("farmer.build", "farmer.inspection", "farmer.project", "farmer.noop", "farmer.ninja",
                  "farmer.report", "farmer.timeline", "farmer.worlds.chain"):
         try:
             importlib.import_module(name)

@@ -81,5 +81,16 @@ class Executor:
         computations to come (a world kept alive for its tasks) may release them. Called at
         most once per computation, never for one started."""
 
+    def worlds_setting_up(self) -> dict[str, float]:
+        """World name -> the monotonic time its set-up began, for each world being set up
+        now: the live view shows them, the ETA counts what is left of them. May be asked
+        from the live view's thread."""
+        return {}
+
+    def worlds_set_up(self) -> dict[str, float | None]:
+        """The worlds ready in this build: name -> the seconds their set-up took (history
+        for the next prediction), None for one kept warm from an earlier build."""
+        return {}
+
     def close(self) -> None:
         """The build is over: release what is left (`stop` first if anything runs)."""

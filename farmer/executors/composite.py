@@ -50,6 +50,12 @@ class CompositeExecutor(Executor):
     def running(self) -> int:
         return self.process.running() + self.worlds.running()
 
+    def worlds_setting_up(self) -> dict[str, float]:
+        return self.worlds.worlds_setting_up()
+
+    def worlds_set_up(self) -> dict[str, float | None]:
+        return self.worlds.worlds_set_up()
+
     def discard(self, index: int) -> None:
         self.worlds.discard(index)
 

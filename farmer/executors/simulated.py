@@ -19,10 +19,26 @@ if TYPE_CHECKING:
     from farmer.graph import Computation
 
 
+class WorldSetups:
+    """The worlds as a simulated clock sees them: each one's set-up in seconds, and its
+    parent. A world is set up from the first start of a task that needs it (a child world
+    once its parent is ready, as a real build forks it); its tasks hold their CPU slots
+    while they wait for it, as they do in a real build."""
+
+    __slots__ = ("seconds", "parents")
+
+    def __init__(self, seconds: dict[str, float], parents: dict[str, str | None]) -> None:
+        self.seconds = seconds  # a world missing here is ready already (or costs nothing)
+        self.parents = parents
+
+
 class SimulatedExecutor(Executor):
     def __init__(self, duration: dict[int, float], fail: Iterable[int] = (),
-                 default_s: float = 0.0) -> None:
+                 default_s: float = 0.0, worlds: WorldSetups | None = None) -> None:
         self.duration = duration
+        self.worlds = worlds
+        self.ready_at: dict[str, float] = {}  # world -> when it is set up
+        self.began: dict[int, float] = {}  # index -> when it began to run, its world ready
         self.default_s = default_s  # the duration of a computation `duration` does not name
         self.exit_codes = dict.fromkeys(fail, 1)  # index -> its exit status, when not 0
         self.clock = 0.0
@@ -38,7 +54,11 @@ class SimulatedExecutor(Executor):
     def start(self, comp: Computation) -> None:
         i = comp.index
         self.started[i] = self.clock
-        heapq.heappush(self._events, (self.clock + self.duration.get(i, self.default_s), self._seq, i))
+        begin = self.clock
+        if comp.world is not None and self.worlds is not None:
+            begin = max(begin, self._ready(comp.world))
+        self.began[i] = begin
+        heapq.heappush(self._events, (begin + self.duration.get(i, self.default_s), self._seq, i))
         self._seq += 1
 
     def wait(self, timeout: float | None) -> list[Outcome]:
@@ -57,6 +77,19 @@ class SimulatedExecutor(Executor):
             code = self.exit_codes.get(i, 0)
             out.append(Outcome(i, code == 0, f"exit {code}" if code else None, code, self.started[i], end))
         return out
+
+    def worlds_setting_up(self) -> dict[str, float]:
+        return {w: at for w, at in self.ready_at.items() if at > self.clock}
+
+    def _ready(self, world: str) -> float:
+        """When `world` is set up, its set-up begun now if nothing needed it before."""
+        at = self.ready_at.get(world)
+        if at is None:
+            assert self.worlds is not None
+            parent = self.worlds.parents.get(world)
+            start = self.clock if parent is None else max(self.clock, self._ready(parent))
+            at = self.ready_at[world] = start + self.worlds.seconds.get(world, 0.0)
+        return at
 
     def stop(self) -> None:
         for _, _, i in self._events:

@@ -65,6 +65,10 @@ class WorldExecutor(Executor):
         self.setup_failed: dict[str, str] = {}  # world -> traceback of its setup
         self.broken: dict[str, str] = {}  # world -> why (it died twice before `ready`)
         self.setup_deaths: dict[str, int] = {}
+        # World set-up, measured: when each world's began (spawned, or its fork asked for),
+        # and how long it took to `ready` (what `plan --simulate` learns from).
+        self._setup_began: dict[str, float] = {}
+        self.setup_s: dict[str, float] = {}
         self.stopping = False
         self._finished: list[Outcome] = []
         self._next_id = 0
@@ -85,6 +89,18 @@ class WorldExecutor(Executor):
 
     def running(self) -> int:
         return sum(len(p.jobs) + len(p.waiting) for p in self.procs) + len(self._finished)
+
+    def worlds_setting_up(self) -> dict[str, float]:
+        began = self._setup_began
+        return {name: began[name] for name, p in list(self.current.items())
+                if p.state == "starting" and name in began}
+
+    def worlds_set_up(self) -> dict[str, float | None]:
+        ready = dict(self.setup_s)
+        for name, p in list(self.current.items()):
+            if p.state == "ready" and name not in ready:
+                ready[name] = None  # kept warm from an earlier build
+        return ready
 
     def take(self) -> list[Outcome]:
         done, self._finished = self._finished, []
@@ -230,6 +246,7 @@ class WorldExecutor(Executor):
 
     def _spawn(self, proc: Proc) -> None:
         node = self.tree.nodes[proc.name]
+        self._setup_began[proc.name] = time.monotonic()
         spawn(proc, self.root, json.dumps(node.setup), {**os.environ, **node.env},
               self._world_log(proc.name))
         if proc.pidfd is not None:
@@ -238,6 +255,7 @@ class WorldExecutor(Executor):
 
     def _fork_world(self, parent: Proc, proc: Proc) -> None:
         node = self.tree.nodes[proc.name]
+        self._setup_began[proc.name] = time.monotonic()
         proc.spawn_job = self._new_id()
         parent.forked_worlds[proc.spawn_job] = proc
         self._send(parent, "world", job=proc.spawn_job, name=proc.name, base=proc.base,
@@ -341,6 +359,9 @@ class WorldExecutor(Executor):
         if proc.state != "starting":
             return
         proc.state = "ready"
+        began = self._setup_began.pop(proc.name, None)
+        if began is not None:
+            self.setup_s[proc.name] = time.monotonic() - began
         proc.pid = proc.pid or msg["pid"]
         try:
             proc.open_input()

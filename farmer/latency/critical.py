@@ -20,11 +20,13 @@ def expected_latency(comps: list[Computation], order: list[int],
     return latency
 
 
-def critical_path(comps: list[Computation], latency: dict[int, float]) -> list[int]:
-    """The chain of computations whose durations add up to the largest expected latency."""
+def critical_path(comps: list[Computation], latency: dict[int, float],
+                  start: int | None = None) -> list[int]:
+    """The chain of computations whose durations add up to the largest expected latency
+    (from `start`, if given)."""
     if not latency:
         return []
-    node = max(latency, key=lambda i: (latency[i], -i))
+    node = max(latency, key=lambda i: (latency[i], -i)) if start is None else start
     path = [node]
     while True:
         nxt = [c for c in comps[node].consumers if c in latency]

@@ -5,8 +5,9 @@ would, for comparison."""
 
 from __future__ import annotations
 
-from farmer.latency import critical, estimates, simulate
+from farmer.executors.simulated import WorldSetups
 from farmer.graph import Computation
+from farmer.latency import critical, estimates, simulate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 class Prediction:
     __slots__ = ("jobs", "to_run", "estimates", "latency", "_simulation", "critical_path",
                  "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s",
-                 "unknown")
+                 "unknown", "worlds", "critical_world")
 
     def __init__(
         self,
@@ -39,6 +40,8 @@ class Prediction:
         self.critical_path_s, self.total_work_s = critical_path_s, total_work_s
         self.fifo_makespan_s, self.unit_makespan_s = fifo_makespan_s, unit_makespan_s
         self.unknown = set() if unknown is None else unknown
+        self.worlds: WorldSetups | None = None  # the worlds' set-up, as simulated
+        self.critical_world: str | None = None  # the world whose set-up heads the critical path
 
     @property
     def known(self) -> bool:
@@ -63,8 +66,9 @@ class Prediction:
 
 def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str],
             estimates: dict[int, float], jobs: int, pools: dict[str, int],
-            compare: bool = False) -> Prediction:
-    """Simulate building `selected` where the computations in `to_run` take their estimates."""
+            compare: bool = False, worlds: WorldSetups | None = None) -> Prediction:
+    """Simulate building `selected` where the computations in `to_run` take their estimates
+    and the worlds they need take their set-up (`worlds`)."""
     durations = {i: (estimates.get(i, 0.0) if i in to_run else 0.0) for i in selected}
     if not to_run:  # nothing would run: no need to simulate every up-to-date computation
         return Prediction(jobs=jobs, to_run=to_run, estimates=durations, latency=durations,
@@ -76,36 +80,61 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     running = [i for i in selected if i in to_run]
     latency = critical.expected_latency(comps, running, durations)
     frozen = dict(to_run), dict(durations), dict(latency)  # as now: the build goes on with them
-    sim = lambda: simulate.simulate(comps, running, *frozen, jobs, pools)  # noqa: E731
-    path = [i for i in critical.critical_path(comps, latency) if i in to_run]
+    sim = lambda: simulate.simulate(comps, running, *frozen, jobs, pools, worlds)  # noqa: E731
+    # A world task starts no sooner than its world chain is set up: that set-up heads its path.
+    head: dict[int, float] = {}
+    setups: dict[str, float] = {}  # each world set up, once
+    if worlds is not None and worlds.seconds:
+        for i in running:
+            world = comps[i].world
+            if world is not None:
+                head[i] = chain_setup_s(worlds, world)
+                while world is not None and world not in setups:
+                    setups[world] = worlds.seconds.get(world, 0.0)
+                    world = worlds.parents.get(world)
+    start = max(latency, key=lambda i: (latency[i] + head.get(i, 0.0), -i))
+    path = [i for i in critical.critical_path(comps, latency, start) if i in to_run]
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
-        critical_path=path, critical_path_s=max(latency.values(), default=0.0),
-        total_work_s=sum(durations[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run),
+        critical_path=path, critical_path_s=latency[start] + head.get(start, 0.0),
+        total_work_s=sum(durations[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
+        + sum(setups.values()),
         unknown={i for i in getattr(estimates, "unknown", ()) if i in to_run},
     )
+    prediction.worlds = worlds
+    if head.get(start):
+        prediction.critical_world = comps[start].world
     if compare:
         # make: the order the Makefile lists things in. ninja >= 1.12: the longest chain
         # counted in steps, every step weighing the same.
         fifo = {i: -float(rank) for rank, i in enumerate(sorted(running))}
         unit = critical.expected_latency(comps, running, dict.fromkeys(running, 1.0))
         prediction.fifo_makespan_s = simulate.simulate(
-            comps, running, to_run, durations, fifo, jobs, pools).makespan_s
+            comps, running, to_run, durations, fifo, jobs, pools, worlds).makespan_s
         prediction.unit_makespan_s = simulate.simulate(
-            comps, running, to_run, durations, unit, jobs, pools).makespan_s
+            comps, running, to_run, durations, unit, jobs, pools, worlds).makespan_s
     return prediction
 
 
+def chain_setup_s(worlds: WorldSetups, world: str | None) -> float:
+    """The set-up of `world` and of its ancestors: the least time before its tasks run."""
+    total = 0.0
+    while world is not None:
+        total += worlds.seconds.get(world, 0.0)
+        world = worlds.parents.get(world)
+    return total
+
+
 def remaining(comps: list[Computation], left: list[int], to_run: dict[int, str],
-              estimates: dict[int, float], running_for: dict[int, float], jobs: int,
-              pools: dict[str, int]) -> float:
-    """The live ETA: what is left (`left`, not settled yet) simulated again, the running
-    computations (`running_for`: index -> seconds they have run) first, for what remains of
-    their estimates."""
-    durations = {i: estimates.get(i, 0.0) for i in left}
+              estimate_s: dict[int, float], running_for: dict[int, float], jobs: int,
+              pools: dict[str, int], worlds: WorldSetups | None = None) -> float:
+    """What is left (`left`, not settled yet) simulated again, the running computations
+    (`running_for`: index -> seconds they have run) first, for what remains of their
+    estimates, after what is left of their worlds' set-up (`worlds`)."""
+    durations = {i: estimate_s.get(i, 0.0) for i in left}
     latency = critical.expected_latency(comps, left, durations)
     for i, ran_s in running_for.items():
         durations[i] = estimates.remaining_s(durations[i], ran_s)
         latency[i] = float("inf")
     runs = {i: "" for i in left if i in to_run or i in running_for}
-    return simulate.simulate(comps, left, runs, durations, latency, jobs, pools).makespan_s
+    return simulate.simulate(comps, left, runs, durations, latency, jobs, pools, worlds).makespan_s

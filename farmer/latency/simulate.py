@@ -3,7 +3,7 @@ of a build run the real scheduling policy with each computation lasting its esti
 
 from __future__ import annotations
 
-from farmer.executors.simulated import SimulatedExecutor
+from farmer.executors.simulated import SimulatedExecutor, WorldSetups
 from farmer.graph import Computation
 from farmer.scheduler import Hooks, Scheduler, Span
 
@@ -21,21 +21,27 @@ class _SimHooks(Hooks):
 
 
 class Simulation:
-    __slots__ = ("makespan_s", "start_order", "timeline")
+    __slots__ = ("makespan_s", "start_order", "timeline", "world_ready")
 
     def __init__(self, makespan_s: float, start_order: list[int], timeline: list[Span]) -> None:
-        self.makespan_s, self.start_order, self.timeline = makespan_s, start_order, timeline
+        self.makespan_s = makespan_s
+        self.start_order = start_order
+        self.timeline = timeline  # each computation's own run (after its world was ready)
+        self.world_ready: dict[str, float] = {}  # when each world was set up
 
 
 def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, str],
              duration: dict[int, float], latency: dict[int, float], jobs: int,
-             pools: dict[str, int]) -> Simulation:
+             pools: dict[str, int], worlds: WorldSetups | None = None) -> Simulation:
     """Run the scheduler over `selected` with each computation in `to_run` lasting its
-    estimate and every other one up to date."""
-    executor = SimulatedExecutor(duration)
+    estimate and every other one up to date; world tasks wait for their world's set-up
+    (`worlds`; none: every world is ready)."""
+    executor = SimulatedExecutor(duration, worlds=worlds)
     scheduler = Scheduler(comps, selected, latency, jobs, pools, keep_going=True,
                           executor=executor, hooks=_SimHooks(to_run))
     scheduler.run()
     timeline = [Span(i, scheduler.slots_of[i], start, start + duration.get(i, 0.0))
-                for i, start in executor.started.items()]
-    return Simulation(executor.clock, scheduler.start_order, timeline)
+                for i, start in executor.began.items()]
+    simulation = Simulation(executor.clock, scheduler.start_order, timeline)
+    simulation.world_ready = executor.ready_at
+    return simulation
