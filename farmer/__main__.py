@@ -3,7 +3,7 @@
 import os
 import sys
 
-# The C module under `signal`: `signal` itself imports enum, which costs a no-op build 4 ms.
+# Start-up rule (docs/performance.md): the C module under `signal`, which imports enum.
 import _signal as signal
 
 

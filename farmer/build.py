@@ -18,23 +18,21 @@ from farmer import lastbuild, noop, report
 from farmer.atomic import write_atomically
 from farmer.executors.base import Executor, Outcome
 from farmer.executors.process import ProcessExecutor, log_path
-from farmer.executors.simulated import WorldSetups
 from farmer.inside import check_inside
 from farmer.lastbuild import Counts, summary_line
-from farmer.latency import critical, estimates
-from farmer.latency.predict import Prediction, remaining
+from farmer.latency import critical
+from farmer.latency.predict import Prediction, eta
 from farmer.lock import ProjectLock
 from farmer.private import make_dir
 from farmer.recorder import Recorder, RunCache
 from farmer.scheduler import CACHED, FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
-from farmer.session import Session, open_session
+from farmer.session import BuildOptions, Session, open_session
 from farmer.worlds.sweep import sweep as sweep_fifo_dirs
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from farmer.graph import Computation, Graph
     from farmer.spec import Spec
-    from farmer.worlds.manager import WarmWorlds
 
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
 _ETA_EVERY_S = 0.25
@@ -44,34 +42,6 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _setup_failed(reason: str | None) -> bool:
     """A world task that did not run because its world's setup raised (SPEC §4's words)."""
     return reason is not None and reason.startswith("world ") and reason.endswith(" setup failed")
-
-
-class BuildOptions:
-    __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
-                 "timeout", "live", "trace_file", "worlds", "cache", "cache_dir")
-
-    def __init__(self, targets: list[str], jobs: int, load: float | None = None,
-                 keep_going: bool = False, dry_run: bool = False, explain: bool = False,
-                 no_worlds: bool = False, timeout: float | None = None, live: bool = False,
-                 trace_file: str | None = None, worlds: WarmWorlds | None = None,
-                 cache: bool | None = None, cache_dir: str | None = None) -> None:
-        self.targets = targets
-        self.jobs = jobs
-        self.load = load
-        self.keep_going = keep_going
-        self.dry_run = dry_run
-        self.explain = explain
-        self.no_worlds = no_worlds
-        self.timeout = timeout
-        self.live = live
-        self.trace_file = trace_file
-        self.worlds = worlds  # world processes kept across builds (farmer watch)
-        self.cache = cache  # --cache (True), --no-cache (False), neither (None)
-        self.cache_dir = cache_dir
-
-    def replace(self, **changes) -> BuildOptions:
-        """A copy with `changes` (option names as keywords) made."""
-        return BuildOptions(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
 class BuildHooks(Hooks):
@@ -166,31 +136,14 @@ class BuildHooks(Hooks):
         self.reporter.progress(self.done(), len(self.s.selected), running, self._eta)
 
     def _remaining(self, now: float) -> float | None:
-        """The ETA: what is left, simulated again. None (no ETA) while computations with no
-        history yet run and nothing of this build has been measured to go by."""
         settled = self.scheduler.settled
         left = [i for i in self.scheduler.selected if i not in settled and i not in self.outcomes]
-        est = self.prediction.estimates
-        if self.prediction.unknown:
-            measured = {i: o.end_s - o.start_s for i, o in self.outcomes.items() if o.ok}
-            if not measured:
-                return None
-            est = estimates.fill_unknown(est, self.prediction.unknown, self.comps, measured)
+        measured = {i: o.end_s - o.start_s for i, o in self.outcomes.items() if o.ok}
         running_for = {i: now - started for i, started in self.running.items()}
-        worlds = self.prediction.worlds
-        if worlds is not None and self.executor is not None:
-            # What is left of the set-up of worlds: none of those ready; the rest of those
-            # being set up (their waiting tasks have not begun); all of those not started.
-            ready = self.executor.worlds_set_up()
-            began = self.executor.worlds_setting_up()
-            seconds = {w: 0.0 if w in ready else estimates.remaining_s(s, now - began[w]) if w in began else s
-                       for w, s in worlds.seconds.items()}
-            worlds = WorldSetups(seconds, worlds.parents)
-            for i in running_for:
-                if self.comps[i].world in began:
-                    running_for[i] = 0.0
-        return remaining(self.comps, left, self.prediction.to_run, est, running_for,
-                         self.opts.jobs, self.s.spec.pools, worlds)
+        ready = self.executor.worlds_set_up() if self.executor else {}
+        began = self.executor.worlds_setting_up() if self.executor else {}
+        return eta(self.prediction, self.comps, left, measured, running_for, ready, began, now,
+                   self.s.spec.pools)
 
     def on_signal(self, signum: int, frame: object) -> None:
         if self.signal is None:
@@ -313,16 +266,6 @@ class _Build:
         # the next build, which installs its own).
         return self.finish(settled, hooks.outcomes, hooks.signal, scheduler.slots_of)
 
-    def _local_cache(self, logs: str, warn) -> RunCache | None:
-        """The local output cache (farmer/cache/), when it is turned on; nothing of it is
-        imported otherwise."""
-        opts, spec = self.opts, self.session.spec
-        if opts.cache is False or opts.cache is None and spec.cache is None and not os.environ.get("FARMER_CACHE"):
-            return None
-        from farmer.cache.use import for_build
-
-        return for_build(spec.cache, spec.root, opts.cache, opts.cache_dir, self.session.digests, logs, warn)
-
     def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,
         where each runs in a fresh python3). Every computation that can run is in the plan,
@@ -335,6 +278,16 @@ class _Build:
 
         return with_worlds(executor, self.session.spec, comps, to_run, logs, self.t0, opts.timeout,
                            warn, opts.worlds, self.session.world_fingerprint)
+
+    def _local_cache(self, logs: str, warn) -> RunCache | None:
+        """The local output cache (farmer/cache/), when it is turned on; nothing of it is
+        imported otherwise."""
+        opts, spec = self.opts, self.session.spec
+        if opts.cache is False or opts.cache is None and spec.cache is None and not os.environ.get("FARMER_CACHE"):
+            return None
+        from farmer.cache.use import for_build
+
+        return for_build(spec.cache, spec.root, opts.cache, opts.cache_dir, self.session.digests, logs, warn)
 
     def finish(self, settled: dict[int, Settled], outcomes: dict[int, Outcome],
                signum: int | None, slots_of: dict[int, list[int]]) -> int:
@@ -359,12 +312,12 @@ class _Build:
         for s in settled.values():
             if s.status == RAN:
                 counts.ran += 1
-            elif s.status == CACHED:
-                counts.cached += 1
             elif s.status == UP_TO_DATE:
                 counts.up_to_date += 1
             elif s.status == FAILED:
                 counts.failed += 1
+            elif s.status == CACHED:
+                counts.cached += 1
             elif s.status == SKIPPED:
                 counts.skipped += 1
         head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,

@@ -9,13 +9,13 @@ mean the same either way: anything else goes through click).
 
 from __future__ import annotations
 
-import _signal as signal  # not `signal`, which imports enum: 4 ms of a no-op build
+import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 import os
 import sys
 
 from farmer.errors import LockHeld, TaskError, UsageError
 
-TYPE_CHECKING = False  # not typing's: importing typing costs a no-op build 4 ms
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn

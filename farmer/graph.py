@@ -16,9 +16,8 @@ if TYPE_CHECKING:
 _DRIVER = os.path.join(os.path.dirname(__file__), "worlds", "driver.py")
 
 
-# Plain classes with __slots__, not dataclasses, here and in every module a build imports:
-# `import dataclasses` (which imports inspect, ast, dis, tokenize) and making each class cost
-# every build about 14 ms of start-up (`import farmer.build, farmer.project`: 55 -> 41 ms).
+# Start-up rule (docs/performance.md): plain slotted classes, not dataclasses, here and in
+# every module a build imports.
 class Computation:
     # In this order: graph caches store a computation as the tuple of its fields.
     __slots__ = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind",

@@ -12,7 +12,7 @@ import os
 from farmer.errors import UsageError
 from farmer.grains import hash_text
 
-TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
     import re
 

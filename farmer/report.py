@@ -11,7 +11,7 @@ from farmer import jsontext
 from farmer.atomic import write_text_atomically
 from farmer.lastbuild import rounded
 
-TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TextIO

@@ -1,5 +1,5 @@
-"""What a build knows before it runs anything: the state read, the no-op proof, the
-selection, and each computation's verdict, taken once when first asked.
+"""What a build knows before it runs anything: its options, the state read, the no-op
+proof, the selection, and each computation's verdict, taken once when first asked.
 
 `open_session` makes one: `Session.full` when there is no proof (every selected
 computation is looked at), `Session.from_proof` when the last good build's proof says which
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from farmer.executors.base import Outcome
     from farmer.scheduler import Settled
     from farmer.spec import Spec
+    from farmer.worlds.manager import WarmWorlds
 
 _UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
 _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
@@ -40,6 +41,34 @@ def world_setup_id(name: str) -> str:
     """The id and task under which a world's measured set-up is kept in history (no task
     name has a colon)."""
     return "world:" + name
+
+
+class BuildOptions:
+    __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
+                 "timeout", "live", "trace_file", "worlds", "cache", "cache_dir")
+
+    def __init__(self, targets: list[str], jobs: int, load: float | None = None,
+                 keep_going: bool = False, dry_run: bool = False, explain: bool = False,
+                 no_worlds: bool = False, timeout: float | None = None, live: bool = False,
+                 trace_file: str | None = None, worlds: WarmWorlds | None = None,
+                 cache: bool | None = None, cache_dir: str | None = None) -> None:
+        self.targets = targets
+        self.jobs = jobs
+        self.load = load
+        self.keep_going = keep_going
+        self.dry_run = dry_run
+        self.explain = explain
+        self.no_worlds = no_worlds
+        self.timeout = timeout
+        self.live = live
+        self.trace_file = trace_file
+        self.worlds = worlds  # world processes kept across builds (farmer watch)
+        self.cache = cache  # --cache (True), --no-cache (False), neither (None)
+        self.cache_dir = cache_dir
+
+    def replace(self, **changes) -> BuildOptions:
+        """A copy with `changes` (option names as keywords) made."""
+        return BuildOptions(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
 class Session:

@@ -12,7 +12,7 @@ from xxhash import xxh3_128_hexdigest
 from farmer.grains import Digests, NotAFile
 from farmer.state import Trace
 
-TYPE_CHECKING = False  # not typing's: importing typing costs a build 3 ms
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:  # traversal fingerprints computations with this module
     from farmer.graph import Computation, Graph
 

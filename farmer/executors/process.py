@@ -8,7 +8,7 @@ the child's CPU time and peak RSS.
 
 from __future__ import annotations
 
-import _signal as signal  # not `signal`, which imports enum (the same functions, ints for enums)
+import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 import os
 import selectors
 import time

@@ -138,3 +138,27 @@ def remaining(comps: list[Computation], left: list[int], to_run: dict[int, str],
         latency[i] = float("inf")
     runs = {i: "" for i in left if i in to_run or i in running_for}
     return simulate.simulate(comps, left, runs, durations, latency, jobs, pools, worlds).makespan_s
+
+
+def eta(p: Prediction, comps: list[Computation], left: list[int], measured: dict[int, float],
+        running_for: dict[int, float], ready: dict[str, float | None], began: dict[str, float],
+        now: float, pools: dict[str, int]) -> float | None:
+    """The live view's ETA: what is left of a build predicted by `p`. `left`: not settled
+    yet; `measured`: seconds of what ran this build; `running_for`: seconds each running
+    computation has run; `ready`, `began`: the worlds set up, and the monotonic time those
+    being set up began (Executor.worlds_set_up, worlds_setting_up). None (no ETA) while
+    computations with no history yet run and nothing of this build was measured to go by."""
+    est: dict[int, float] = p.estimates
+    if p.unknown:
+        if not measured:
+            return None
+        est = estimates.fill_unknown(est, p.unknown, comps, measured)
+    worlds = p.worlds
+    if worlds is not None:
+        # Left of the worlds' set-up: nothing of those ready; the rest of those being set up
+        # (their waiting tasks have not begun); all of those not started yet.
+        seconds = {w: 0.0 if w in ready else estimates.remaining_s(s, now - began[w]) if w in began else s
+                   for w, s in worlds.seconds.items()}
+        worlds = WorldSetups(seconds, worlds.parents)
+        running_for = {i: 0.0 if comps[i].world in began else s for i, s in running_for.items()}
+    return remaining(comps, left, p.to_run, est, running_for, p.jobs, pools, worlds)
