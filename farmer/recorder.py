@@ -123,10 +123,10 @@ class Recorder:
             self._inputs_before.pop(comp.index, None)
             self.failed_outputs(comp)
         else:
-            self._warn_changed_inputs(comp)
+            unsure = self._changed_inputs(comp)
             trace = self._trace(comp, outcome, outputs)
             self.s.outputs_written(comp.outputs)
-            if not outcome.cached:
+            if not outcome.cached and not unsure:
                 self.cache.store(comp, trace, outcome)
         if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
             self.flush()
@@ -161,17 +161,31 @@ class Recorder:
         self.s.digests.changed = {}
         self._last_flush = time.monotonic()
 
-    def _warn_changed_inputs(self, comp: Computation) -> None:
-        """An input that changed while the command ran: its trace keeps the digest from
-        before the run, so the computation is not up to date and runs again next build."""
+    def _changed_inputs(self, comp: Computation) -> bool:
+        """Whether an input changed while the command ran: its stat data changed (Bazel's
+        ctime guard: whatever its content is now, edited and put back, the command may have
+        read something else), or, for a file too fresh for its stat to vouch for it, its
+        content. Its trace then records that input as CHANGED, which matches no content:
+        the computation runs again next build (`input PATH changed`), and is not cached."""
         digests = self.s.digests
-        for path, before in self._inputs_before.get(comp.index, ()):
-            if digests.moved(path, strict=True):
+        before = self._inputs_before.get(comp.index, ())
+        unsure = False
+        for k, (path, digest) in enumerate(before):
+            if digests.moved(path):
+                changed = True
+            elif digests.moved(path, strict=True):
                 digests.forget(path)
-                if digest_text(digests, path) != before:
-                    digests.unstable.add(path)
-                    self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
-                              "it will run again next build")
+                changed = digest_text(digests, path) != digest
+            else:
+                continue
+            if changed:
+                digests.forget(path)
+                digests.unstable.add(path)
+                before[k] = (path, CHANGED)
+                unsure = True
+                self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
+                          "it will run again next build")
+        return unsure
 
     def _trace(self, comp: Computation, outcome: Outcome, outputs: list[tuple[str, str]]) -> Trace:
         digests = self.s.digests
@@ -204,6 +218,9 @@ class Recorder:
                 comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
                 outcome.max_rss_kb, digests.total_size(comp.inputs)))
         return trace
+
+
+CHANGED = "changed-while-running"  # a trace's digest for an input that changed during the run
 
 
 def digest_text(digests: Digests, path: str) -> str:
