@@ -74,3 +74,22 @@ def test_unknown_estimates_are_filled_from_what_this_build_measured():
     assert filled[1] == filled[2] == filled[3] == 0.05
     assert filled[4] == 0.05  # nothing of its task or program: the median of all measured
     assert estimates.fill_unknown(est, {1}, comps, {}) is est
+
+
+def test_the_live_countdown_never_reads_zero_while_work_runs():
+    import io
+
+    from rich.console import Console
+
+    from farmer.report import LiveReporter
+
+    live = LiveReporter(3)
+    try:
+        live.progress(1, 3, [comp(0, "t", "sleep 9")], 4.0)
+        live.eta_at -= 60  # a minute without a new estimate: the countdown has run out
+        console = Console(record=True, width=100, file=io.StringIO())
+        console.print(live.__rich__())
+        text = console.export_text()
+    finally:
+        live.close()
+    assert "ETA 1.0 s" in text, text  # a quarter of the last ETA, not 0.0
