@@ -40,7 +40,7 @@ class Server:
 
 @pytest.fixture(scope="session")
 def reapi(tmp_path_factory):
-    if importlib.util.find_spec("grpc") is None or importlib.util.find_spec("google.protobuf") is None:
+    if importlib.util.find_spec("grpc") is None or (importlib.util.find_spec("google") is None or importlib.util.find_spec("google.protobuf") is None):
         unavailable("grpcio and protobuf are not installed (pip install -e '.[remote]')")
     url = os.environ.get("FARMER_TEST_REAPI")
     if url:

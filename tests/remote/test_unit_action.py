@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-if importlib.util.find_spec("google.protobuf") is None and os.environ.get("CI") != "true":
+if (importlib.util.find_spec("google") is None or importlib.util.find_spec("google.protobuf") is None) and os.environ.get("CI") != "true":
     pytest.skip("protobuf is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
 from farmer.remote import action as actions  # noqa: E402
