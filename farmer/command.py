@@ -148,7 +148,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                             cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None)
         if not is_ninja(farmfile, ninja) or dry_run:
             code = run_build(spec, graph, opts, lock, proof, executor, cache)
-            return code if dry_run else _built(code)
+            return code if dry_run else _built(code, graph)
         from farmer import ninja as manifest  # as ninja: remake the manifest first
 
         # Taken before the regeneration edge is checked: a change after it is seen next time.
@@ -160,7 +160,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         code = run_build(spec, graph, opts, lock, proof, executor, cache)
         if code == 0 and spec is read_spec and regenerated_from is not None and not trace_file:
             manifest.stamp(spec, regenerated_from)
-        return _built(code)
+        return _built(code, graph)
     except TaskError as e:  # a missing input found by the no-op proof's selection
         from farmer.farmfile import locate
 
@@ -170,13 +170,14 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             lock.release()
 
 
-def _built(code: int) -> int:
+def _built(code: int, graph: Graph | None = None) -> int:
     """The end of a build that wrote last-build.json (the working directory is the project
-    root): in GitHub Actions, its annotations and job summary (docs/ci.md)."""
+    root): in GitHub Actions, its annotations and job summary (docs/ci.md). `graph`: the
+    build's, for the summary's critical path (a no-op build has none to show)."""
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from farmer.reports.github import report_build
 
-        report_build(os.path.join(os.getcwd(), ".farmer"))
+        report_build(os.path.join(os.getcwd(), ".farmer"), graph)
     return code
 
 

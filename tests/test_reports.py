@@ -186,6 +186,7 @@ def test_github_actions_annotations_and_step_summary(failed, tmp_path):
     text = summary.read_text()
     assert text.startswith("earlier step\n## farmer build FAILED"), text  # appended
     assert "### Failures (1)" in text
+    assert "**Critical path:** `out/bad.o`" in text, text  # what ran: the compile alone
 
 
 def test_github_annotation_without_a_location(project):

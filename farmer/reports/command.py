@@ -20,16 +20,8 @@ def gather(load_project: Callable[[], tuple]) -> model.LastBuild:
         build = model.load(os.path.join(os.getcwd(), ".farmer"))
         build.notes.append(f"no critical path nor predictions: {e}")
         return build
-    farmer_dir = os.path.join(spec.root, ".farmer")
-    build = model.load(farmer_dir)
-    from farmer.state import State
-
-    state = State(farmer_dir, readonly=True)
-    try:
-        history = model.history_before(state, build.head.get("started_at"))
-    finally:
-        state.close()
-    model.add_graph(build, graph, history)
+    build = model.load(os.path.join(spec.root, ".farmer"))
+    model.add_history_and_graph(build, graph)
     return build
 
 

@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
+    from farmer.graph import Graph
+
 # `path:line:col:` or `path:line:` as gcc, clang, rustc, mypy, ruff, tsc --pretty false print
 _LOCATION = re.compile(r"^(?:In file included from )?([^\s:][^:\n]*?):(\d+):(?:(\d+):)?\s")
 
@@ -55,9 +57,11 @@ def location(output: str) -> tuple[str, int, int | None] | None:
     return None
 
 
-def report_build(farmer_dir: str, out: TextIO = sys.stdout, env: dict | os._Environ = os.environ) -> None:
+def report_build(farmer_dir: str, graph: Graph | None = None, out: TextIO = sys.stdout,
+                 env: dict | os._Environ = os.environ) -> None:
     """The end of a build in Actions: annotations on stdout, the summary appended to
-    $GITHUB_STEP_SUMMARY. A report that cannot be made is a warning, never a failed build."""
+    $GITHUB_STEP_SUMMARY (with the critical path and predictions when `graph` is given).
+    A report that cannot be made is a warning, never a failed build."""
     from farmer.errors import UsageError
     from farmer.reports import markdown, model
 
@@ -66,6 +70,8 @@ def report_build(farmer_dir: str, out: TextIO = sys.stdout, env: dict | os._Envi
     except UsageError as e:
         print(f"farmer: warning: no GitHub Actions report: {e}", file=sys.stderr)
         return
+    if graph is not None:
+        model.add_history_and_graph(build, graph)
     for entry in build.failures():
         out.write(annotation(build, entry) + "\n")
     out.flush()

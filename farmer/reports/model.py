@@ -153,6 +153,18 @@ def add_graph(build: LastBuild, graph, history: dict | None) -> None:
                            "they are not on the critical path and have no prediction")
 
 
+def add_history_and_graph(build: LastBuild, graph) -> None:
+    """add_graph with the state's history from before the build (read only)."""
+    from farmer.state import State
+
+    state = State(build.farmer_dir, readonly=True)
+    try:
+        history = history_before(state, build.head.get("started_at"))
+    finally:
+        state.close()
+    add_graph(build, graph, history)
+
+
 def history_before(state, started_at: str) -> dict:
     """The state's measured runs recorded before the build started (its own are newer)."""
     import calendar
