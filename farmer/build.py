@@ -78,7 +78,7 @@ class BuildHooks(Hooks):
         now = time.monotonic()
         done = self.recorder.prepare(comp, now - self.t0)
         if self.opts.explain:
-            restored = "; restored from the local cache" if done is not None and done.cached else ""
+            restored = f"; restored from the {done.where or 'local'} cache" if done is not None and done.cached else ""
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}{restored}")
         if done is None:
             self.running[index] = now
@@ -231,7 +231,8 @@ class _Build:
         make_dir(logs)
         live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
-        recorder = Recorder(session, reporter.message, self.cache or self._local_cache(logs, reporter.message))
+        cache = self.cache or self._caches(logs, reporter.message)
+        recorder = Recorder(session, reporter.message, cache)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.signal = self.early[0] if self.early else None  # one that came since the check above
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -240,10 +241,11 @@ class _Build:
         if not hasattr(os, "pidfd_open"):
             signal.signal(signal.SIGCHLD, lambda *_: None)
         executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message)
+        executor, jobs = self._remote_executor(executor, cache, given is not None)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
         scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
-                              opts.jobs, session.spec.pools, opts.keep_going, executor, hooks)
+                              jobs, session.spec.pools, opts.keep_going, executor, hooks)
         hooks.scheduler = scheduler
         hooks.executor = executor
         if isinstance(reporter, report.LiveReporter):
@@ -265,6 +267,50 @@ class _Build:
         # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
         # the next build, which installs its own).
         return self.finish(settled, hooks.outcomes, hooks.signal, scheduler.slots_of)
+
+    def _caches(self, logs: str, warn) -> RunCache | None:
+        """The local output cache and the remote one, as the build has them turned on."""
+        local = self._local_cache(logs, warn)
+        remote = self._remote_cache(logs, warn)
+        if remote is None:
+            return local
+        from farmer.remote.runcache import Layered
+
+        return Layered(local, remote)
+
+    def _remote_cache(self, logs: str, warn) -> RunCache | None:
+        """The remote cache (farmer/remote/), when --remote, FARMER_REMOTE or [remote] names a
+        server; grpc is imported only when a computation first consults it."""
+        spec = self.session.spec
+        if not (self.opts.remote.get("url") or os.environ.get("FARMER_REMOTE") or spec.remote and spec.remote.url):
+            return None
+        from farmer.errors import UsageError
+        from farmer.remote import config
+        from farmer.remote.runcache import RemoteRunCache
+
+        try:
+            settings = config.resolve(**self.opts.remote, table=spec.remote.table() if spec.remote else None)
+        except config.RemoteConfigError as e:
+            raise UsageError(str(e)) from None
+        if settings is None:
+            return None
+        env = spec.cache.env if spec.cache is not None else []
+        return RemoteRunCache(settings, self.session, env, logs, warn)
+
+    def _remote_executor(self, executor: Executor, cache: RunCache | None, given: bool) -> tuple[Executor, int]:
+        """With --remote-exec, the executor that sends eligible computations to the remote, and
+        the scheduler's slots: -j local ones and `[remote] jobs` remote ones."""
+        remote = getattr(cache, "remote_for_exec", None)
+        settings = getattr(cache, "settings", None)
+        if given or remote is None or settings is None or not settings.execute:
+            return executor, self.opts.jobs
+        engine = remote()
+        if engine is None:
+            return executor, self.opts.jobs
+        from farmer.remote.executor import RemoteExecutor
+
+        return (RemoteExecutor(executor, engine, self.opts.jobs, self.t0, cache.describe, self.session.trace,
+                               cache.log_of, cache.warn), self.opts.jobs + settings.jobs)
 
     def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,

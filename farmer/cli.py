@@ -35,6 +35,44 @@ def _load(directory: str | None, farmfile: str, write_cache: bool = False):
     return command.load_project(directory, farmfile, write_cache, ctx.meta.get("farmer.ninja", False), given)
 
 
+def _remote_options(f):
+    """SPEC §5's --remote* flags (docs/remote.md); each overrides FARMER_REMOTE* and [remote]."""
+    f = click.option("--remote-timeout", "remote_timeout", type=float, default=None, metavar="S",
+                     help="Deadline of each remote call (default 30).")(f)
+    f = click.option("--no-remote-upload", "no_remote_upload", is_flag=True,
+                     help="Use the remote cache read-only: upload nothing.")(f)
+    f = click.option("--remote-exec", "remote_exec", is_flag=True,
+                     help="Run eligible commands on the remote's workers.")(f)
+    f = click.option("--remote-header", "remote_headers", multiple=True, metavar="NAME=VALUE",
+                     help="A header sent with every remote call (repeatable; never logged).")(f)
+    f = click.option("--remote-instance", "remote_instance", default=None, metavar="NAME",
+                     help="The remote's instance name.")(f)
+    return click.option("--remote", "remote_url", default=None, metavar="URL",
+                        help="A REAPI server, grpc://HOST:PORT or grpcs://HOST[:PORT] (remote cache).")(f)
+
+
+def _remote_flags(given: dict) -> dict | None:
+    """The --remote* flags given, as farmer.remote.config.resolve takes them (checked now: a
+    bad one is a usage error before anything runs)."""
+    flags = {"url": given["remote_url"], "instance": given["remote_instance"],
+             "headers": tuple(given["remote_headers"]), "execute": True if given["remote_exec"] else None,
+             "upload": False if given["no_remote_upload"] else None, "timeout": given["remote_timeout"]}
+    if not any(v for v in flags.values() if v is not None):
+        return None
+    from farmer.remote import config
+
+    try:
+        if flags["url"]:
+            config.parse_url(flags["url"])
+        for h in flags["headers"]:
+            config.parse_header(h)
+        if flags["timeout"] is not None and not 0 < flags["timeout"] <= 1e6:
+            raise config.RemoteConfigError(f"--remote-timeout {flags['timeout']:g}: must be above 0 seconds")
+    except config.RemoteConfigError as e:
+        raise click.UsageError(str(e)) from None
+    return flags
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="farmer", message="%(prog)s %(version)s")
 def cli() -> None:
@@ -58,8 +96,9 @@ def cli() -> None:
 @click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
               help="The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, "
                    "$XDG_CACHE_HOME/farmer).")
+@_remote_options
 def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-          timeout, trace_file, use_cache, cache_dir) -> None:
+          timeout, trace_file, use_cache, cache_dir, **remote) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
     ctx = click.get_current_context()
     sys.exit(command.build(
@@ -67,7 +106,7 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
         timeout, trace_file, ninja=ctx.meta.get("farmer.ninja", False),
         farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
         lock=ctx.meta.get("farmer.watch.lock"), worlds=ctx.meta.get("farmer.watch.worlds"),
-        use_cache=use_cache, cache_dir=cache_dir))
+        use_cache=use_cache, cache_dir=cache_dir, remote=_remote_flags(remote)))
 
 
 def _watch(targets, directory, farmfile, **options) -> None:

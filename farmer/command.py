@@ -89,11 +89,12 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           farmfile_given: bool = True, executor: Executor | None = None,
           lock: ProjectLock | None = None, worlds: WarmWorlds | None = None,
           cache: RunCache | None = None, use_cache: bool | None = None,
-          cache_dir: str | None = None) -> int:
+          cache_dir: str | None = None, remote: dict | None = None) -> int:
     """`farmer build`: its exit status. `executor`, `cache`: see `build.run_build`; `lock`: the
     project's, taken by the caller, and `worlds` kept warm from its earlier builds (`farmer
     watch` holds both across builds); `use_cache`: --cache (True) or --no-cache (False);
-    `cache_dir`: --cache-dir (docs/cache.md)."""
+    `cache_dir`: --cache-dir (docs/cache.md); `remote`: the --remote* flags
+    (docs/remote.md)."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
@@ -145,7 +146,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         opts = BuildOptions(targets=targets, jobs=slots, load=load, keep_going=keep_going,
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,
                             timeout=timeout, live=live, trace_file=trace_file, worlds=worlds,
-                            cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None)
+                            cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
+                            remote=remote)
         if not is_ninja(farmfile, ninja) or dry_run:
             code = run_build(spec, graph, opts, lock, proof, executor, cache)
             return code if dry_run else _built(code, graph)

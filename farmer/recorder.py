@@ -83,9 +83,11 @@ class Recorder:
                 digests.forget(path)
             before.append((path, digest_text(digests, path)))
         self._inputs_before[comp.index] = before
-        if self.cache.lookup(comp, before, self.s.world_fingerprint(comp.world)):
+        hit = self.cache.lookup(comp, before, self.s.world_fingerprint(comp.world))
+        if hit:
             done = Outcome(comp.index, True, None, 0, now_s, now_s)
             done.cached = True
+            done.where = hit if isinstance(hit, str) else "local"  # a RunCache may say which cache
             return done
         for out in comp.outputs:
             parent = os.path.dirname(out)

@@ -166,8 +166,8 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
             "max_rss_kb": o.max_rss_kb if o else None,
             "exit_code": o.exit_code if o else None,
             # SPEC §5: where a cached one came from, where one that ran ran
-            "cache": "local" if o is not None and o.cached else None,
-            "executor": "local" if o is not None and not o.cached else None,
+            "cache": (o.where or "local") if o is not None and o.cached else None,
+            "executor": (o.where or "local") if o is not None and not o.cached else None,
         })
     return tasks
 

@@ -25,7 +25,7 @@ class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
     __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb",
-                 "cached")
+                 "cached", "where")
 
     def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
                  start_s: float, end_s: float, cpu_s: float | None = None,
@@ -39,6 +39,7 @@ class Outcome:
         self.cpu_s = cpu_s
         self.max_rss_kb = max_rss_kb
         self.cached = False  # its outputs were restored from a cache: it did not run
+        self.where: str | None = None  # "local" or "remote": the cache it came from, or where it ran
 
     def __repr__(self) -> str:
         return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "

@@ -128,24 +128,35 @@ class Client:
             m = self._methods[name] = rpc.bind(self._channel, name)
         return m
 
-    def call(self, name: str, request, timeout: float | None = None, retry: bool = True):
-        """A unary call (any in rpc.METHODS) with a deadline and bounded retries on transient codes."""
+    def call(self, name: str, request, timeout: float | None = None, retry: bool = True,
+             cancellable: bool = False):
+        """A unary call (any in rpc.METHODS) with a deadline and bounded retries on transient
+        codes. Blocking, unless `cancellable` (a long poll that cancel_calls() must end): a
+        future costs a thread per call, and close() cancels a blocking one anyway, by closing
+        the channel."""
         timeout = timeout or self.endpoint.timeout
         attempt = 0
         while True:
             self._check_open()
-            future = self._method(name).future(request, timeout=timeout, metadata=self._metadata)
-            self._track(future)
             try:
-                return future.result()
+                if not cancellable:
+                    return self._method(name)(request, timeout=timeout, metadata=self._metadata)
+                future = self._method(name).future(request, timeout=timeout, metadata=self._metadata)
+                self._track(future)
+                try:
+                    return future.result()
+                finally:
+                    self._untrack(future)
             except grpc.FutureCancelledError:
                 raise RemoteError("CANCELLED", f"{name} cancelled") from None
             except grpc.RpcError as e:
+                if self._closed:
+                    raise RemoteError("CANCELLED", f"{name} cancelled") from None
                 delay = self._retry_delay(e, attempt) if retry else None
                 if delay is None:
                     raise _error(name, e) from None
-            finally:
-                self._untrack(future)
+            except ValueError:  # the channel was closed under the call
+                raise RemoteError("CANCELLED", f"{name} cancelled") from None
             attempt += 1
             time.sleep(delay)
 
@@ -170,7 +181,7 @@ class Client:
             raise RemoteError("CANCELLED", "the remote client was closed")
 
     def cancel_calls(self) -> None:
-        """Cancel the calls in flight; the client stays usable (a bot's long poll on SIGTERM)."""
+        """Cancel the streaming and cancellable calls in flight; the client stays usable."""
         with self._lock:
             calls = list(self._calls)
         for c in calls:

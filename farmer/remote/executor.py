@@ -76,7 +76,9 @@ class RemoteExecutor(Executor):
         self._warned: set[str] = set()
         self._stopping = False
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        local.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
+        # the build's one event loop: the process executor's (inside the composite one with worlds)
+        self.selector = getattr(local, "selector", None) or local.process.selector
+        self.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
 
     # -- Executor ---------------------------------------------------------------------------------
 
@@ -119,7 +121,7 @@ class RemoteExecutor(Executor):
         self.stop()
         self.pool.shutdown(wait=True, cancel_futures=True)
         try:
-            self.local.selector.unregister(self._wake_r)
+            self.selector.unregister(self._wake_r)
         except (KeyError, ValueError):
             pass
         os.close(self._wake_r)
@@ -176,6 +178,7 @@ class RemoteExecutor(Executor):
             if outcome is not None:
                 if outcome.ok:
                     self.remote_ran.add(comp.index)
+                    outcome.where = "remote"
                 out.append(outcome)
                 continue
             self.fallbacks += 1

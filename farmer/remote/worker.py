@@ -229,7 +229,7 @@ class Bot:
 
     def update(self, session: bots.BotSession, timeout: float) -> bots.BotSession:
         new = self.client.call("UpdateBotSession", bots.UpdateBotSessionRequest(
-            name=session.name, bot_session=session), timeout=timeout, retry=False)
+            name=session.name, bot_session=session), timeout=timeout, retry=False, cancellable=True)
         self.session = new
         return new
 

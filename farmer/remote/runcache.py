@@ -1,0 +1,138 @@
+"""The remote cache at the recorder's seam (farmer/recorder.py's RunCache), and the two caches
+in one: the local cache first, then the remote.
+
+Plain Python until a computation is about to consult the remote: only then is
+farmer/remote/cache.py (grpc, protobuf, the generated messages) imported, so a build that runs
+nothing (every computation up to date) costs nothing more with a remote configured.
+"""
+
+from __future__ import annotations
+
+from farmer.recorder import RunCache
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.executors.base import Outcome
+    from farmer.graph import Computation
+    from farmer.remote.config import RemoteSettings
+    from farmer.session import Session
+    from farmer.state import Trace
+
+
+class RemoteRunCache(RunCache):
+    """Looks computations up in the remote's action cache, restores hits from its CAS, and
+    uploads what ran here. `env_names` is `[cache] env`; `logs` the build's log folder."""
+
+    __slots__ = ("settings", "session", "env_names", "logs", "warn", "remote", "programs", "found", "broken")
+
+    def __init__(self, settings: RemoteSettings, session: Session, env_names: list[str], logs: str,
+                 warn: Callable[[str], None]) -> None:
+        self.settings, self.session, self.env_names, self.logs, self.warn = settings, session, env_names, logs, warn
+        self.remote = None  # farmer.remote.cache.RemoteCache, made on the first lookup
+        self.programs = None
+        self.found: dict[int, object] = {}  # misses, by index, till they are uploaded
+        self.broken = False
+
+    def _remote(self):
+        if self.remote is None and not self.broken:
+            from farmer.remote import config
+
+            try:
+                config.require()
+            except config.RemoteConfigError as e:
+                self.broken = True
+                self.warn(f"farmer: warning: {e}; building without the remote")
+                return None
+            from farmer.cache.key import Programs
+            from farmer.remote.cache import RemoteCache
+
+            digests = self.session.digests
+            self.programs = Programs(digests.digest)
+            self.remote = RemoteCache(self.settings, digests, self.session.state.sha256, self.warn)
+        return self.remote
+
+    def remote_for_exec(self):
+        """The connected RemoteCache for remote execution; None when the remote is unusable."""
+        remote = self._remote()
+        client = remote.client() if remote is not None else None
+        if client is None:
+            return None
+        try:
+            if client.can_execute():
+                return remote
+        except Exception:  # noqa: BLE001 - capabilities were read already; never a failed build
+            return None
+        self.warn(f"farmer: warning: remote {self.settings.endpoint.url} does not execute "
+                  f"(instance {self.settings.endpoint.instance!r}); running everything here")
+        return None
+
+    def describe(self, comp: Computation, inputs: list[tuple[str, str]]):
+        from farmer.cache.key import describe
+
+        return describe(comp, self.session.world_fingerprint(comp.world), inputs, self.env_names, self.programs)
+
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
+        from farmer.cache.key import describe, uncacheable
+
+        if uncacheable(comp) is not None:
+            return None
+        remote = self._remote()
+        if remote is None:
+            return None
+        found = remote.lookup(comp, describe(comp, world, inputs, self.env_names, self.programs))
+        if found is None:
+            return None
+        if found.result is not None and remote.restore(comp, found, self.log_of(comp)) is not None:
+            return "remote"
+        self.found[comp.index] = found
+        return None
+
+    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
+        found = self.found.pop(comp.index, None)
+        if outcome.where == "remote":
+            return  # it ran there: the server cached its result under the same Action
+        if found is not None and self.remote is not None:
+            self.remote.store(comp, found, trace.discovered, trace.outputs, self.log_of(comp),
+                              outcome.end_s - outcome.start_s)
+
+    def close(self, interrupted: bool = False) -> None:
+        if self.remote is not None:
+            self.remote.close(abandon=interrupted)
+            self.session.state.save_sha256(self.remote.shas.taken())
+
+    def log_of(self, comp: Computation) -> str:
+        from farmer.executors.process import log_path
+
+        return log_path(self.logs, comp.id)
+
+
+class Layered(RunCache):
+    """The local cache, then the remote: a computation restored from either is not run; one that
+    ran is stored into both. `lookup` says where a hit came from ("local" or "remote")."""
+
+    __slots__ = ("local", "remote")
+
+    def __init__(self, local: RunCache | None, remote: RunCache) -> None:
+        self.local, self.remote = local, remote
+
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
+        if self.local is not None and self.local.lookup(comp, inputs, world):
+            return "local"
+        return self.remote.lookup(comp, inputs, world)
+
+    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
+        if self.local is not None:
+            self.local.store(comp, trace, outcome)
+        self.remote.store(comp, trace, outcome)
+
+    def __getattr__(self, name: str):  # remote_for_exec, describe, settings...: the remote's
+        return getattr(self.remote, name)
+
+    def close(self, interrupted: bool = False) -> None:
+        try:
+            if self.local is not None:
+                self.local.close(interrupted)
+        finally:
+            self.remote.close(interrupted)

@@ -1,0 +1,202 @@
+"""`farmer build --remote ...` end to end against a real BuildGrid: a second checkout elsewhere restores
+everything, read-only mode, --remote-exec on the workers, a server killed mid-build, a dead server,
+headers never written anywhere, and no grpc import when nothing has to run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
+    pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Each command counts its local runs in $RUNS: a worker gets only the task's env, so a command
+# that ran remotely (or was restored) leaves no mark there.
+FARMFILE = """\
+[remote]
+salt = "{salt}"
+
+[task.objects]
+foreach = "src/{{stem}}.c"
+inputs = ["src/{{stem}}.c", "src/util.h"]
+outputs = ["build/{{stem}}.o"]
+cmd = "cc -c {{inputs[0]}} -o {{outputs}} && {{{{ [ -z \\"$RUNS\\" ] || echo {{stem}} >> \\"$RUNS\\"; }}}}"
+
+[task.app]
+inputs = ["@objects"]
+outputs = ["build/app"]
+cmd = "cc {{inputs}} -o {{outputs}} && {{{{ [ -z \\"$RUNS\\" ] || echo app >> \\"$RUNS\\"; }}}}"
+"""
+
+
+def checkout(path, salt: str, tag: str = "") -> str:
+    (path / "src").mkdir(parents=True)
+    (path / "Farmfile").write_text(FARMFILE.format(salt=salt))
+    (path / "src" / "util.h").write_text("int twice(int);\n")
+    (path / "src" / "util.c").write_text(f'#include "util.h"\nconst char *tag = "{tag}";\n'
+                                         'int twice(int x) { return 2 * x; }\n')
+    (path / "src" / "main.c").write_text('#include <stdio.h>\n#include "util.h"\n'
+                                         'int main(void) { printf("%d\\n", twice(21)); return 0; }\n')
+    return str(path)
+
+
+class Farmer:
+    def __init__(self, tmp_path) -> None:
+        self.runs = str(tmp_path / "runs.txt")
+
+    def __call__(self, root: str, *args: str, env: dict | None = None, timeout: float = 180):
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE"))}
+        e.update({"PYTHONPATH": REPO, "RUNS": self.runs, **(env or {})})
+        t0 = time.monotonic()
+        cp = subprocess.run([sys.executable, "-m", "farmer", "build", *args], cwd=root, capture_output=True,
+                            text=True, timeout=timeout, env=e, stdin=subprocess.DEVNULL)
+        cp.elapsed = time.monotonic() - t0
+        return cp
+
+    def ran(self) -> list[str]:
+        """The commands that ran locally since the last call."""
+        if not os.path.exists(self.runs):
+            return []
+        with open(self.runs) as f:
+            out = f.read().split()
+        os.unlink(self.runs)
+        return sorted(out)
+
+
+def tasks(root: str) -> dict[str, dict]:
+    with open(os.path.join(root, ".farmer", "last-build.json")) as f:
+        return {t["id"]: t for t in json.load(f)["tasks"]}
+
+
+@pytest.fixture
+def farmer(tmp_path):
+    return Farmer(tmp_path)
+
+
+@pytest.fixture
+def salt():
+    return os.urandom(8).hex()  # a key space of the test's own on the shared server
+
+
+def test_a_second_checkout_at_another_path_restores_everything(tmp_path, farmer, reapi, salt):
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance]
+    first = checkout(tmp_path / "one", salt)
+    r = farmer(first, *remote)
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == ["app", "main", "util"]
+    second = checkout(tmp_path / "elsewhere" / "two", salt)
+    r = farmer(second, *remote, "--explain")
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == []  # nothing ran: everything came from the remote
+    assert "warning" not in r.stdout + r.stderr
+    assert subprocess.run([os.path.join(second, "build/app")], capture_output=True, text=True).stdout == "42\n"
+    for cid, t in tasks(second).items():
+        assert t["status"] == "cached" and t["cache"] == "remote" and t["executor"] is None, t
+    assert "restored from the remote cache" in r.stdout + r.stderr
+    r = farmer(second, *remote)  # restored with traces: a no-op
+    assert r.returncode == 0 and farmer.ran() == [] and "up to date 3" in r.stdout
+
+
+def test_read_only_mode_uploads_nothing(tmp_path, farmer, reapi, salt):
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance, "--no-remote-upload"]
+    assert farmer(checkout(tmp_path / "one", salt), *remote).returncode == 0
+    assert farmer.ran() == ["app", "main", "util"]
+    assert farmer(checkout(tmp_path / "two", salt), *remote).returncode == 0
+    assert farmer.ran() == ["app", "main", "util"]  # the first uploaded nothing
+
+
+def test_remote_exec_compiles_and_links_on_the_workers(tmp_path, farmer, reapi, salt):
+    root = checkout(tmp_path / "one", salt, tag=salt)
+    r = farmer(root, "--remote", reapi.url, "--remote-exec", "-j", "1")
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == []  # none ran here
+    assert subprocess.run([os.path.join(root, "build/app")], capture_output=True, text=True).stdout == "42\n"
+    assert {t["executor"] for t in tasks(root).values()} == {"remote"}
+    assert "warning" not in r.stdout + r.stderr
+
+
+def test_remote_false_runs_locally_but_is_cached(tmp_path, farmer, reapi, salt):
+    root = checkout(tmp_path / "one", salt, tag=salt)
+    text = open(os.path.join(root, "Farmfile")).read().replace(
+        '[task.app]\ninputs = ["@objects"]', '[task.app]\nremote = false\ninputs = ["@objects"]')
+    open(os.path.join(root, "Farmfile"), "w").write(text)
+    r = farmer(root, "--remote", reapi.url, "--remote-exec")
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == ["app"]
+    assert tasks(root)["build/app"]["executor"] == "local"
+
+
+def test_a_server_killed_mid_build_is_one_warning_and_a_good_build(tmp_path, farmer, own_cache_server, salt):
+    root = checkout(tmp_path / "one", salt)
+    with open(os.path.join(root, "Farmfile"), "a") as f:  # something slow after the first runs
+        f.write('\n[task.slow]\ninputs = ["build/app"]\noutputs = ["build/slow"]\n'
+                'cmd = "sleep 2 && cp build/app build/slow"\n'
+                '\n[task.last]\ninputs = ["build/slow"]\noutputs = ["build/last"]\ncmd = "cp build/slow build/last"\n')
+    e = {**os.environ, "PYTHONPATH": REPO, "RUNS": farmer.runs}
+    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "--remote", own_cache_server.url], cwd=root,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
+    for line in p.stdout:
+        if "build/app" in line:
+            own_cache_server.kill()  # while slow runs
+            break
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert (out + err).count("farmer: warning") <= 1, out + err
+    assert open(os.path.join(root, "build/last"), "rb").read() == open(os.path.join(root, "build/app"), "rb").read()
+
+
+def test_a_dead_server_costs_one_warning_and_no_wait(tmp_path, farmer, salt):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = checkout(tmp_path / "one", salt)
+    secret = "s3cr3t-" + salt
+    r = farmer(root, "--remote", f"grpc://127.0.0.1:{port}", "--remote-header", f"authorization=Bearer {secret}")
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == ["app", "main", "util"]
+    said = r.stdout + r.stderr
+    assert said.count("farmer: warning") == 1 and "unavailable" in said
+    assert r.elapsed < 30  # generous: a loaded machine; the wait itself is the refused connect (~1 ms)
+    for dirpath, _, files in os.walk(os.path.join(root, ".farmer")):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                assert secret.encode() not in f.read(), name
+    assert secret not in r.stdout + r.stderr
+
+
+def test_bad_remote_flags_are_usage_errors(tmp_path, farmer, salt):
+    root = checkout(tmp_path / "one", salt)
+    for args, words in ((["--remote", "http://x:1"], "grpc://"), (["--remote", "grpc://x:1", "--remote-header", "token"], "NAME=VALUE"),
+                        (["--remote", "grpc://x:1", "--remote-timeout", "0"], "--remote-timeout")):
+        r = farmer(root, *args)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = farmer(root, env={"FARMER_REMOTE": "ftp://x"})
+    assert r.returncode == 2 and "grpc://" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_no_grpc_import_when_nothing_has_to_run(tmp_path, farmer, reapi, salt):
+    root = checkout(tmp_path / "one", salt)
+    with open(os.path.join(root, "Farmfile")) as f:
+        text = f.read()
+    with open(os.path.join(root, "Farmfile"), "w") as f:
+        f.write(text.replace("[remote]\n", f'[remote]\nurl = "{reapi.url}"\ninstance = "{reapi.cache_instance}"\n'))
+    assert farmer(root).returncode == 0
+    for what in ("no-op", "up to date"):
+        if what == "up to date":  # without the no-op proof: the full up-to-date check
+            for name in ("noop.snapshot", "noop.stats"):
+                if os.path.exists(os.path.join(root, ".farmer", name)):
+                    os.remove(os.path.join(root, ".farmer", name))
+        r = farmer(root, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert r.returncode == 0 and "up to date 3" in r.stdout, (what, r.stdout, r.stderr[-2000:])
+        imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+        assert not {m for m in imported if m == "grpc" or m.startswith(("grpc.", "google.protobuf", "farmer.remote.client"))}, what
