@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""The remote cache and remote execution against a real BuildGrid on loopback (docs/remote.md).
+
+    python bench/remote.py [--repeat 3] [--jobs 2] [--exec-files 24]
+
+Uses the server named by FARMER_TEST_REAPI (as .ci/run exports it), else starts one with
+tools/reapi_stack.py (BuildGrid 0.4.4, PostgreSQL, two `farmer worker` bots) and stops it after.
+Scenarios, each with a salt of its own (so no run sees another's entries):
+
+  cache    bench/run.py's 1k graph: a clean local build; a clean build with the remote read-only
+           (every computation a miss: the lookup overhead); a clean build that uploads; a second
+           checkout at another path restoring everything from the remote
+  exec     N C files compiled and linked: local -j JOBS against --remote-exec ([remote] jobs 4)
+           on the stack's bots
+
+Times are wall clock, the median of the repeats; every build's outputs are checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def load(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def farmer(root: str, *args: str) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE"))}
+    env["PYTHONPATH"] = REPO
+    t0 = time.perf_counter()
+    cp = subprocess.run([sys.executable, "-m", "farmer", "build", *args], cwd=root, env=env,
+                        capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if cp.returncode != 0 or "warning" in cp.stdout + cp.stderr:
+        raise SystemExit(f"farmer build {' '.join(args)} in {root}: {cp.returncode}\n{cp.stdout}{cp.stderr}")
+    return wall
+
+
+def summary(root: str) -> str:
+    import json
+    with open(os.path.join(root, ".farmer", "last-build.json")) as f:
+        tasks = json.load(f)["tasks"]
+    counts: dict[str, int] = {}
+    for t in tasks:
+        key = t["status"] + (f"/{t.get('cache') or t.get('executor')}" if t["status"] in ("ran", "cached") else "")
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def cache_scenario(url: str, instance: str, work: str, repeat: int, jobs: int) -> list[str]:
+    run = load("bench_run", os.path.join(HERE, "run.py"))
+    from pathlib import Path
+
+    g = run.make_graph(1000)
+    text = run.farmfile_text(g)
+    texts = {"farm": text, "ninja": run.ninja_text(g), "make": run.makefile_text(g)}
+    rows: dict[str, list[float]] = {k: [] for k in ("local", "miss", "upload", "restore")}
+    notes = {}
+    for k in range(repeat):
+        salt = os.urandom(8).hex()
+        dirs = {}
+        for name in rows:
+            d = os.path.join(work, f"cache-{k}-{name}")
+            shutil.rmtree(d, ignore_errors=True)
+            run.write_project(g, Path(d), texts, "farm")
+            with open(os.path.join(d, "Farmfile"), "a") as f:
+                f.write(f'\n[remote]\nsalt = "{salt}"\n')
+            dirs[name] = d
+        remote = ["--remote", url, "--remote-instance", instance]
+        rows["local"].append(farmer(dirs["local"], "-j", str(jobs)))
+        rows["miss"].append(farmer(dirs["miss"], "-j", str(jobs), *remote, "--no-remote-upload"))
+        rows["upload"].append(farmer(dirs["upload"], "-j", str(jobs), *remote))
+        rows["restore"].append(farmer(dirs["restore"], "-j", str(jobs), *remote))
+        for name, d in dirs.items():
+            notes[name] = summary(d)
+            if run.tree_digests(Path(d) / "out") != run.tree_digests(Path(dirs["local"]) / "out"):
+                raise SystemExit(f"{name}: outputs differ from the local build's")
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    n = len(g.steps_in)
+    return [
+        f"### Remote cache: bench/run.py's 1k graph ({n} computations), -j {jobs}, BuildGrid on loopback",
+        "",
+        "| build | wall s (median of %d) | what happened |" % repeat,
+        "| --- | --- | --- |",
+        f"| clean, no remote | {med['local']:.2f} | {notes['local']} |",
+        f"| clean, remote read-only, every lookup a miss | {med['miss']:.2f} | {notes['miss']} |",
+        f"| clean, remote, uploading | {med['upload']:.2f} | {notes['upload']} |",
+        f"| second checkout elsewhere, all from the remote | {med['restore']:.2f} | {notes['restore']} |",
+        "",
+        f"Overhead per lookup (miss, read-only): {(med['miss'] - med['local']) / n * 1000:.2f} ms; "
+        f"with the upload: {(med['upload'] - med['local']) / n * 1000:.2f} ms; "
+        f"second checkout against a local clean build: {med['local'] / med['restore']:.2f}x.",
+        "",
+    ]
+
+
+EXEC_FARMFILE = """\
+[remote]
+salt = "{salt}"
+jobs = 4
+
+[task.objects]
+foreach = "src/{{stem}}.c"
+inputs = ["src/{{stem}}.c", "src/common.h"]
+outputs = ["build/{{stem}}.o"]
+cmd = "cc -O2 -c {{inputs[0]}} -o {{outputs}}"
+
+[task.app]
+inputs = ["@objects"]
+outputs = ["build/app"]
+cmd = "cc {{inputs}} -o {{outputs}}"
+"""
+
+
+def exec_project(d: str, files: int, salt: str) -> None:
+    os.makedirs(os.path.join(d, "src"))
+    with open(os.path.join(d, "Farmfile"), "w") as f:
+        f.write(EXEC_FARMFILE.format(salt=salt))
+    with open(os.path.join(d, "src", "common.h"), "w") as f:
+        f.write("double work(int);\n")
+    calls = []
+    for i in range(files):
+        # enough code that a compile takes a noticeable fraction of a second at -O2
+        body = "\n".join(f"static double f{i}_{j}(double x) {{ for (int k = 0; k < {j + 3}; k++) x = x * 1.000001 + {j}; "
+                         f"return x; }}" for j in range(120))
+        chain = " + ".join(f"f{i}_{j}(x)" for j in range(120))
+        with open(os.path.join(d, "src", f"u{i}.c"), "w") as f:
+            f.write(f'#include "common.h"\n{body}\ndouble u{i}(double x) {{ return {chain}; }}\n')
+        calls.append(f"u{i}(1.0)")
+    with open(os.path.join(d, "src", "main.c"), "w") as f:
+        decls = "".join(f"double u{i}(double);\n" for i in range(files))
+        f.write(f'#include <stdio.h>\n{decls}int main(void) {{ printf("%.3f\\n", {" + ".join(calls)}); return 0; }}\n')
+
+
+def exec_scenario(url: str, work: str, repeat: int, jobs: int, files: int) -> list[str]:
+    rows: dict[str, list[float]] = {"local": [], "remote": []}
+    notes = {}
+    for k in range(repeat):
+        salt = os.urandom(8).hex()
+        out = {}
+        for name in rows:
+            d = os.path.join(work, f"exec-{k}-{name}")
+            shutil.rmtree(d, ignore_errors=True)
+            exec_project(d, files, salt + name)  # salts differ: the remote run must not hit the cache
+            args = ["-j", str(jobs)] if name == "local" else ["-j", str(jobs), "--remote", url, "--remote-exec"]
+            rows[name].append(farmer(d, *args))
+            notes[name] = summary(d)
+            out[name] = subprocess.run([os.path.join(d, "build", "app")], capture_output=True, text=True).stdout
+        if out["local"] != out["remote"]:
+            raise SystemExit(f"the programs differ: {out}")
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    return [
+        f"### Remote execution: {files} C files at -O2 and a link, BuildGrid with 2 `farmer worker` bots on this machine",
+        "",
+        "| build | wall s (median of %d) | what happened |" % repeat,
+        "| --- | --- | --- |",
+        f"| local, -j {jobs} | {med['local']:.2f} | {notes['local']} |",
+        f"| --remote-exec, [remote] jobs 4 (and -j {jobs} for what stays local) | {med['remote']:.2f} | {notes['remote']} |",
+        "",
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--exec-files", type=int, default=24)
+    ap.add_argument("--only", default="cache,exec")
+    a = ap.parse_args()
+    stack = load("reapi_stack", os.path.join(REPO, "tools", "reapi_stack.py"))
+    state = None
+    url = os.environ.get("FARMER_TEST_REAPI")
+    instance = os.environ.get("FARMER_TEST_REAPI_CACHE", "cache")
+    work = tempfile.mkdtemp(prefix="farmer-bench-remote-")
+    try:
+        if not url:
+            state = os.path.join(work, "stack")
+            url = stack.start(state, 2)["FARMER_TEST_REAPI"]
+        lines = []
+        if "cache" in a.only:
+            lines += cache_scenario(url, instance, work, a.repeat, a.jobs)
+        if "exec" in a.only:
+            lines += exec_scenario(url, work, a.repeat, a.jobs, a.exec_files)
+        print("\n".join(lines))
+    finally:
+        if state:
+            stack.stop(state)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
