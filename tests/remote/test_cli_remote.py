@@ -200,3 +200,25 @@ def test_no_grpc_import_when_nothing_has_to_run(tmp_path, farmer, reapi, salt):
         assert r.returncode == 0 and "up to date 3" in r.stdout, (what, r.stdout, r.stderr[-2000:])
         imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
         assert not {m for m in imported if m == "grpc" or m.startswith(("grpc.", "google.protobuf", "farmer.remote.client"))}, what
+
+
+def test_ctrl_c_during_remote_execution_stops_at_once_and_leaves_nothing_half_written(tmp_path, farmer, reapi, salt):
+    import signal
+
+    root = checkout(tmp_path / "one", salt)
+    with open(os.path.join(root, "Farmfile"), "a") as f:
+        f.write('\n[task.slow]\ninputs = ["src/util.h"]\noutputs = ["build/slow"]\ncmd = "sleep 8 && cp src/util.h build/slow"\n')
+    e = {**os.environ, "PYTHONPATH": REPO}
+    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "build/slow", "--remote", reapi.url, "--remote-exec"],
+                         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
+                         stdin=subprocess.DEVNULL)
+    time.sleep(2.5)  # the action is on a worker by now
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    assert time.monotonic() - t0 < 15
+    assert not os.path.exists(os.path.join(root, "build/slow"))
+    left = [f for _, _, files in os.walk(root) for f in files if "remote-tmp" in f]
+    assert not left
+    assert tasks(root)["build/slow"]["status"] == "failed"
