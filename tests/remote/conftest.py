@@ -29,6 +29,17 @@ def unavailable(why: str):
     pytest.skip(f"no REAPI server: {why}")
 
 
+def c_sources(path, tag: str = "") -> None:
+    """A small C program under path/src (main.c and util.c, which includes util.h) that prints 42;
+    `tag` goes into util.c's object, so a test can have bytes no other test uploaded."""
+    (path / "src").mkdir(parents=True, exist_ok=True)
+    (path / "src" / "util.h").write_text("int twice(int);\n")
+    (path / "src" / "util.c").write_text(f'#include "util.h"\nconst char *tag = "{tag}";\n'
+                                         'int twice(int x) { return 2 * x; }\n')
+    (path / "src" / "main.c").write_text('#include <stdio.h>\n#include "util.h"\n'
+                                         'int main(void) { printf("%d\\n", twice(21)); return 0; }\n')
+
+
 class Server:
     """A running REAPI server: `url` with an execution instance "" and a cache-only instance."""
 

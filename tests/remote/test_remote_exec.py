@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from .conftest import c_sources
+
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
@@ -55,11 +57,7 @@ cmd = "echo {root} > build/here.txt"
 def project(path, tag: str) -> str:
     (path / "src").mkdir(parents=True)
     (path / "Farmfile").write_text(FARMFILE.replace("{root}", str(path)))
-    (path / "src" / "util.h").write_text("int twice(int);\n")
-    (path / "src" / "util.c").write_text(f'#include "util.h"\nconst char *tag = "{tag}";\n'
-                                         'int twice(int x) { return 2 * x; }\n')
-    (path / "src" / "main.c").write_text('#include <stdio.h>\n#include "util.h"\n'
-                                         'int main(void) { printf("%d\\n", twice(21)); return 0; }\n')
+    c_sources(path, tag)
     return str(path)
 
 
