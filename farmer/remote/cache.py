@@ -113,7 +113,7 @@ class RemoteCache:
         if client is None:
             return None
         try:
-            declared = [self._file(path, self._content(path)) for path in comp.inputs]
+            declared = [self.file_now(path) for path in comp.inputs]
         except Changed:
             return None
         key1 = actions.key1_of(description.canonical()) if comp.depfile else None
@@ -134,7 +134,7 @@ class RemoteCache:
     def _lookup_variants(self, client: Client, comp, found: RemoteLookup) -> None:
         for variant in self._variants(client, found.key1):
             try:
-                now = [self._file(f.path, self._content(f.path)) for f in variant]
+                now = [self.file_now(f.path) for f in variant]
             except Changed:
                 continue
             if now != variant:
@@ -171,6 +171,22 @@ class RemoteCache:
     def _file(self, path: str, content: str) -> FileDigest:
         sha, executable = self.shas.of(path, content)
         return FileDigest(path, sha, executable)
+
+    def file_now(self, path: str) -> FileDigest:
+        """`path` as the remote sees it now (SHA-256, executable bit); Changed if it is gone."""
+        return self._file(path, self._content(path))
+
+    @property
+    def off(self) -> bool:
+        return self._off
+
+    def connected(self) -> Client | None:
+        """The client once connected (None before the first call, or when the remote is off)."""
+        return None if self._off else self._client
+
+    def fail(self, e: RemoteError) -> None:
+        """The remote is gone (said by a caller): off for the rest of the build, one warning."""
+        self._fail(e)
 
     def action_of(self, comp, found: RemoteLookup, discovered: list[FileDigest]) -> RemoteAction:
         d = found.description

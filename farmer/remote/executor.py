@@ -84,7 +84,7 @@ class RemoteExecutor(Executor):
 
     def start(self, comp: Computation) -> None:
         plan = None
-        if not self._stopping and len(self.inflight) < self.jobs and not self.remote._off:
+        if not self._stopping and len(self.inflight) < self.jobs and not self.remote.off:
             plan = self._plan(comp)
         if plan is None:
             self._start_local(comp)
@@ -106,8 +106,9 @@ class RemoteExecutor(Executor):
 
     def stop(self) -> None:
         self._stopping = True
-        if self.remote._client is not None:
-            self.remote._client.cancel_calls()
+        client = self.remote.connected()
+        if client is not None:
+            client.cancel_calls()
         now = time.monotonic() - self.t0
         while self.waiting:
             comp = self.waiting.popleft()
@@ -150,8 +151,8 @@ class RemoteExecutor(Executor):
         inputs = [(p, digest_or_changed(digests, p) or "missing") for p in comp.inputs]
         try:
             found = RemoteLookup(self.describe(comp, inputs), [], None)
-            found.declared = [self.remote._file(p, self.remote._content(p)) for p in comp.inputs]
-            extra = [self.remote._file(p, self.remote._content(p)) for p in discovered]
+            found.declared = [self.remote.file_now(p) for p in comp.inputs]
+            extra = [self.remote.file_now(p) for p in discovered]
         except Changed:
             return None
         action = self.remote.action_of(comp, found, extra)
@@ -183,7 +184,7 @@ class RemoteExecutor(Executor):
                 continue
             self.fallbacks += 1
             if isinstance(error, RemoteError) and error.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-                self.remote._fail(error)  # the server is gone: no more remote runs this build
+                self.remote.fail(error)  # the server is gone: no more remote runs this build
             else:
                 self._once(type(error).__name__, f"farmer: warning: {comp.id} did not run remotely ({error}); "
                                                  "running it here")
@@ -221,7 +222,7 @@ class RemoteExecutor(Executor):
             pass
 
     def _run(self, plan: _Plan) -> None:
-        comp, client = plan.comp, self.remote._client
+        comp, client = plan.comp, self.remote.connected()
         if client is None or self._stopping:
             raise Fallback("the remote is off")
         timeout = 2 * comp.timeout + 60 if comp.timeout else DEFAULT_TIMEOUT_S
