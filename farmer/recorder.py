@@ -216,12 +216,16 @@ class Recorder:
         self.s.traces[comp.id] = trace
         self._pending_traces.append(trace)
         if not outcome.cached:  # a restore says nothing of how long the run takes
+            # a remote run's duration (queueing, transfers, another machine) is kept apart, under
+            # ids of its own, so the local estimates `plan --simulate` uses stay the local ones
+            prefix = REMOTE_PREFIX if outcome.where == "remote" else ""
             self._pending_samples.append(Sample(
-                comp.id, comp.task, time.time(), outcome.end_s - outcome.start_s, outcome.cpu_s,
-                outcome.max_rss_kb, digests.total_size(comp.inputs)))
+                prefix + comp.id, prefix + comp.task, time.time(), outcome.end_s - outcome.start_s,
+                outcome.cpu_s, outcome.max_rss_kb, digests.total_size(comp.inputs)))
         return trace
 
 
+REMOTE_PREFIX = "remote:"  # history of runs on a remote's workers (no task name has a colon)
 CHANGED = "changed-while-running"  # a trace's digest for an input that changed during the run
 
 

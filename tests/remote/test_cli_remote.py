@@ -121,6 +121,11 @@ def test_remote_exec_compiles_and_links_on_the_workers(tmp_path, farmer, reapi, 
     assert subprocess.run([os.path.join(root, "build/app")], capture_output=True, text=True).stdout == "42\n"
     assert {t["executor"] for t in tasks(root).values()} == {"remote"}
     assert "warning" not in r.stdout + r.stderr
+    import sqlite3  # remote durations are kept apart from local ones (the latency model's history)
+    db = sqlite3.connect(os.path.join(root, ".farmer", "state.db"))
+    ids = {row[0] for row in db.execute("SELECT id FROM history")}
+    db.close()
+    assert ids == {"remote:build/main.o", "remote:build/util.o", "remote:build/app"}
 
 
 def test_remote_false_runs_locally_but_is_cached(tmp_path, farmer, reapi, salt):
