@@ -140,6 +140,24 @@ def test_cache_and_executor_fields_are_shown_when_present(project):
     assert re.search(r"^\| 1 \| 0 \| 2 \| 0 \| 0 \|", md, re.M), md
 
 
+def test_report_of_a_build_restored_from_the_output_cache(project, tmp_path):
+    env = {"FARMER_CACHE": "1", "FARMER_CACHE_DIR": str(tmp_path / "cache")}
+    project.farmfile(FARMFILE.split("[task.compile]")[0])
+    for n in "123":
+        project.write(f"src/{n}.txt", f"{n}\n")
+    assert project.build(env=env).returncode == 0
+    assert project.farmer("clean").returncode == 0
+    r = project.build(env=env)
+    assert r.returncode == 0 and r.summary()["cached"] == 4, r
+    page = project.farmer("report", "--html", "r.html") and project.read("r.html")
+    assert "4 local, 0 remote" in page
+    md = project.farmer("report").stdout
+    assert re.search(r"^\| 0 \| 0 \| 4 \| 0 \| 0 \|", md, re.M), md
+    assert "Critical path" not in md, md  # nothing ran: a restore is no step of a chain
+    r = project.farmer("report", "--junit", "j.xml")
+    assert ET.parse(project.path("j.xml")).getroot().get("tests") == "0"
+
+
 def test_without_a_last_build_one_line_error(project):
     project.farmfile('[task.t]\noutputs = ["a.txt"]\ncmd = "echo a > a.txt"\n')
     r = project.farmer("report", "--html", "r.html")

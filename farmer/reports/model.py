@@ -137,7 +137,10 @@ def add_graph(build: LastBuild, graph, history: dict | None) -> None:
         i = by_id.get(e.id)
         if i is not None:
             index[i] = e
-    measured = {i: e.duration_s for i, e in index.items() if e.timed and e.duration_s is not None}
+    # what ran (SPEC: critical_path_s is measured along what ran); a restore from the cache
+    # is timed too, but is no step of the build's chain
+    measured = {i: e.duration_s for i, e in index.items()
+                if e.status in ("ran", "failed") and e.timed and e.duration_s is not None}
     order = [i for i in graph.order if i in measured]
     latency = critical.expected_latency(comps, order, measured)
     build.critical_path = [index[i] for i in critical.critical_path(comps, latency)]
