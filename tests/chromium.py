@@ -41,15 +41,7 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="farmer-chromium-")
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
-        # the child's ends above 9, so that moving them to 3 and 4 closes neither
-        for end in ("to_r", "from_w"):
-            fd = locals()[end]
-            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-            os.close(fd)
-            if end == "to_r":
-                to_r = high
-            else:
-                from_w = high
+        to_r, from_w = _above_9(to_r), _above_9(from_w)  # moving them to 3 and 4 closes neither
         # fd 3: what chromium reads (commands), fd 4: what it writes (replies and events)
         self.proc = subprocess.Popen(
             [binary, "--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
@@ -155,6 +147,12 @@ class Browser:
         os.close(self.w)
         os.close(self.r)
         shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def _above_9(fd: int) -> int:
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return high
 
 
 def png_colors(png: bytes) -> tuple[int, int, int]:

@@ -10,9 +10,11 @@ import pytest
 
 from conftest import REPO, farmer_env
 
-def completion(project, **env) -> subprocess.CompletedProcess:
-    """The installed `farmer` script (bin/farmer), as a shell's completion calls it."""
-    return subprocess.run([sys.executable, str(REPO / "bin" / "farmer")], cwd=project.root, env=farmer_env(env),
+def completion(where, **env) -> subprocess.CompletedProcess:
+    """The installed `farmer` script (bin/farmer), as a shell's completion calls it in
+    `where` (a project or a directory)."""
+    cwd = getattr(where, "root", where)
+    return subprocess.run([sys.executable, str(REPO / "bin" / "farmer")], cwd=cwd, env=farmer_env(env),
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
@@ -40,14 +42,11 @@ def test_completion_of_targets_from_the_farmfile(project, tmp_path):
     assert r.stdout.split() == ["plain,build/a.o", "plain,build/b.o"], r
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    r = subprocess.run([sys.executable, str(REPO / "bin" / "farmer")], cwd=elsewhere, capture_output=True, text=True,
-                       env=farmer_env({"_FARMER_COMPLETE": "bash_complete", "COMP_WORDS": f"farmer build -C {project.root} ot",
-                                       "COMP_CWORD": "4"}), timeout=60)
+    r = completion(elsewhere, _FARMER_COMPLETE="bash_complete", COMP_WORDS=f"farmer build -C {project.root} ot",
+                   COMP_CWORD="4")
     assert r.stdout.split() == ["plain,other"], r
 
 
 def test_completion_without_a_project_completes_nothing_and_says_nothing(tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "bin" / "farmer")], cwd=tmp_path, capture_output=True, text=True,
-                       env=farmer_env({"_FARMER_COMPLETE": "bash_complete", "COMP_WORDS": "farmer build x",
-                                       "COMP_CWORD": "2"}), timeout=60)
+    r = completion(tmp_path, _FARMER_COMPLETE="bash_complete", COMP_WORDS="farmer build x", COMP_CWORD="2")
     assert r.returncode == 0 and r.stdout.strip() == "" and r.stderr == "", r
