@@ -149,13 +149,29 @@ class Project:
     def build(self, *args, **kw) -> Result:
         return self.farmer("build", *args, **kw)
 
-    def build_in_process(self, *targets: str, runner=None, **options) -> Result:
-        """`farmer build TARGETS` in this process with a fake executor (tests/fakes.py), as
+    def build_in_process(self, *args: str, runner=None, **options) -> Result:
+        """`farmer build ARGS` in this process with a fake executor (tests/fakes.py), as
         `command.build` runs it: the no-op check, the lock, the real scheduler and recorder.
-        `options`: command.build's keywords (jobs=, keep_going=, explain=...). The result's
-        `runner` says what ran."""
+        ARGS: targets and the options -j N, -k, -n, --explain, -l N, --no-worlds; `options`:
+        command.build's keywords (cache=...). The result's `runner` says what ran."""
         from farmer import command
         from fakes import FakeRunner
+
+        flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",
+                 "--dry-run": "dry_run", "--explain": "explain", "--no-worlds": "no_worlds"}
+        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float)}
+        targets, words = [], list(map(str, args))
+        while words:
+            word = words.pop(0)
+            if word in flags:
+                options[flags[word]] = True
+            elif word in valued:
+                name, kind = valued[word]
+                options[name] = kind(words.pop(0))
+            elif word.startswith("-"):
+                raise AssertionError(f"build_in_process does not take {word}: use project.build")
+            else:
+                targets.append(word)
 
         runner = runner or FakeRunner(self.root)
         cwd = os.getcwd()
@@ -165,13 +181,13 @@ class Project:
         try:
             os.chdir(self.root)
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = command.build(list(targets), farmfile=options.pop("farmfile", "Farmfile"),
+                code = command.build(targets, farmfile=options.pop("farmfile", "Farmfile"),
                                      executor=runner, **{"jobs": 1, **options})
         finally:
             os.chdir(cwd)
             for s, handler in handlers.items():  # a build leaves its signals ignored
                 signal.signal(s, handler)
-        cp = subprocess.CompletedProcess(["build", *targets], code, out.getvalue(), err.getvalue())
+        cp = subprocess.CompletedProcess(["build", *args], code, out.getvalue(), err.getvalue())
         result = Result(cp, cp.args, time.monotonic() - t0)
         result.runner = runner
         return result

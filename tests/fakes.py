@@ -1,16 +1,20 @@
 """A fake executor for whole builds run in-process (ninja's FakeCommandRunner).
 
 `FakeRunner` is farmer's simulated clock that also does what a computation's command says,
-for the few commands tests need: `cat`, `cp`, `touch`, `echo`, `mkdir -p`, `true`, `false`
-and `exit N`, joined by `&&` or `;`, with `>` and `>>` redirections. Output not redirected
-goes to the computation's log, as a real run's does. Anything else is an error in the test,
-not a guess. The real scheduler, recorder, state and proof run around it.
+in this process for the few commands most tests need: `cat`, `cp`, `touch`, `echo`,
+`mkdir -p`, `true`, `false` and `exit N`, joined by `&&` or `;`, with `>` and `>>`
+redirections. Any other command line (pipes, `$VAR`, `tr`, `grep`...) runs to its end in
+`/bin/sh` at its start, one at a time, so its effects are those of a real run; `strict=True`
+makes such a line an error instead. Output not redirected goes to the computation's log, as
+a real run's does. The real scheduler, recorder, state and proof run around it; time is the
+simulated clock's, so tests of concurrency, signals and timeouts stay on the real CLI.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 
 from farmer.executors.process import log_path
 from farmer.executors.simulated import SimulatedExecutor
@@ -21,39 +25,60 @@ class CannotFake(AssertionError):
 
 
 class FakeRunner(SimulatedExecutor):
-    def __init__(self, root: str | os.PathLike, durations: dict[str, float] | None = None) -> None:
+    def __init__(self, root: str | os.PathLike, durations: dict[str, float] | None = None,
+                 strict: bool = False) -> None:
         super().__init__({})
         self.root = os.fspath(root)
-        self.seconds = durations or {}  # by computation id; 0 s unless given
+        self.strict = strict
+        self.seconds = durations or {}  # simulated seconds by computation id; 1 s unless given
         self.ran: list[str] = []  # computation ids, in start order
 
     def start(self, comp) -> None:
         self.ran.append(comp.id)
-        self.duration[comp.index] = self.seconds.get(comp.id, 0.0)
+        self.duration[comp.index] = self.seconds.get(comp.id, 1.0)
         logs = os.path.join(self.root, ".farmer", "logs")
         with open(log_path(logs, comp.id), "w") as log:
-            code = _run(comp.action or "", log) if comp.kind == "cmd" else _cannot(comp.action)
+            try:
+                if comp.kind != "cmd":
+                    raise CannotFake(f"FakeRunner fakes cmd tasks only, not {comp.action!r}")
+                code = _run(comp.action or "", log)
+            except CannotFake:
+                if self.strict:
+                    raise
+                code = subprocess.run(comp.argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, env={**os.environ, **comp.env}).returncode
+                code = code if code >= 0 else 128 - code
         if code:
             self.exit_codes[comp.index] = code
         super().start(comp)
 
 
-def _cannot(what: object) -> int:
-    raise CannotFake(f"FakeRunner runs cmd tasks only, not {what!r}")
+_FAKED = {"cat", "echo", "cp", "touch", "mkdir", "true", "false", "exit"}
 
 
 def _run(action: str, log) -> int:
+    """Run a command line made only of what this module fakes (CannotFake, before doing
+    anything, for one with anything else)."""
+    if any(c in action for c in "$`|<*?~(){}\\"):
+        raise CannotFake(f"FakeRunner does not expand {action!r}")
     lexer = shlex.shlex(action, posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
-    words = list(lexer)
-    code, command, joiner = 0, [], None
-    for word in words + [";"]:
-        if word not in (";", "&&"):
+    commands, command = [], []
+    for word in list(lexer) + [";"]:
+        if word in (";", "&&"):
+            if command:
+                if command[0] not in _FAKED or (command[0] == "mkdir" and command[1:2] != ["-p"]) \
+                        or any(w in (">", ">>") for w in command[:-2]):
+                    raise CannotFake(f"FakeRunner cannot run {' '.join(command)!r}")
+                commands.append((command, word))
+            command = []
+        else:
             command.append(word)
-            continue
-        if command and (joiner != "&&" or code == 0):
+    code, joiner = 0, ";"
+    for command, after in commands:
+        if joiner != "&&" or code == 0:
             code = _one(command, log)
-        command, joiner = [], word
+        joiner = after
     return code
 
 
@@ -63,6 +88,8 @@ def _one(words: list[str], log) -> int:
         mode = "w" if words[-2] == ">" else "a"
         words, target = words[:-2], words[-1]
     name, args = words[0], words[1:]
+    if args[:1] == ["--"]:  # the end of options, before paths
+        args = args[1:]
     text = None
     if name == "cat":
         parts = []
@@ -77,8 +104,14 @@ def _one(words: list[str], log) -> int:
     elif name == "echo":
         text = " ".join(args) + "\n"
     elif name == "cp":
-        with open(args[0]) as src, open(args[1], "w") as dst:
-            dst.write(src.read())
+        try:
+            with open(args[0]) as src:
+                text_copied = src.read()
+        except FileNotFoundError:
+            log.write(f"cp: cannot stat '{args[0]}': No such file or directory\n")
+            return 1
+        with open(args[1], "w") as dst:
+            dst.write(text_copied)
     elif name == "touch":
         for path in args:
             with open(path, "a"):

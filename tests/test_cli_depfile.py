@@ -1,4 +1,5 @@
-"""End-to-end: depfile-discovered inputs with a real compiler (gcc -MD)."""
+"""Depfile-discovered inputs with a real compiler (gcc -MD), whole builds in-process: the
+fake executor (tests/fakes.py) runs each command line in /bin/sh at its start."""
 
 import shutil
 
@@ -36,18 +37,18 @@ def cproj(project):
 
 
 def test_c_project_builds_and_links(cproj):
-    r = cproj.build()
+    r = cproj.build_in_process()
     assert r.returncode == 0, r
     assert cproj.statuses() == {"build/main.o": "ran", "build/f.o": "ran", "build/app": "ran"}
     import subprocess
     assert subprocess.run([str(cproj.path("build/app"))]).returncode == 0
-    assert cproj.build().finished() == []
+    assert cproj.build_in_process().finished() == []
 
 
 def test_editing_included_header_rebuilds_object(cproj):
-    assert cproj.build().returncode == 0
+    assert cproj.build_in_process().returncode == 0
     cproj.write("inc/a.h", "#define A_VALUE 2\n")
-    r = cproj.build()
+    r = cproj.build_in_process()
     assert r.returncode == 0, r
     st = cproj.statuses()
     assert st["build/main.o"] == "ran", r
@@ -59,7 +60,7 @@ def test_editing_included_header_rebuilds_object(cproj):
 
 
 def test_query_lists_discovered_inputs(cproj):
-    assert cproj.build().returncode == 0
+    assert cproj.build_in_process().returncode == 0
     r = cproj.farmer("query", "build/main.o")
     assert r.returncode == 0, r
     assert "inc/a.h" in r.stdout, r
@@ -68,35 +69,35 @@ def test_query_lists_discovered_inputs(cproj):
 
 
 def test_removed_include_no_longer_an_input(cproj):
-    assert cproj.build().returncode == 0
+    assert cproj.build_in_process().returncode == 0
     cproj.write("src/main.c", "int f(void);\nint main(void) { return f() - 2; }\n")
-    r = cproj.build()
+    r = cproj.build_in_process()
     assert r.returncode == 0, r
     assert cproj.statuses()["build/main.o"] == "ran"
     assert cproj.reasons()["build/main.o"] == "input src/main.c changed"
     cproj.write("inc/a.h", "#define A_VALUE 42 /* no longer included */\n")
-    r = cproj.build()
+    r = cproj.build_in_process()
     assert r.returncode == 0, r
     assert r.finished() == [], r
     assert set(cproj.statuses().values()) == {"up-to-date"}
 
 
 def test_deleting_header_together_with_its_include_is_fine(cproj):
-    assert cproj.build().returncode == 0
+    assert cproj.build_in_process().returncode == 0
     cproj.write("src/main.c", "int f(void);\nint main(void) { return f() - 2; }\n")
     cproj.remove("inc/a.h")
-    r = cproj.build()
+    r = cproj.build_in_process()
     assert r.returncode == 0, r
     assert cproj.statuses()["build/main.o"] == "ran"
-    assert cproj.build().finished() == []
+    assert cproj.build_in_process().finished() == []
 
 
 def test_new_header_include_is_discovered(cproj):
-    assert cproj.build().returncode == 0
+    assert cproj.build_in_process().returncode == 0
     cproj.write("src/f.c", '#include "b.h"\n#include "a.h"\nint f(void) { return B_VALUE + A_VALUE - 1; }\n')
-    assert cproj.build().returncode == 0
+    assert cproj.build_in_process().returncode == 0
     cproj.write("inc/a.h", "#define A_VALUE 1 /* touched */\n")
-    r = cproj.build()
+    r = cproj.build_in_process()
     assert r.returncode == 0, r
     st = cproj.statuses()
     assert st["build/f.o"] == "ran" and st["build/main.o"] == "ran", r
@@ -106,9 +107,9 @@ def test_new_header_include_is_discovered(cproj):
 def test_system_headers_in_depfile(project):
     project.farmfile(FARMFILE)
     project.write("src/main.c", "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert r.finished() == [], r
 
@@ -127,16 +128,16 @@ def test_handwritten_depfile_continuations_and_escaped_spaces(project):
     project.write("src/main.txt", "main\n")
     project.write("src/with space.h", "ws\n")
     project.write("src/other.h", "other\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     dep = project.read("out/d.dep")
     assert "\\\n" in dep and "with\\ space.h" in dep, dep
-    assert project.build().finished() == []
+    assert project.build_in_process().finished() == []
     project.write("src/with space.h", "ws changed\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.reasons()["out/d.txt"] == "input src/with space.h changed"
-    assert project.build().finished() == []
+    assert project.build_in_process().finished() == []
     project.write("src/other.h", "other changed\n")
-    project.build()
+    project.build_in_process()
     assert project.reasons()["out/d.txt"] == "input src/other.h changed"

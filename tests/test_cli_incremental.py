@@ -1,4 +1,7 @@
-"""End-to-end: what runs and what does not (SPEC §2), plain output (§3), last-build.json (§4)."""
+"""What runs and what does not (SPEC §2), plain output (§3), last-build.json (§4): whole
+builds in-process with a fake executor (tests/fakes.py), except where the command line
+itself is tested (the environment, --trace) or real times are (last-build.json's times
+against its wall time)."""
 
 import shutil
 
@@ -31,7 +34,7 @@ def chain(project):
 
 
 def test_first_build_runs_everything(chain):
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.read("out/a.txt") == "alpha\n"
     assert chain.read("out/b.txt") == "alpha\nalpha\n"
@@ -44,7 +47,7 @@ def test_first_build_runs_everything(chain):
 
 
 def test_plain_output_one_line_per_finished_computation(chain):
-    r = chain.build("-j", "1")
+    r = chain.build_in_process("-j", "1")
     assert r.returncode == 0, r
     lines = r.finished()
     assert {(s[2], s[3]) for s in lines} == {("a", "out/a.txt"), ("b", "out/b.txt"), ("c", "out/c.txt")}, r
@@ -57,9 +60,9 @@ def test_plain_output_one_line_per_finished_computation(chain):
 
 
 def test_done_counts_up_to_date_computations(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.write("src/c.txt", "gamma 2\n")
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert r.finished() == [(3, 3, "c", "out/c.txt")], r
 
@@ -67,17 +70,17 @@ def test_done_counts_up_to_date_computations(chain):
 def test_last_line_reads_total_when_a_rerun_cuts_off_its_consumer(chain):
     """a's command changes but writes the same bytes: b, found up to date once a finished,
     counts in a's line, the only one, which reads [3/3]."""
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.write("Farmfile", CHAIN.replace("cp {inputs} {outputs}", "cp -- {inputs} {outputs}", 1))
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses() == {"out/a.txt": "ran", "out/b.txt": "up-to-date", "out/c.txt": "up-to-date"}
     assert r.finished() == [(3, 3, "a", "out/a.txt")], r
 
 
 def test_second_build_runs_nothing(chain):
-    assert chain.build().returncode == 0
-    r = chain.build()
+    assert chain.build_in_process().returncode == 0
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert r.finished() == [], r
     assert set(chain.statuses().values()) == {"up-to-date"}
@@ -91,28 +94,28 @@ def test_second_build_runs_nothing(chain):
 
 
 def test_touch_rebuilds_nothing(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     for f in ["src/a.txt", "src/c.txt", "out/a.txt", "out/b.txt", "out/c.txt"]:
         chain.touch_later(f)
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert r.finished() == [], r
     assert set(chain.statuses().values()) == {"up-to-date"}
 
 
 def test_rewrite_with_same_content_rebuilds_nothing(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.remove("src/a.txt")
     chain.write("src/a.txt", "alpha\n")  # new inode, new times, same bytes
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert r.finished() == [], r
 
 
 def test_edit_source_rebuilds_its_chain_only(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.write("src/a.txt", "alpha, edited\n")
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "up-to-date"}
     reasons = chain.reasons()
@@ -144,24 +147,24 @@ def test_early_cutoff(project):
         """
     )
     project.write("src/x.txt", "# a comment\ncode\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.read("out/c.txt") == "CODE\n"
     project.write("src/x.txt", "# another, longer comment\ncode\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "up-to-date"}, r
     assert project.reasons()["out/c.txt"] == "up to date"
     assert project.read("c-runs.log") == "ran\n"
     assert "out/c.txt" not in r.finished_ids(), r
     # and it stays settled
-    r = project.build()
+    r = project.build_in_process()
     assert r.finished() == [], r
 
 
 def test_output_edited_by_hand_is_rebuilt(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.write("out/a.txt", "vandalised, and longer\n")
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses()["out/a.txt"] == "ran"
     assert chain.reasons()["out/a.txt"] == "output out/a.txt edited"
@@ -172,9 +175,9 @@ def test_output_edited_by_hand_is_rebuilt(chain):
 
 
 def test_output_deleted_is_rebuilt(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.remove("out/b.txt")
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses() == {"out/a.txt": "up-to-date", "out/b.txt": "ran", "out/c.txt": "up-to-date"}
     assert chain.reasons()["out/b.txt"] == "output out/b.txt missing"
@@ -182,9 +185,9 @@ def test_output_deleted_is_rebuilt(chain):
 
 
 def test_command_change_reruns(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.farmfile(CHAIN.replace("cat {inputs} {inputs} > {outputs}", "cat {inputs} > {outputs}"))
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses() == {"out/a.txt": "up-to-date", "out/b.txt": "ran", "out/c.txt": "up-to-date"}
     assert chain.reasons()["out/b.txt"] == "command changed"
@@ -205,10 +208,10 @@ def test_vars_change_reruns_with_command_changed(project):
     cmd = "echo other > {outputs}"
     """
     project.farmfile(ff.replace("{word}", "hello"))
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.read("out/hello.txt") == "hello\n"
     project.farmfile(ff.replace("{word}", "bonjour"))
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/hello.txt": "ran", "out/other.txt": "up-to-date"}
     assert project.reasons()["out/hello.txt"] == "command changed"
@@ -223,14 +226,14 @@ def test_env_change_reruns(project):
     cmd = "printf '%s' \\"$GREETING\\" > {outputs}"
     """
     project.farmfile(ff.replace("VALUE", "one"))
-    assert project.build().returncode == 0, project.read("Farmfile")
+    assert project.build_in_process().returncode == 0, project.read("Farmfile")
     assert project.read("out/e.txt") == "one"
     project.farmfile(ff.replace("VALUE", "two"))
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/e.txt": "ran"}
     assert project.read("out/e.txt") == "two"
-    r = project.build()
+    r = project.build_in_process()
     assert project.statuses() == {"out/e.txt": "up-to-date"}
 
 
@@ -247,8 +250,8 @@ def test_always_task_always_runs(project):
         cmd = "echo steady > {outputs}"
         """
     )
-    assert project.build().returncode == 0
-    r = project.build()
+    assert project.build_in_process().returncode == 0
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/stamp.txt": "ran", "out/steady.txt": "up-to-date"}
     assert project.reasons()["out/stamp.txt"] == "always"
@@ -264,13 +267,13 @@ def test_task_without_outputs_is_up_to_date_second_time(project):
         """
     )
     project.write("src/a.txt", "a\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.statuses() == {":check": "ran"}
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {":check": "up-to-date"}
     project.write("src/a.txt", "a, changed\n")
-    project.build()
+    project.build_in_process()
     assert project.statuses() == {":check": "ran"}
     assert project.reasons()[":check"] == "input src/a.txt changed"
     assert project.read("check-runs.log") == "x\nx\n"
@@ -284,7 +287,7 @@ def test_output_folders_are_created(project):
         cmd = "echo x > deep/nested/folder/x.txt && echo y > other/deeper/y.txt"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("deep/nested/folder/x.txt") == "x\n"
     assert project.read("other/deeper/y.txt") == "y\n"
@@ -299,7 +302,7 @@ def test_id_is_first_declared_output(project):
         cmd = "echo z > out/z.txt; echo a > out/a.txt"
         """
     )
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     (t,) = project.last_build()["tasks"]
     assert t["id"] == "out/z.txt"
     assert t["task"] == "two"
@@ -314,9 +317,9 @@ def test_second_output_deleted_is_rebuilt(project):
         cmd = "echo z > out/z.txt; echo a > out/a.txt"
         """
     )
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.remove("out/a.txt")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.statuses() == {"out/z.txt": "ran"}
     assert project.reasons()["out/z.txt"] == "output out/a.txt missing"
     assert project.exists("out/a.txt")
@@ -349,13 +352,13 @@ def test_last_build_json_fields(chain):
 
 
 def test_removing_state_dir_is_safe(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     shutil.rmtree(chain.path(".farmer"))
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert set(chain.statuses()) == {"out/a.txt", "out/b.txt", "out/c.txt"}
     assert chain.read("out/b.txt") == "alpha\nalpha\n"
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.finished() == [], r
 
 
@@ -369,13 +372,13 @@ def test_failed_then_fixed_input_rebuilds(project):
         """
     )
     project.write("src/n.txt", "bad\n")
-    assert project.build().returncode == 1
+    assert project.build_in_process().returncode == 1
     # a failed computation has no successful trace: it runs again
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 1, r
     assert project.statuses() == {"out/t.txt": "failed"}
     project.write("src/n.txt", "ok\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/t.txt": "ran"}
     assert project.read("out/t.txt") == "ok\n"
@@ -395,9 +398,9 @@ def _rewrite_keeping_mtime(project, rel, text):
 
 
 def test_same_size_edit_with_old_mtime_is_noticed(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     _rewrite_keeping_mtime(chain, "src/a.txt", "ALPHA\n")
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses()["out/a.txt"] == "ran", r
     assert chain.reasons()["out/a.txt"] == "input src/a.txt changed"
@@ -405,9 +408,9 @@ def test_same_size_edit_with_old_mtime_is_noticed(chain):
 
 
 def test_same_size_output_edit_with_old_mtime_is_noticed(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     _rewrite_keeping_mtime(chain, "out/c.txt", "GAMMA\n")
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses()["out/c.txt"] == "ran", r
     assert chain.reasons()["out/c.txt"] == "output out/c.txt edited"
@@ -422,7 +425,7 @@ def test_successful_command_output_is_logged(project):
         cmd = "echo NOISY-STDOUT-LINE; echo NOISY-STDERR-LINE >&2; echo n > {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     logs = list(project.path(".farmer/logs").rglob("*"))
     text = "".join(p.read_text(errors="replace") for p in logs if p.is_file())
@@ -468,15 +471,15 @@ def test_foreach_over_outputs_of_foreach(project):
     )
     project.write("src/p.txt", "p\n")
     project.write("src/q.txt", "q\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert set(project.statuses()) == {"mid/p.mid", "mid/q.mid", "out/p.fin", "out/q.fin"}
     assert project.read("out/q.fin") == "q\nq\n"
-    assert project.build().finished() == []
+    assert project.build_in_process().finished() == []
 
 
 def test_unrelated_farmfile_edits_rerun_nothing(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     chain.farmfile(
         "# a comment at the top\n"
         + CHAIN.replace('[task.c]', '[vars]\nunused = "x"\n\n[task.c]')
@@ -486,20 +489,20 @@ outputs = ["out/new.txt"]
 cmd = "echo new > {outputs}"
 """
     )
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert chain.statuses() == {"out/a.txt": "up-to-date", "out/b.txt": "up-to-date",
                                 "out/c.txt": "up-to-date", "out/new.txt": "ran"}
 
 
 def test_scheduling_keys_do_not_change_the_fingerprint(chain):
-    assert chain.build().returncode == 0
+    assert chain.build_in_process().returncode == 0
     changed = CHAIN.replace(
         'cmd = "cat {inputs} {inputs} > {outputs}"',
         'cmd = "cat {inputs} {inputs} > {outputs}"\ncost = 7\ncpus = 2\ntimeout = 100\npool = "p"',
     )
     chain.farmfile("[pools]\np = 1\n" + changed)
-    r = chain.build()
+    r = chain.build_in_process()
     assert r.returncode == 0, r
     assert set(chain.statuses().values()) == {"up-to-date"}, r
 
@@ -518,8 +521,8 @@ def test_always_task_with_identical_output_does_not_rerun_consumers(project):
         cmd = "cp {inputs} {outputs}"
         """
     )
-    assert project.build().returncode == 0
-    r = project.build()
+    assert project.build_in_process().returncode == 0
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/probe.txt": "ran", "out/use.txt": "up-to-date"}
 
@@ -535,11 +538,11 @@ def test_unicode_paths(project):
         """
     )
     project.write("src/héllo wörld.txt", "ü\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/héllo wörld.copy") == "ü\n"
     assert project.statuses() == {"out/héllo wörld.copy": "ran"}
-    assert project.build().finished() == []
+    assert project.build_in_process().finished() == []
 
 
 def test_source_edited_during_the_build_is_rebuilt_next_time(project):
@@ -560,7 +563,7 @@ def test_source_edited_during_the_build_is_rebuilt_next_time(project):
     assert p.returncode == 0, (out, err)
     assert project.read("out/a.txt") == "one\n"
     # out/a.txt was made from the old text: the next build must redo it
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/a.txt": "ran"}, r
     assert project.reasons()["out/a.txt"] == "input src/x.txt changed"

@@ -1,4 +1,7 @@
-"""End-to-end: parallelism, -j, pools, cpus, -l, and the order the scheduler starts things."""
+"""Parallelism, -j, pools, cpus, -l, and the order the scheduler starts things. Real
+processes where real concurrency or the command line is the point (parallel runs, pools,
+the default -j, -l); the rest in-process with a fake executor on a simulated clock, each
+command lasting 1 s of it (tests/fakes.py)."""
 
 import os
 
@@ -39,7 +42,7 @@ def test_independent_tasks_run_in_parallel(project):
 
 def test_j1_serialises(project):
     project.farmfile(sleepers(3, secs=0.1))
-    r = project.build("-j", "1")
+    r = project.build_in_process("-j", "1")
     assert r.returncode == 0, r
     assert project.last_build()["jobs"] == 1
     ivs = intervals(project)
@@ -79,14 +82,14 @@ def test_pool_of_two(project):
 
 def test_cpus_occupy_slots(project):
     project.farmfile(sleepers(1, cpus=2) + "\n" + sleepers(1).replace("s0", "t0"))
-    r = project.build("-j", "2")
+    r = project.build_in_process("-j", "2")
     assert r.returncode == 0, r
     assert_serial(intervals(project))
 
 
 def test_cpus_more_than_jobs_is_clamped(project):
     project.farmfile(sleepers(2, cpus=8, secs=0.05))
-    r = project.build("-j", "2")
+    r = project.build_in_process("-j", "2")
     assert r.returncode == 0, r
     assert set(project.statuses().values()) == {"ran"}
     assert_serial(intervals(project))
@@ -125,7 +128,7 @@ def test_highest_expected_latency_starts_first(project):
         cmd = "echo > {outputs}"
         """
     )
-    r = project.build("-j", "1")
+    r = project.build_in_process("-j", "1")
     assert r.returncode == 0, r
     assert [i for _, _, i in intervals(project)] == ["out/big.txt", "out/mid.txt", "out/small.txt"]
     assert r.finished_ids() == ["out/big.txt", "out/mid.txt", "out/small.txt"], r
@@ -151,7 +154,7 @@ def test_critical_path_beats_bigger_single_task(project):
         cmd = "echo > {outputs}"
         """
     )
-    r = project.build("-j", "1")
+    r = project.build_in_process("-j", "1")
     assert r.returncode == 0, r
     assert r.finished_ids()[0] == "out/head.txt", r
     lb = project.last_build()
