@@ -116,7 +116,7 @@ class LocalRunCache(RunCache):
         try:
             restore_files(store.blob_path, files, entry.inline)
             if comp.depfile and entry.depfile is None:
-                _write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
+                write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
         except BadBlob as e:
             self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); "
                                "dropped it, running instead")
@@ -309,7 +309,7 @@ def _log_path(logs: str, comp_id: str) -> str:
     return log_path(logs, comp_id)
 
 
-def _write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
+def write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
     """A depfile listing `discovered`, for the recorder to read (and remove) as after a run."""
     def escaped(path: str) -> str:
         return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")

@@ -219,6 +219,10 @@ class RemoteCache:
         else:
             if stdout is None and os.path.exists(log):
                 os.unlink(log)  # an older run's output is not this one's
+            if comp.depfile and comp.remove_depfile:  # ninja's deps = gcc: read once, then removed
+                from farmer.cache.use import write_depfile
+
+                write_depfile(comp, found.discovered)  # for the recorder, as after a run
             for path, content in contents.items():
                 self.digests.learn(path, content)
             self.hits += 1

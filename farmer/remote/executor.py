@@ -10,9 +10,9 @@ non-zero exit, a depfile naming a file that was not sent) sends the computation 
 locally: the remote never fails a build nor leaves a wrong output.
 
 Eligible: a `cmd` computation, `remote` not false, cacheable, not in the console pool, whose
-outputs are under the project root and whose command does not name the root's absolute path
-(it would not be that path on a worker), and, with a depfile, built before (its discovered
-inputs are sent too).
+declared inputs and outputs are under the project root and whose command does not name the root's
+absolute path (it would not be that path on a worker), and, with a depfile, built before (its
+discovered inputs are sent too; absolute ones, /usr/include, are the worker's own).
 """
 
 from __future__ import annotations
@@ -139,14 +139,17 @@ class RemoteExecutor(Executor):
                 or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):
             return None
         root = os.getcwd()
-        if root in comp.action or not all(in_root(os.path.normpath(p)) for p in comp.outputs):
-            return None  # not relocatable: a worker's directory is not this one
+        if root in comp.action or not all(in_root(os.path.normpath(p)) for p in comp.outputs + comp.inputs):
+            return None  # not relocatable: a worker's directory is not this one, nor has it our files
         discovered: list[str] = []
         if comp.depfile:
             trace = self.trace_of(comp.id)
             if trace is None:
                 return None  # its inputs are known only once it ran here
             discovered = [p for p, _ in trace.discovered]
+            if any(p == ".." or p.startswith("../") for p in discovered):
+                return None  # a file beside the project, which a worker has not got
+            # absolute ones (/usr/include/...) are the platform's: keyed by digest, not sent
         digests = self.remote.digests
         inputs = [(p, digest_or_changed(digests, p) or "missing") for p in comp.inputs]
         try:

@@ -225,3 +225,35 @@ def test_ctrl_c_during_remote_execution_stops_at_once_and_leaves_nothing_half_wr
     left = [f for _, _, files in os.walk(root) for f in files if "remote-tmp" in f]
     assert not left
     assert tasks(root)["build/slow"]["status"] == "failed"
+
+
+NINJA = """\
+rule cc
+  command = cc -MD -MF $out.d -c $in -o $out
+  depfile = $out.d
+  deps = gcc
+rule link
+  command = cc $in -o $out
+build build/main.o: cc src/main.c
+build build/util.o: cc src/util.c
+build build/app: link build/main.o build/util.o
+"""
+
+
+def test_a_restored_deps_gcc_edge_still_tracks_its_headers(tmp_path, farmer, reapi, salt):
+    remote = ["-f", "build.ninja", "--remote", reapi.url, "--remote-instance", reapi.cache_instance]
+    roots = []
+    for name in ("one", "two"):
+        root = tmp_path / name
+        c_sources(root, salt)  # bytes of this test's own
+        (root / "build.ninja").write_text(NINJA)
+        roots.append(str(root))
+    assert farmer(roots[0], *remote).returncode == 0
+    r = farmer(roots[1], *remote)
+    assert r.returncode == 0 and {t["status"] for t in tasks(roots[1]).values()} == {"cached"}, r.stdout
+    with open(os.path.join(roots[1], "src", "util.h"), "a") as f:
+        f.write("int thrice(int);\n")  # a header only the depfile names
+    r = farmer(roots[1], *remote, "--explain")
+    assert r.returncode == 0
+    ran = {cid for cid, t in tasks(roots[1]).items() if t["status"] in ("ran", "cached")}
+    assert {"build/main.o", "build/util.o"} <= ran, r.stdout
