@@ -19,7 +19,11 @@ _DRIVER = os.path.join(os.path.dirname(__file__), "worlds", "driver.py")
 # Start-up rule (docs/performance.md): plain slotted classes, not dataclasses, here and in
 # every module a build imports.
 class Computation:
-    # In this order: graph caches store a computation as the tuple of its fields.
+    """One run of a task's action (or an alias) with its inputs and outputs. Every field but
+    the first three has a default: `Computation(0, "a.o", "cc", inputs=["a.c"], ...)`. The
+    graph cache stores a computation as the tuple of its parameters in order
+    (graphcache._ROW, checked against this signature)."""
+
     __slots__ = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind",
                  "action", "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
                  "world_setup", "missing", "fingerprint", "producers", "consumers", "order_only",
@@ -31,20 +35,20 @@ class Computation:
         index: int,
         id: str,
         task: str,
-        wildcards: dict[str, str],
-        inputs: list[str],  # declared inputs, expanded and resolved, in declared order
-        outputs: list[str],
-        depfile: str | None,
-        kind: str | None,  # "cmd", "python" or None for an alias
-        action: str | None,  # the expanded cmd, or the expanded python line
-        env: dict[str, str],
-        world: str | None,
-        cost: float | None,
-        cpus: int,
-        pool: str | None,
-        timeout: float | None,
-        always: bool,
-        cache: bool,
+        wildcards: dict[str, str] | None = None,
+        inputs: list[str] | None = None,  # declared inputs, expanded and resolved, in declared order
+        outputs: list[str] | None = None,
+        depfile: str | None = None,
+        kind: str | None = "cmd",  # "cmd", "python" or None for an alias
+        action: str | None = None,  # the expanded cmd, or the expanded python line
+        env: dict[str, str] | None = None,
+        world: str | None = None,
+        cost: float | None = None,
+        cpus: int = 1,
+        pool: str | None = None,
+        timeout: float | None = None,
+        always: bool = False,
+        cache: bool = True,
         world_setup: str | None = None,  # JSON of the world chain's setup, for a fresh interpreter
         missing: list[str] | None = None,  # inputs neither existing nor produced
         fingerprint: str = "",  # the action fingerprint (uptodate.action_fingerprint)
@@ -63,9 +67,13 @@ class Computation:
         restat: bool = True,  # False: its outputs' digests cover their mtime (ninja without restat)
         remote: bool = True,  # False: never executed remotely (SPEC §5; it may still be cached)
     ) -> None:
-        self.index, self.id, self.task, self.wildcards = index, id, task, wildcards
-        self.inputs, self.outputs, self.depfile, self.kind = inputs, outputs, depfile, kind
-        self.action, self.env, self.world, self.cost = action, env, world, cost
+        self.index, self.id, self.task = index, id, task
+        self.wildcards = {} if wildcards is None else wildcards
+        self.inputs = [] if inputs is None else inputs
+        self.outputs = [] if outputs is None else outputs
+        self.depfile, self.kind, self.action = depfile, kind, action
+        self.env = {} if env is None else env
+        self.world, self.cost = world, cost
         self.cpus, self.pool, self.timeout, self.always = cpus, pool, timeout, always
         self.cache, self.world_setup, self.fingerprint = cache, world_setup, fingerprint
         self.missing = [] if missing is None else missing

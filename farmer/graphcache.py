@@ -22,13 +22,20 @@ from farmer.spec import CacheSpec, RemoteSpec, Spec, WorldSpec
 _FORMAT = 8
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
-_FIELDS = Computation.__slots__  # a computation is stored as the tuple of these, in order
+# The row format: a computation is stored as the tuple of these fields, in this order, and
+# made again with Computation(*row), so they are its constructor's parameters in its order
+# (tests/test_unit_graphcache.py checks it). The cache's key includes them.
+_ROW = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind", "action",
+        "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache", "world_setup",
+        "missing", "fingerprint", "producers", "consumers", "order_only", "validates",
+        "description", "generator", "remove_depfile", "rspfile", "rspfile_content",
+        "optional_outputs", "console", "restat", "remote")
 _WORLD_FIELDS = WorldSpec.__slots__
 NAME = "graph.cache"
 
 
 def key(farmfile: str | os.PathLike, text: bytes) -> str:
-    return hash_text(os.fspath(farmfile), __version__, sys.version, ",".join(_FIELDS),
+    return hash_text(os.fspath(farmfile), __version__, sys.version, ",".join(_ROW),
                      ",".join(_WORLD_FIELDS), ",".join(CacheSpec.__slots__), ",".join(RemoteSpec.__slots__), code_stamp()) + hash_bytes(text)
 
 
@@ -63,7 +70,7 @@ def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
 def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes, spec: Spec,
          graph: Graph) -> None:
     """Write the cache atomically; failing to write it only costs the next build time."""
-    rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
+    rows = [tuple(getattr(c, f) for f in _ROW) for c in graph.computations]
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
     pieces = [marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))]
     pieces += [marshal.dumps(rows[k:k + _CHUNK]) for k in range(0, len(rows), _CHUNK)]

@@ -85,3 +85,27 @@ def test_a_graph_read_before_the_cache_was_replaced_reads_its_own_file(farmfile,
     assert new.computations[150].action.startswith("cp -p ")
     assert old.computations[150].action.startswith("cp src/")  # not from the new file
     assert old.by_id["out/s150.txt"] == 150
+
+
+def test_the_row_format_is_the_computation_s_parameters_in_order():
+    """A row is made again with Computation(*row): reordering or adding a field of the class
+    without the row (or the other way round) would read every cached graph wrong."""
+    from farmer.graph import Computation
+
+    params = Computation.__init__.__code__.co_varnames[1:Computation.__init__.__code__.co_argcount]
+    assert params == graphcache._ROW
+    assert set(graphcache._ROW) == set(Computation.__slots__)
+
+
+def test_a_cached_graph_answers_every_field_of_a_graph_and_its_computations(farmfile):
+    from farmer.graph import Graph
+
+    traversed = project.load(farmfile, write_cache=True)[1]
+    cached = project.load(farmfile, write_cache=False)[1]
+    assert isinstance(cached, CachedGraph)
+    for name in Graph.__slots__:
+        if name not in ("computations", "missing_known", "paths_first", "identity"):  # learnt, not stored; computations below
+            assert getattr(cached, name) == getattr(traversed, name), name
+    for a, b in zip(traversed.computations, cached.computations, strict=True):
+        assert {f: getattr(a, f) for f in graphcache._ROW if f != "missing"} == \
+            {f: getattr(b, f) for f in graphcache._ROW if f != "missing"}

@@ -13,10 +13,7 @@ from farmer.graph import Computation
 
 
 def comp(index: int, cmd: str, cid: str | None = None, timeout=None, env=None) -> Computation:
-    return Computation(
-        index=index, id=cid or f"out/c{index}.txt", task="t", wildcards={}, inputs=[], outputs=[],
-        depfile=None, kind="cmd", action=cmd, env=env or {}, world=None, cost=None, cpus=1,
-        pool=None, timeout=timeout, always=False, cache=True)
+    return Computation(index, cid or f"out/c{index}.txt", "t", action=cmd, env=env, timeout=timeout)
 
 
 @pytest.fixture

@@ -16,10 +16,8 @@ def make_comps(n: int, edges=(), cpus=None, pools=None) -> list[Computation]:
     cpus = cpus or {}
     pools = pools or {}
     comps = [
-        Computation(
-            index=i, id=f"c{i}.out", task=f"t{i}", wildcards={}, inputs=[], outputs=[f"c{i}.out"],
-            depfile=None, kind="cmd", action=f"make c{i}", env={}, world=None, cost=None,
-            cpus=cpus.get(i, 1), pool=pools.get(i), timeout=None, always=False, cache=True)
+        Computation(i, f"c{i}.out", f"t{i}", outputs=[f"c{i}.out"], action=f"make c{i}",
+                    cpus=cpus.get(i, 1), pool=pools.get(i))
         for i in range(n)
     ]
     for p, c in edges:

@@ -16,10 +16,8 @@ from farmer.latency.predict import predict, remaining
 
 
 def world_tasks(n: int, world: str = "w", start: int = 0) -> list[Computation]:
-    return [Computation(index=start + i, id=f"out/{world}{i}", task=f"t_{world}", wildcards={},
-                        inputs=[], outputs=[f"out/{world}{i}"], depfile=None, kind="python",
-                        action="-c pass", env={}, world=world, cost=None, cpus=1, pool=None,
-                        timeout=None, always=False, cache=True)
+    return [Computation(start + i, f"out/{world}{i}", f"t_{world}", outputs=[f"out/{world}{i}"],
+                        kind="python", action="-c pass", world=world)
             for i in range(n)]
 
 
@@ -41,9 +39,7 @@ def test_the_issue_s_case_is_predicted_with_its_set_up():
 
 def test_a_child_world_is_set_up_after_its_parent_and_other_work_overlaps():
     comps = world_tasks(1, "child") + [
-        Computation(index=1, id="out/plain", task="plain", wildcards={}, inputs=[], outputs=["out/plain"],
-                    depfile=None, kind="cmd", action="true", env={}, world=None, cost=None, cpus=1,
-                    pool=None, timeout=None, always=False, cache=True)]
+        Computation(1, "out/plain", "plain", outputs=["out/plain"], action="true")]
     setups = WorldSetups({"base": 1.0, "child": 2.0}, {"base": None, "child": "base"})
     p = predict(comps, [0, 1], {0: "never built", 1: "never built"}, {0: 0.5, 1: 2.5}, 2, {},
                 worlds=setups)
