@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from farmer import lastbuild, noop, report
+from farmer import lastbuild, noop, orphans, report
 from farmer.atomic import write_atomically
 from farmer.executors.base import Executor, Outcome
 from farmer.executors.process import ProcessExecutor, log_path
@@ -170,6 +170,7 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
         if lock.fd is None:
             lock.acquire()
         sweep_fifo_dirs()  # what killed farmers left, whether or not this build starts a world
+        orphans.kill_orphans(farmer_dir)  # before planning: they would race this build
         early = build.early
 
         def defer(signum: int, frame: object) -> None:
@@ -194,7 +195,8 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
 class _Build:
     """One build, from its session to its summary line."""
 
-    __slots__ = ("opts", "farmer_dir", "cache", "started_at", "t0", "early", "session", "prediction")
+    __slots__ = ("opts", "farmer_dir", "cache", "started_at", "t0", "early", "session", "prediction",
+                 "groups")
 
     def __init__(self, opts: BuildOptions, farmer_dir: str, cache: RunCache | None) -> None:
         self.opts = opts
@@ -205,6 +207,7 @@ class _Build:
         self.early: list[int] = []  # a signal while planning: the build stops before it runs anything
         self.session: Session
         self.prediction: Prediction
+        self.groups = orphans.GroupLog(farmer_dir)  # the process groups it starts
 
     def run(self, given: Executor | None) -> int:
         session, opts = self.session, self.opts
@@ -254,6 +257,7 @@ class _Build:
             settled = scheduler.run()
         finally:
             executor.close()
+            self.groups.close()  # all it started has ended or been killed
             signal.set_wakeup_fd(old_wakeup)
             for s in old_handlers:  # the outcome is decided: a signal now changes nothing
                 signal.signal(s, _ignore_signal)
@@ -318,6 +322,7 @@ class _Build:
         so a plan without world tasks needs no world, nor the modules that drive them."""
         opts, comps = self.opts, self.session.graph.computations
         executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
+        executor.groups = self.groups
         if opts.no_worlds or all(comps[i].world is None for i in to_run):
             return executor
         from farmer.executors.composite import with_worlds

@@ -18,6 +18,10 @@ from farmer.executors.shell import Direct, direct
 from farmer.graph import Computation
 from farmer.private import open_file, unlink_link
 
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from farmer.orphans import GroupLog
+
 _RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
                   signal.SIGCHLD}
 
@@ -76,6 +80,7 @@ class ProcessExecutor(Executor):
         self._finished: list[Outcome] = []
         self._use_pidfd = hasattr(os, "pidfd_open")
         self._env = dict(os.environ)
+        self.groups: GroupLog | None = None  # where the groups it starts are recorded
 
     def running(self) -> int:
         """Computations started and not yet reported back (reaped ones included)."""
@@ -125,6 +130,8 @@ class ProcessExecutor(Executor):
         run = _Running(comp.index, pid, pidfd, now, now + timeout if timeout else None, timeout,
                        group=not console)
         self.by_pid[pid] = run
+        if self.groups is not None and run.group:
+            self.groups.started(pid)
         if pidfd is not None:
             self.selector.register(pidfd, selectors.EVENT_READ, run)
 
@@ -184,6 +191,11 @@ class ProcessExecutor(Executor):
             return
         end = time.monotonic()
         del self.by_pid[run.pid]
+        if run.group:  # what it left running in its group (`daemon &`) ends with it, as in Bazel
+            try:
+                os.killpg(run.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if run.pidfd is not None:
             self.selector.unregister(run.pidfd)
             os.close(run.pidfd)

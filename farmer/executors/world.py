@@ -393,6 +393,10 @@ class WorldExecutor(Executor):
         if job is None:
             return
         code, sig = msg["code"], msg["signal"]
+        # What the task left running in its process group (`sleep 20 &`) goes with it, as
+        # under Bazel; an execute-job's group is its world's, which ends with it anyway.
+        if job.pid is not None:
+            killpg(job.pid)
         if job.killed_for is not None:
             ok, reason = False, job.killed_for
         elif sig is not None:
