@@ -171,15 +171,8 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
             lock.acquire()
         sweep_fifo_dirs()  # what killed farmers left, whether or not this build starts a world
         orphans.kill_orphans(farmer_dir)  # before planning: they would race this build
-        early = build.early
-
-        def defer(signum: int, frame: object) -> None:
-            if early:  # a second one: stop at once
-                os._exit(128 + early[0])
-            early.append(signum)
-
-        for s in _SIGNALS:
-            signal.signal(s, defer)
+        build.early = lock.early  # a signal since the lock was taken stops this build
+        lock.defer_signals()
     try:
         build.session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof)
         if not opts.dry_run:

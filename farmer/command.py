@@ -12,6 +12,7 @@ from __future__ import annotations
 import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 import os
 import sys
+import time
 
 from farmer.errors import LockHeld, TaskError, UsageError
 
@@ -82,6 +83,19 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
     return project.load(find_farmfile(farmfile, farmfile_given), write_cache)
 
 
+def _interrupted_before_planning(lock: ProjectLock, started_at: float, jobs: int) -> None:
+    """A signal while the graph was read, under the lock: last-build.json says interrupted
+    (no computation was known yet), as SPEC §4 asks of every build that got the lock."""
+    from farmer import lastbuild
+    from farmer.atomic import write_atomically
+
+    head = lastbuild.header(started_at, jobs, "interrupted", time.time() - started_at, 0.0, 0.0)
+    try:
+        write_atomically(os.path.join(lock.dir, "last-build.json"), lastbuild.document(head, [b"[]"]))
+    except OSError:
+        pass
+
+
 def build(targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
           jobs: int | None = None, load: float | None = None, keep_going: bool = False,
           dry_run: bool = False, explain: bool = False, no_worlds: bool = False,
@@ -98,6 +112,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
+    started_at = time.time()
     trace_file = os.path.abspath(trace_file) if trace_file else None
     proof = None
     try:
@@ -117,6 +132,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                 if lock is None:
                     lock = ProjectLock(os.path.join(root, ".farmer"))
                     lock.acquire()
+                    lock.defer_signals(stop_now=True)  # a signal now ends in last-build.json
                 outcome = noop.try_build(farmfile, targets, slots)
                 if isinstance(outcome, int):
                     return _built(outcome)
@@ -140,6 +156,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                 lock = ProjectLock(os.path.join(spec.root, ".farmer"))
             if lock.fd is None:
                 lock.acquire()
+                lock.defer_signals(stop_now=True)
             reload = lambda: load_project(None, os.fspath(spec.path), True)  # noqa: E731
             spec, graph, _ = stale.sweep(spec, graph, reload)
         live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
@@ -163,6 +180,10 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         if code == 0 and spec is read_spec and regenerated_from is not None and not trace_file:
             manifest.stamp(spec, regenerated_from)
         return _built(code, graph)
+    except KeyboardInterrupt:
+        if lock is not None and lock.early and lock.fd is not None:  # before the build began
+            _interrupted_before_planning(lock, started_at, slots)
+        raise
     except TaskError as e:  # a missing input found by the no-op proof's selection
         from farmer.farmfile import locate
 

@@ -7,6 +7,7 @@ second farmer can name it.
 
 from __future__ import annotations
 
+import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 import fcntl
 import os
 import time
@@ -34,6 +35,7 @@ class ProjectLock:
         self.dir = os.fspath(farmer_dir)
         self.path = os.path.join(self.dir, "lock")
         self.fd: int | None = None
+        self.early: list[int] = []  # signals that came while `defer_signals` held them
 
     def acquire(self) -> None:
         make_dir(self.dir)
@@ -55,6 +57,27 @@ class ProjectLock:
         os.pwrite(fd, line, 0)
         os.ftruncate(fd, len(line))
         self.fd = fd
+
+    def defer_signals(self, stop_now: bool = False) -> None:
+        """From now until a build installs its own handlers, SIGINT, SIGTERM and SIGHUP are
+        recorded (in `early`) so that the build that holds the lock writes last-build.json
+        saying it was interrupted (SPEC §4: every build that got the lock writes one): it
+        stops once it has planned, or with `stop_now` (still reading the graph, which may
+        take seconds) at once, by a KeyboardInterrupt carrying the signal (`signum`). A
+        second signal leaves at once, 128 + the first's number."""
+        early = self.early
+
+        def defer(signum: int, frame: object) -> None:
+            if early:  # a second one: stop at once
+                os._exit(128 + early[0])
+            early.append(signum)
+            if stop_now:
+                stop = KeyboardInterrupt()
+                stop.signum = signum  # type: ignore[attr-defined]
+                raise stop
+
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, defer)
 
     def release(self) -> None:
         if self.fd is not None:
