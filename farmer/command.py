@@ -112,6 +112,10 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
+    if os.environ.get("FARMER_CACHE"):  # a bad value is an error before the build takes the lock
+        from farmer.cache.settings import cache_switch
+
+        cache_switch(os.environ)
     started_at = time.time()
     trace_file = os.path.abspath(trace_file) if trace_file else None
     proof = None

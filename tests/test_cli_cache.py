@@ -469,3 +469,11 @@ def test_a_ninja_edge_with_deps_gcc_keeps_its_header_after_a_restore(project):
     project.write("a.h", "#define A 2\n")
     r = project.build("--cache", "-f", "build.ninja")
     assert r.summary()["ran"] == 1, r
+
+
+def test_a_bad_farmer_cache_value_is_a_usage_error(project):
+    from conftest import assert_error
+
+    copy_project(project)
+    assert_error(project.build(env={"FARMER_CACHE": "maybe"}), "FARMER_CACHE='maybe'", "FARMER_CACHE=1")
+    assert not project.exists(".farmer/last-build.json")

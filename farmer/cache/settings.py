@@ -63,20 +63,26 @@ class CacheSettings:
         self.enabled, self.dir, self.max_size, self.env = enabled, dir, max_size, env
 
 
+def cache_switch(environ: dict[str, str] | os._Environ) -> bool | None:
+    """What FARMER_CACHE says: on, off, or nothing (unset)."""
+    value = environ.get("FARMER_CACHE", "")
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value:
+        raise UsageError(f"FARMER_CACHE={value!r}: write FARMER_CACHE=1 to turn the cache on "
+                         "or FARMER_CACHE=0 to turn it off")
+    return None
+
+
 def resolve(cache_spec: CacheSpec | None, root: str, flag: bool | None = None,
             cache_dir: str | None = None, environ: dict[str, str] | None = None) -> CacheSettings:
     """`flag`: --cache (True), --no-cache (False) or neither (None); `cache_dir`:
     --cache-dir; `root`: the project root, which a relative `[cache] dir` is taken from."""
     env = os.environ if environ is None else environ
     if flag is None:
-        value = env.get("FARMER_CACHE", "")
-        if value in ("1", "true", "yes", "on"):
-            flag = True
-        elif value in ("0", "false", "no", "off"):
-            flag = False
-        elif value:
-            raise UsageError(f"FARMER_CACHE={value!r}: write FARMER_CACHE=1 to turn the cache on "
-                             "or FARMER_CACHE=0 to turn it off")
+        flag = cache_switch(env)
     enabled = flag if flag is not None else cache_spec is not None
     home = env.get("HOME") or os.path.expanduser("~")
     where = cache_dir or env.get("FARMER_CACHE_DIR") or None
