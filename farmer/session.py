@@ -179,7 +179,8 @@ class Session:
                 i = self.graph.by_id.get(cid)
                 return estimates.program(comps[i]) if i is not None else None
 
-            return estimates.Prior.of(self.state.recent(_PRIOR_RUNS), program_of)
+            runs = [r for r in self.state.recent(_PRIOR_RUNS) if not r.id.startswith("world:")]
+            return estimates.Prior.of(runs, program_of)  # of computations, not world set-ups
 
         est = estimates.estimate(comps, list(to_run), history, sizes, prior)
         setups = None
