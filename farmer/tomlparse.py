@@ -17,11 +17,7 @@ from itertools import accumulate
 # to tomllib, which says so.
 _MAX_DEPTH = 256
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
-_STEP = [0] * 256
-for _c in b"[{":
-    _STEP[_c] = 1
-for _c in b"]}":
-    _STEP[_c] = -1
+_STEP = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
 
 
 def nesting_bound(text: str) -> int:
