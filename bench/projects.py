@@ -199,12 +199,15 @@ def real_noop(projects: list[Project], repeat: int, jobs: int, farmer_argv: list
                 raise SystemExit(f"{tool} failed to build {d} (rc {full[tool].rc})")
             run_timed(tool_argv(tool, d, farmer_argv, jobs), env, timeout, cwd=d)  # settle
         before = {tool: outputs_mtimes(p.dirs[tool]) for tool in TOOLS}
-        runs: dict[str, list] = {tool: [] for tool in TOOLS}
+        runs: dict[str, list] = {tool: [] for tool in (*TOOLS, "python")}
+        # farmer's interpreter starting and doing nothing, in the same rounds: what of
+        # farmer's no-op is Python's own start-up (and, on a loaded machine, waiting for it)
+        bare = [str(Path(farmer_argv[0]).with_name("python")), "-c", "pass"]
         for i in range(repeat):
-            for tool in (TOOLS if i % 2 == 0 else TOOLS[::-1]):
-                d = p.dirs[tool]
-                r = run_timed(tool_argv(tool, d, farmer_argv, jobs),
-                              farmer_env if tool == "farmer" else None, timeout, cwd=d)
+            for tool in (*TOOLS, "python") if i % 2 == 0 else ("python", *TOOLS[::-1]):
+                d = p.dirs.get(tool, p.dirs["farmer"])
+                argv = bare if tool == "python" else tool_argv(tool, d, farmer_argv, jobs)
+                r = run_timed(argv, None if tool == "ninja" else farmer_env, timeout, cwd=d)
                 if r.rc != 0:
                     raise SystemExit(f"{tool} no-op failed in {d} (rc {r.rc})")
                 runs[tool].append(r)

@@ -593,15 +593,17 @@ def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
                                   run_timed, args.timeout)
         lines += ["### No-op of real build.ninja projects", "",
                   "| project | edges | first build ninja s | first build farmer s | no-op ninja ms | no-op farmer ms "
-                  "| farmer/ninja | farmer cpu ms | farmer wall − cpu ms |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| farmer/ninja | farmer cpu ms | farmer wall − cpu ms | `python -c pass` ms (cpu) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for row in rows:
-            med = {t: statistics.median(r.wall for r in row["noop"][t]) for t in projects.TOOLS}
+            med = {t: statistics.median(r.wall for r in row["noop"][t]) for t in row["noop"]}
             cpu = statistics.median(r.cpu for r in row["noop"]["farmer"])
+            bare_cpu = statistics.median(r.cpu for r in row["noop"]["python"])
             lines.append(f"| {row['project']} | {row['edges']} | {row['full']['ninja'].wall:.2f} | "
                          f"{row['full']['farmer'].wall:.2f} | {med['ninja'] * 1000:.1f} | "
                          f"{med['farmer'] * 1000:.1f} | {fmt_ratio(med['farmer'], med['ninja'])} | "
-                         f"{cpu * 1000:.1f} | {(med['farmer'] - cpu) * 1000:.1f} |")
+                         f"{cpu * 1000:.1f} | {(med['farmer'] - cpu) * 1000:.1f} | "
+                         f"{med['python'] * 1000:.1f} ({bare_cpu * 1000:.1f}) |")
             log(f"[real-noop] {row['project']}: ninja {med['ninja'] * 1000:.1f} ms, "
                 f"farmer {med['farmer'] * 1000:.1f} ms")
         lines.append("")
