@@ -32,7 +32,8 @@ def run() -> None:
         signal.signal(signal.SIGINT, sigint)
         main()
     signal.signal(signal.SIGINT, sigint)
-    command.main(lambda: command.build(**args, farmfile_given="farmfile" in args))
+    # leave_at_once: a build ends without the interpreter's teardown (command.leave says why)
+    command.main(lambda: command.build(**args, farmfile_given="farmfile" in args), leave_at_once=True)
 
 
 if __name__ == "__main__":
