@@ -121,13 +121,16 @@ def test_a_lock_taken_a_moment_ago_is_named_by_its_holder(tmp_path):
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1) to start a daemon")
 def test_lock_is_not_inherited_by_commands(project):
     """A command that leaves a daemon behind (its own session, still running) does not keep
-    the project locked: the lock's descriptor is close-on-exec."""
+    the project locked: the lock's descriptor is close-on-exec. The command waits until the
+    daemon has left its process group (the marker is written after setsid): what is still in
+    the group when a computation ends is killed (docs/reliability.md)."""
     sleep = project.unique_sleep(30)
+    marker = project.root / "daemon-started"
     project.farmfile(
         f"""
         [task.daemon]
         outputs = ["out/d.txt"]
-        cmd = "setsid {sleep} > /dev/null 2>&1 < /dev/null & echo d > {{outputs}}"
+        cmd = "setsid sh -c 'touch {marker}; exec {sleep}' > /dev/null 2>&1 < /dev/null & while [ ! -e {marker} ]; do sleep 0.01; done; rm {marker}; echo d > {{outputs}}"
         always = true
         """
     )
