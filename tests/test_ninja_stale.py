@@ -27,13 +27,13 @@ def ran(r) -> list[str]:
 
 
 @needs_cc
-def test_thin_archive_members_are_read(tmp_path):
+def test_thin_archive_members_are_read(tmp_path, monkeypatch):
     for name in ("a.txt", "sub/b.txt"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(name)
     (tmp_path / "lib").mkdir()
     subprocess.run(["ar", "csrT", "lib/x.a", "a.txt", "sub/b.txt"], cwd=tmp_path, check=True)
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     assert grains.thin_members("lib/x.a") == ["a.txt", "sub/b.txt"]
     assert grains.thin_members("a.txt") is None
     before = grains.Digests({}).digest("lib/x.a")

@@ -65,7 +65,7 @@ def test_a_key_changes_with_what_the_computation_does_reads_and_runs():
         key_of(comp(), names=["LANG"], environ={**environ, "LANG": ""})
 
 
-def test_a_key_holds_no_absolute_path_nor_PATH_itself(tmp_path):
+def test_a_key_holds_no_absolute_path_nor_PATH_itself(tmp_path, monkeypatch):
     """Another checkout at another path, with the same compiler under another directory of
     PATH, has the same key."""
     keys = []
@@ -75,7 +75,7 @@ def test_a_key_holds_no_absolute_path_nor_PATH_itself(tmp_path):
         tool = bin_dir / "tool"
         tool.write_text("#!/bin/sh\necho same tool\n")
         tool.chmod(0o755)
-        os.chdir(tmp_path / name)
+        monkeypatch.chdir(tmp_path / name)
         digests = Digests({})
         programs = Programs(digests.digest)
         d = describe(comp("tool a.c > a.o"), None, [("a.c", "d1")], [], programs, {"PATH": str(bin_dir)})
@@ -131,14 +131,14 @@ def stored(cache: LocalCache, tmp_path, content: bytes, name: str = "out.bin", k
 
 
 @pytest.mark.parametrize("size", [100, INLINE_MAX + 1])  # kept in the entry, in a blob
-def test_a_stored_file_comes_back_verified_with_its_mode(tmp_path, size):
+def test_a_stored_file_comes_back_verified_with_its_mode(tmp_path, size, monkeypatch):
     cache = LocalCache(str(tmp_path / "c")).open()
     assert stat.S_IMODE(os.stat(cache.dir).st_mode) == 0o700
     content = b"#!/bin/sh\necho hi\n" + b"#" * size
     stored(cache, tmp_path, content, "tool", mode=0o755)
     entry, _ = cache.lookup("k1", lambda p: None)
     assert bool(entry.inline) == (size <= INLINE_MAX)
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     os.unlink("tool")
     restore_files(cache.blob_path, entry.outputs, entry.inline)
     assert (tmp_path / "tool").read_bytes() == content
@@ -160,9 +160,9 @@ def test_discovered_variants_hit_only_when_every_listed_file_matches(tmp_path):
     assert cache.lookup("k1", now.get) is None
 
 
-def test_damaged_and_missing_blobs_are_refused(tmp_path):
+def test_damaged_and_missing_blobs_are_refused(tmp_path, monkeypatch):
     cache = LocalCache(str(tmp_path / "c")).open()
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     small = stored(cache, tmp_path, b"small\n", key1="small")
     digest = small.outputs[0][1]
     with pytest.raises(BadBlob, match="other content"):
@@ -247,11 +247,11 @@ STORER = textwrap.dedent("""
 """)
 
 
-def test_two_processes_storing_at_once_share_one_consistent_cache(tmp_path):
+def test_two_processes_storing_at_once_share_one_consistent_cache(tmp_path, monkeypatch):
     script = tmp_path / "storer.py"
     script.write_text(STORER.format(repo=str(REPO)))
     where = str(tmp_path / "c")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     procs = [subprocess.Popen([sys.executable, str(script), where, who]) for who in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     cache = LocalCache(where).open()
