@@ -2,12 +2,15 @@
 can stop what a farmer killed with -9 left running before it plans: such orphans would race
 the recovery build (a half-done `mv` of an old `.part`, an old output written over a new one).
 
-Each line is `PGID START`: the group's leader and its start time in clock ticks since boot
-(/proc/PID/stat, field 22). A build that ends removes the file (everything it started has
+Each line is `PGID START`: the group's leader and a time in clock ticks since boot
+(/proc/PID/stat's clock, field 22) no later than the leader's start: the start of the farmer
+that started it, read once, since reading the leader's own /proc entry cost every computation
+a file read. A build that ends removes the file (everything it started has
 ended or been killed by then); a file found by a farmer that just took the lock was left by
 one that died. What is left of each group is killed then, but only processes that are in
-that group and started no earlier than its leader: a pid reused since by somebody else's
-process is left alone. Linux's /proc is needed; elsewhere nothing is recorded.
+that group and started no earlier than the farmer that recorded it: a group that
+was already there when that farmer started is somebody else's (its pid reused) and is left
+alone. Linux's /proc is needed; elsewhere nothing is recorded.
 """
 
 from __future__ import annotations
@@ -39,20 +42,22 @@ def _stat(pid: int) -> tuple[int, int] | None:
 class GroupLog:
     """Appends the groups a build starts to .farmer/groups; `close` removes it."""
 
-    __slots__ = ("path", "fd")
+    __slots__ = ("path", "fd", "since")
 
     def __init__(self, farmer_dir: str) -> None:
         self.path = os.path.join(farmer_dir, NAME)
         self.fd: int | None = None
+        self.since = b""  # this farmer's start time, read with the first group
 
     def started(self, pid: int) -> None:
-        started = start_time(pid)
-        if started is None:
-            return  # gone already, or no /proc
         try:
             if self.fd is None:
+                since = start_time(os.getpid())
+                if since is None:
+                    return  # no /proc: nothing is recorded
+                self.since = b" %d\n" % since
                 self.fd = private.open_file(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-            os.write(self.fd, f"{pid} {started}\n".encode())
+            os.write(self.fd, b"%d%s" % (pid, self.since))
         except OSError:
             pass  # a full disk costs only the orphan kill after a crash
 

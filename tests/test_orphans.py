@@ -44,7 +44,7 @@ def test_orphans_of_a_killed_farmer_are_killed_before_the_next_build_plans(proje
         """)
     proc = project.popen("build")
     assert project.wait_for("started", proc=proc)
-    assert project.exists(".farmer/groups")
+    assert project.wait_for(".farmer/groups", timeout=5, proc=proc)  # written once the spawn returned
     os.killpg(proc.pid, signal.SIGKILL)  # farmer alone: its command has its own group
     proc.wait()
     assert pids_matching(marker), "the command should outlive its killed farmer"
@@ -58,7 +58,7 @@ def test_orphans_of_a_killed_farmer_are_killed_before_the_next_build_plans(proje
 
 
 def test_a_reused_pid_is_not_killed(project):
-    """A recorded group whose leader started later than recorded is somebody else's."""
+    """A recorded group that was there before the farmer that recorded it is somebody else's."""
     project.farmfile('[task.t]\noutputs = ["t.txt"]\ncmd = "echo t > {outputs}"\n')
     marker = project.unique_sleep(30)
     import subprocess
