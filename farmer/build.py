@@ -225,7 +225,7 @@ class _Build:
 
         logs = os.path.join(self.farmer_dir, "logs")
         make_dir(logs)
-        live = opts.live and not any(comps[i].console for i in to_run)  # it owns the terminal
+        live = opts.live and not any(comps[i].ninja and comps[i].ninja.console for i in to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
         cache = self.cache or self._caches(logs, reporter.message)
         recorder = Recorder(session, reporter.message, cache)

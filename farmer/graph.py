@@ -18,6 +18,35 @@ _DRIVER = os.path.join(os.path.dirname(__file__), "worlds", "driver.py")
 
 # Start-up rule (docs/performance.md): plain slotted classes, not dataclasses, here and in
 # every module a build imports.
+class NinjaEdge:
+    """What a build.ninja edge adds to its computation (farmer/ninja/graph.py); a Farmfile's
+    computations have none (`Computation.ninja is None`)."""
+
+    __slots__ = ("order_only", "description", "generator", "remove_depfile", "rspfile",
+                 "rspfile_content", "optional_outputs", "console", "restat")
+
+    def __init__(
+        self,
+        order_only: list[str] | None = None,  # ordering only: never hashed
+        description: str | None = None,  # shown instead of TASK ID when it starts
+        generator: bool = False,  # the command is left out of the action fingerprint
+        remove_depfile: bool = False,  # the depfile is deleted once read (`deps = gcc`)
+        rspfile: str | None = None,  # written with rspfile_content before the run, deleted after
+        rspfile_content: str | None = None,
+        optional_outputs: bool = False,  # an output missing after a run is no failure: it reruns
+        console: bool = False,  # runs on the terminal (stdin/stdout), not into its log
+        restat: bool = True,  # False: its outputs' digests cover their mtime (ninja without restat)
+    ) -> None:
+        self.order_only = [] if order_only is None else order_only
+        self.description, self.generator = description, generator
+        self.remove_depfile, self.rspfile, self.rspfile_content = remove_depfile, rspfile, rspfile_content
+        self.optional_outputs, self.console, self.restat = optional_outputs, console, restat
+
+    def row(self) -> tuple:
+        """Its fields in __init__'s order, for a cache: `NinjaEdge(*edge.row())` makes it again."""
+        return tuple(getattr(self, f) for f in self.__slots__)
+
+
 class Computation:
     """One run of a task's action (or an alias) with its inputs and outputs. Every field but
     the first three has a default: `Computation(0, "a.o", "cc", inputs=["a.c"], ...)`. The
@@ -26,9 +55,8 @@ class Computation:
 
     __slots__ = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind",
                  "action", "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
-                 "world_setup", "missing", "fingerprint", "producers", "consumers", "order_only",
-                 "validates", "description", "generator", "remove_depfile", "rspfile",
-                 "rspfile_content", "optional_outputs", "console", "restat", "remote")
+                 "world_setup", "missing", "fingerprint", "producers", "consumers", "validates",
+                 "remote", "ninja")
 
     def __init__(
         self,
@@ -54,18 +82,9 @@ class Computation:
         fingerprint: str = "",  # the action fingerprint (uptodate.action_fingerprint)
         producers: list[int] | None = None,
         consumers: list[int] | None = None,
-        # Set by build.ninja manifests (farmer/ninja/); a Farmfile leaves the defaults.
-        order_only: list[str] | None = None,  # ordering only: never hashed
-        validates: list[int] | None = None,  # built with it, not needed by it
-        description: str | None = None,  # shown instead of TASK ID when it starts
-        generator: bool = False,  # the command is left out of the action fingerprint
-        remove_depfile: bool = False,  # the depfile is deleted once read (`deps = gcc`)
-        rspfile: str | None = None,  # written with rspfile_content before the run, deleted after
-        rspfile_content: str | None = None,
-        optional_outputs: bool = False,  # an output missing after a run is no failure: it reruns
-        console: bool = False,  # runs on the terminal (stdin/stdout), not into its log
-        restat: bool = True,  # False: its outputs' digests cover their mtime (ninja without restat)
+        validates: list[int] | None = None,  # built with it, not needed by it (ninja's |@)
         remote: bool = True,  # False: never executed remotely (SPEC §5; it may still be cached)
+        ninja: NinjaEdge | None = None,  # set by build.ninja manifests (farmer/ninja/) only
     ) -> None:
         self.index, self.id, self.task = index, id, task
         self.wildcards = {} if wildcards is None else wildcards
@@ -79,12 +98,8 @@ class Computation:
         self.missing = [] if missing is None else missing
         self.producers = [] if producers is None else producers
         self.consumers = [] if consumers is None else consumers
-        self.remote = remote
-        self.order_only = [] if order_only is None else order_only
         self.validates = [] if validates is None else validates
-        self.description, self.generator = description, generator
-        self.remove_depfile, self.rspfile, self.rspfile_content = remove_depfile, rspfile, rspfile_content
-        self.optional_outputs, self.console, self.restat = optional_outputs, console, restat
+        self.remote, self.ninja = remote, ninja
 
     def __repr__(self) -> str:
         return f"Computation({self.index}, {self.id!r}, task={self.task!r}, kind={self.kind!r})"

@@ -19,17 +19,16 @@ from farmer.grains import code_stamp, hash_bytes, hash_text
 from farmer.graph import Computation, Graph
 from farmer.spec import CacheSpec, RemoteSpec, Spec, WorldSpec
 
-_FORMAT = 8
+_FORMAT = 9
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
 # The row format: a computation is stored as the tuple of these fields, in this order, and
 # made again with Computation(*row), so they are its constructor's parameters in its order
-# (tests/test_unit_graphcache.py checks it). The cache's key includes them.
+# (tests/test_unit_graphcache.py checks it). The cache's key includes them. A Farmfile's
+# computations have no `ninja` (None), so every field is marshallable as it is.
 _ROW = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind", "action",
         "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache", "world_setup",
-        "missing", "fingerprint", "producers", "consumers", "order_only", "validates",
-        "description", "generator", "remove_depfile", "rspfile", "rspfile_content",
-        "optional_outputs", "console", "restat", "remote")
+        "missing", "fingerprint", "producers", "consumers", "validates", "remote", "ninja")
 _WORLD_FIELDS = WorldSpec.__slots__
 NAME = "graph.cache"
 

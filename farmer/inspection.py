@@ -104,7 +104,7 @@ def clean(spec: Spec, graph: Graph, targets: list[str]) -> str:
         ids = []
         for i in selected:
             comp = graph.computations[i]
-            if comp.generator:  # as ninja's clean: keep what regenerates the build (build.ninja)
+            if comp.ninja is not None and comp.ninja.generator:  # as ninja's clean: keep what regenerates the build (build.ninja)
                 continue
             ids.append(comp.id)
             for path in comp.outputs + ([comp.depfile] if comp.depfile else []):

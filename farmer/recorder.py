@@ -95,11 +95,12 @@ class Recorder:
                 os.makedirs(parent, exist_ok=True)
         if comp.depfile and os.path.dirname(comp.depfile):
             os.makedirs(os.path.dirname(comp.depfile), exist_ok=True)
-        if comp.rspfile:  # ninja: written before the command, removed once it succeeded
-            if os.path.dirname(comp.rspfile):
-                os.makedirs(os.path.dirname(comp.rspfile), exist_ok=True)
-            with open(comp.rspfile, "w", errors="surrogateescape") as f:
-                f.write(comp.rspfile_content or "")
+        edge = comp.ninja
+        if edge is not None and edge.rspfile:  # ninja: written before the command, removed once it succeeded
+            if os.path.dirname(edge.rspfile):
+                os.makedirs(os.path.dirname(edge.rspfile), exist_ok=True)
+            with open(edge.rspfile, "w", errors="surrogateescape") as f:
+                f.write(edge.rspfile_content or "")
         return None
 
     def record(self, comp: Computation, outcome: Outcome) -> Outcome:
@@ -107,6 +108,7 @@ class Recorder:
         success into failure."""
         digests = self.s.digests
         outputs: list[tuple[str, str]] = []
+        edge = comp.ninja
         if outcome.ok:
             for path in comp.outputs:
                 digests.forget(path)
@@ -114,7 +116,7 @@ class Recorder:
                     d = digests.digest(path)
                 except NotAFile:
                     d, outcome.reason = None, f"declared output {path} is not a file"
-                if d is None and comp.optional_outputs:  # ninja: no check; it runs again next time
+                if d is None and edge is not None and edge.optional_outputs:  # ninja: no check; it runs again next time
                     d, outcome.reason = "not-a-file" if outcome.reason else "missing", None
                 if d is None:
                     outcome.ok = False
@@ -193,6 +195,7 @@ class Recorder:
         digests = self.s.digests
         inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
         discovered: list[tuple[str, str]] = []
+        edge = comp.ninja
         if comp.depfile:
             text = _depfile_text(comp.depfile)
             if text is None:
@@ -207,10 +210,10 @@ class Recorder:
                         discovered.append((p, digest_text(digests, p)))
             except depfile.DepfileError as e:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
-            if comp.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
+            if edge is not None and edge.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
                 _unlink(comp.depfile)
-        if comp.rspfile:
-            _unlink(comp.rspfile)
+        if edge is not None and edge.rspfile:
+            _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.s.world_fingerprint(comp.world), inputs,
                       discovered, outputs)
         self.s.traces[comp.id] = trace

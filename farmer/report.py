@@ -53,7 +53,8 @@ def failure_text(comp: Computation, reason: str, log: str | os.PathLike, output:
 
 
 def label(comp: Computation) -> str:
-    return comp.description or f"{comp.task} {comp.id}"  # a ninja rule's description
+    edge = comp.ninja  # a ninja rule's description
+    return (edge is not None and edge.description) or f"{comp.task} {comp.id}"
 
 
 class PlainReporter:

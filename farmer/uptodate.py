@@ -20,8 +20,12 @@ if TYPE_CHECKING:  # traversal fingerprints computations with this module
 def action_fingerprint(comp: Computation) -> str:
     """What the computation does, apart from its inputs' contents and its world."""
     env = [f"{k}={v}" for k, v in sorted(comp.env.items())] if comp.env else []
-    action = "" if comp.generator else comp.action or ""  # ninja: a generator's command may change
-    rsp = ["\0rspfile", comp.rspfile, comp.rspfile_content or ""] if comp.rspfile else []
+    edge = comp.ninja
+    if edge is None:
+        action, rsp = comp.action or "", []
+    else:
+        action = "" if edge.generator else comp.action or ""  # ninja: a generator's command may change
+        rsp = ["\0rspfile", edge.rspfile, edge.rspfile_content or ""] if edge.rspfile else []
     parts = [comp.kind or "", action, *env, "\0outputs", *comp.outputs, "\0depfile",
              comp.depfile or "", *rsp, ""]
     # hash_text(*parts) in one buffer and one call (a traversal makes 100k of these): the
@@ -41,7 +45,7 @@ def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:
 
     def timed(path: str) -> bool:
         i = producer.get(path)
-        return i is not None and comps[i].kind is not None and not comps[i].restat
+        return i is not None and comps[i].kind is not None and comps[i].ninja is not None and not comps[i].ninja.restat
 
     return timed
 

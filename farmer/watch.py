@@ -90,7 +90,7 @@ class Inputs:
         own = set(graph.producer)  # declared outputs: patterns match them, present or not
         elsewhere: set[str] = set()  # what only computations not selected read or write
         for comp in comps:
-            for path in (comp.depfile, comp.rspfile):
+            for path in (comp.depfile, comp.ninja and comp.ninja.rspfile):
                 if path:
                     own.add(path)
             if comp.index not in chosen:

@@ -68,7 +68,7 @@ class TestBasicSyntax:
         assert (c.task, c.kind, c.inputs, c.outputs) == ("cc", "cmd", ["a.c"], ["a.o"])
         assert c.action == "gcc -c a.c -o a.o"
         assert c.argv() == ["/bin/sh", "-c", "gcc -c a.c -o a.o"]
-        assert c.description == "CC a.o"
+        assert c.ninja.description == "CC a.o"
         assert spec.root == os.fspath(root) and spec.default is None and spec.worlds == {}
         assert c.fingerprint == action_fingerprint(c)
 
@@ -141,7 +141,7 @@ class TestBasicSyntax:
             """)
         assert spec.pools == {"link": 2, "console": 1}
         assert [comp(g, x).pool for x in "abcd"] == ["link", None, "console", None]
-        assert comp(g, "c").console and not comp(g, "a").console
+        assert comp(g, "c").ninja.console and not comp(g, "a").ninja.console
 
     def test_restat_accepted_and_generator(self, root):
         _, g = load(root, """\
@@ -156,8 +156,8 @@ class TestBasicSyntax:
             build o: r
             """)
         gen = comp(g, "build.ninja")
-        assert gen.generator and not gen.cache
-        assert not comp(g, "o").generator
+        assert gen.ninja.generator and not gen.cache
+        assert not comp(g, "o").ninja.generator
         changed = type(gen)(**{f: getattr(gen, f) for f in gen.__slots__})
         changed.action = "./configure --other"
         assert action_fingerprint(changed) == action_fingerprint(gen)
@@ -171,7 +171,7 @@ class TestBasicSyntax:
             build app: link a.o b.o
             """)
         c = comp(g, "app")
-        assert (c.rspfile, c.rspfile_content) == ("app.rsp", "a.o b.o")
+        assert (c.ninja.rspfile, c.ninja.rspfile_content) == ("app.rsp", "a.o b.o")
 
     def test_required_version(self, root):
         load(root, "ninja_required_version = 1.5\n")
@@ -208,7 +208,7 @@ class TestScoping:
             build b: r
               other = 1
             """)
-        assert comp(g, "a").action == "cc -build " and comp(g, "a").description == "-build"
+        assert comp(g, "a").action == "cc -build " and comp(g, "a").ninja.description == "-build"
         assert comp(g, "b").action == "cc -file "
 
     def test_build_bindings_are_evaluated_in_the_file_scope(self, root):
@@ -237,8 +237,8 @@ class TestScoping:
             build b: r
               z = 1
             """)
-        assert comp(g, "a").description == "file-level"
-        assert comp(g, "b").description == "rule-level"
+        assert comp(g, "a").ninja.description == "file-level"
+        assert comp(g, "b").ninja.description == "rule-level"
 
     def test_rule_variable_may_use_another(self, root):
         _, g = load(root, """\
@@ -478,7 +478,7 @@ class TestImplicitOrderOnlyValidations:
         a = comp(g, "a.o")
         assert a.action == "tool a.c -o a.o"  # $in and $out: the explicit ones only
         assert a.inputs == ["a.c", "extra.h"]  # hashed
-        assert a.order_only == ["gen.h", "order.dir"]  # not hashed
+        assert a.ninja.order_only == ["gen.h", "order.dir"]  # not hashed
         assert a.outputs == ["a.o", "a.map"] and g.producer["a.map"] == a.index
         assert a.producers == [comp(g, "gen.h").index]
         assert a.validates == [comp(g, "lint.stamp").index]
@@ -550,15 +550,15 @@ class TestDepsKinds:
             build a.o: cc a.c
             """)
         a = comp(g, "a.o")
-        assert (a.depfile, a.remove_depfile) == ("a.o.d", True)
+        assert (a.depfile, a.ninja.remove_depfile) == ("a.o.d", True)
 
     def test_depfile_without_deps_stays(self, root):
         _, g = load(root, "rule cc\n  command = x\n  depfile = $out.d\nbuild a.o: cc\n")
-        assert (comp(g, "a.o").depfile, comp(g, "a.o").remove_depfile) == ("a.o.d", False)
+        assert (comp(g, "a.o").depfile, comp(g, "a.o").ninja.remove_depfile) == ("a.o.d", False)
 
     def test_deps_from_a_build_binding(self, root):
         _, g = load(root, "rule cc\n  command = x\n  depfile = $DEP\n  deps = $kind\nbuild a.o: cc\n  DEP = d/a.d\n  kind = gcc\n")
-        assert (comp(g, "a.o").depfile, comp(g, "a.o").remove_depfile) == ("d/a.d", True)
+        assert (comp(g, "a.o").depfile, comp(g, "a.o").ninja.remove_depfile) == ("d/a.d", True)
 
     def test_no_depfile(self, root):
         _, g = load(root, "rule cc\n  command = x\nbuild a.o: cc\n")

@@ -16,7 +16,7 @@ from farmer import expander, farmfile, template, traversal
 from farmer.errors import UsageError
 from farmer.expander import all_normal, all_plain_inputs, all_shell_safe
 from farmer.grains import hash_text
-from farmer.graph import Computation
+from farmer.graph import Computation, NinjaEdge
 from farmer.matching import Files, list_files
 from farmer.traversal import GLOB_CHARS
 from farmer.uptodate import action_fingerprint
@@ -140,7 +140,7 @@ def test_fingerprint_is_hash_text_of_its_parts():
     assert action_fingerprint(comp) == want
     comp.depfile, comp.env, comp.kind, comp.action = None, {}, None, None
     assert action_fingerprint(comp) == hash_text("", "", "\0outputs", "o", "p q", "\0depfile", "")
-    comp.rspfile, comp.rspfile_content = "r.rsp", "a b"
+    comp.ninja = NinjaEdge(rspfile="r.rsp", rspfile_content="a b")
     assert action_fingerprint(comp) == hash_text("", "", "\0outputs", "o", "p q", "\0depfile", "",
                                                  "\0rspfile", "r.rsp", "a b")
 

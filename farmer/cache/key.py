@@ -119,7 +119,7 @@ def uncacheable(comp: Computation) -> str | None:
         return "always = true"
     if not comp.cache:
         return "cache = false"
-    if comp.generator:
+    if comp.ninja is not None and comp.ninja.generator:
         return "it regenerates the manifest"
     return None  # (a run with an output missing, which ninja allows, is not stored)
 
@@ -136,8 +136,10 @@ def describe(comp: Computation, world: str | None, inputs: list[tuple[str, str]]
         path = comp.env.get("PATH", environ.get("PATH", os.defpath))
         used = [(word, programs.digest(word, path)) for word in command_words(comp.action or "")]
     inherited = [(name, environ.get(name)) for name in inherited_names]
+    edge = comp.ninja
+    rspfile, rspfile_content = (None, None) if edge is None else (edge.rspfile, edge.rspfile_content)
     return ActionDescription(comp.kind or "", comp.action or "", comp.env, comp.outputs,
-                             comp.depfile, comp.rspfile, comp.rspfile_content, world, inputs,
+                             comp.depfile, rspfile, rspfile_content, world, inputs,
                              inherited, used, platform)
 
 

@@ -150,7 +150,7 @@ class LocalRunCache(RunCache):
         outputs = [(p, digests.content(p), digests.seen(p)) for p, _ in trace.outputs]
         if any(content is None or seen is None for _, content, seen in outputs):
             return
-        depfile = comp.depfile if comp.depfile and not comp.remove_depfile else None
+        depfile = comp.depfile if comp.depfile and not (comp.ninja and comp.ninja.remove_depfile) else None
         key1, started_ns = found
         self._jobs.put(_Job(key1, trace.discovered, outputs, depfile,  # type: ignore[arg-type]
                             _log_path(self.logs, comp.id), started_ns))

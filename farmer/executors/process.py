@@ -92,7 +92,7 @@ class ProcessExecutor(Executor):
         argv = comp.argv()
         env = {**self._env, **comp.env} if comp.env else self._env
         # ninja's console pool: the terminal's stdin/stdout/stderr, in farmer's process group.
-        console = comp.console
+        console = comp.ninja is not None and comp.ninja.console
         unlink_link(log)  # farmer's own file: never written through a planted link
         if console:
             os.close(open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))

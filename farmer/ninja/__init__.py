@@ -125,7 +125,7 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
     comps = graph.computations
     comp = comps[i]
     if not ran:
-        if not comp.generator or any(comps[p].kind is not None for p in comp.producers):
+        if not comp.ninja.generator or any(comps[p].kind is not None for p in comp.producers):
             return False
         try:
             oldest_output = min(os.stat(p).st_mtime_ns for p in comp.outputs)

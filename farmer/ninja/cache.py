@@ -21,13 +21,15 @@ from pathlib import Path
 from farmer import __version__
 from farmer.atomic import save_marshalled
 from farmer.spec import Spec
-from farmer.graph import Computation, Graph
+from farmer.graph import Computation, Graph, NinjaEdge
 from farmer.grains import RACY_NS, hash_text, stat_key
 from farmer.ninja.graph import FileChecks, apply_file_checks
 
 NAME = "ninja-graph.cache"
-_FORMAT = 1
-_FIELDS = Computation.__slots__  # a computation is stored as the tuple of these, in order
+_FORMAT = 2
+# A computation is stored as the tuple of these, in order, its `ninja` as NinjaEdge.row().
+_FIELDS = tuple(f for f in Computation.__slots__ if f != "ninja")  # the constructor's order; ninja last
+_EDGE_FIELDS = NinjaEdge.__slots__
 
 
 def _code_stamp() -> list:
@@ -37,7 +39,7 @@ def _code_stamp() -> list:
 
 
 def _key(manifest: Path) -> str:
-    return hash_text(str(manifest), __version__, sys.version, ",".join(_FIELDS), str(_FORMAT),
+    return hash_text(str(manifest), __version__, sys.version, ",".join(_FIELDS), ",".join(_EDGE_FIELDS), str(_FORMAT),
                      repr(_code_stamp()))
 
 
@@ -57,7 +59,8 @@ def load(farmer_dir: Path, manifest: Path) -> tuple[Spec, Graph, list[str]] | No
                 return None
     except OSError:
         return None
-    comps = [Computation(*row) for row in rows]
+    comps = [Computation(*row[:-1], ninja=None if row[-1] is None else NinjaEdge(*row[-1]))
+             for row in rows]
     root = manifest.parent
     spec = Spec(path=manifest, root=root, default=None, vars={}, pools=pools, worlds={},
                 tasks={}, digest=digest)
@@ -87,7 +90,8 @@ def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
     for _, key, taken in files:
         if taken - key[0] < RACY_NS or taken - key[3] < RACY_NS:
             return
-    rows = [tuple(getattr(c, f) for f in _FIELDS) for c in graph.computations]
+    rows = [(*(getattr(c, f) for f in _FIELDS), None if c.ninja is None else c.ninja.row())
+            for c in graph.computations]
     data = (_FORMAT, _key(manifest), [(p, k) for p, k, _ in files], warnings,
             (spec.pools, spec.digest), rows, graph.producer, graph.by_task, graph.order,
             graph.by_id, (checks.needed, checks.force, checks.defaults))

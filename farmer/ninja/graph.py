@@ -19,7 +19,7 @@ from farmer.errors import UsageError
 from farmer.spec import Spec
 from farmer.ninja.lexer import evaluate
 from farmer.ninja.parser import Edge, Manifest, shell_escape
-from farmer.graph import Computation, Graph, topological_order
+from farmer.graph import Computation, Graph, NinjaEdge, topological_order
 from farmer.uptodate import action_fingerprint
 
 CONSOLE = "console"
@@ -179,8 +179,8 @@ def build_graph(manifest: Manifest) -> tuple[Spec, Graph, FileChecks]:
             comp = Computation(
                 index=index, id=cid, task=task, wildcards={}, inputs=inputs, outputs=[],
                 depfile=None, kind=None, action=None, env={}, world=None, cost=None, cpus=1,
-                pool=None, timeout=None, always=False, cache=False,
-                order_only=edge.order_only, validates=validates)
+                pool=None, timeout=None, always=False, cache=False, validates=validates,
+                ninja=NinjaEdge(order_only=edge.order_only))
         else:
             comp = _command(manifest, edge, index, cid, inputs, validates)
         comp.fingerprint = action_fingerprint(comp)
@@ -257,7 +257,8 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
         outputs=list(edge.outs), depfile=os.path.normpath(depfile) if depfile else None,
         kind="cmd", action=command, env={}, world=None, cost=None, cpus=1,
         pool=pool, timeout=None, always=False, cache=not generator,
-        order_only=edge.order_only, validates=validates, description=description,
-        generator=generator, remove_depfile=deps == "gcc", rspfile=rspfile,
-        rspfile_content=shell.lookup("rspfile_content") if rspfile else None,
-        optional_outputs=True, console=pool == CONSOLE, restat=restat)
+        validates=validates, ninja=NinjaEdge(
+            order_only=edge.order_only, description=description, generator=generator,
+            remove_depfile=deps == "gcc", rspfile=rspfile,
+            rspfile_content=shell.lookup("rspfile_content") if rspfile else None,
+            optional_outputs=True, console=pool == CONSOLE, restat=restat))

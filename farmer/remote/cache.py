@@ -202,7 +202,7 @@ class RemoteCache:
         farmer's digests, or None (a warning said why) when the computation must run."""
         if found.result is None or self._client is None or self._off:
             return None
-        optional = [comp.depfile] if comp.depfile and not comp.remove_depfile else []
+        optional = [comp.depfile] if comp.depfile and not (comp.ninja and comp.ninja.remove_depfile) else []
         try:
             files = restoring.files_of(found.result, list(comp.outputs), optional)
             stdout = found.result.stdout_digest if found.result.HasField("stdout_digest") else None
@@ -219,7 +219,7 @@ class RemoteCache:
         else:
             if stdout is None and os.path.exists(log):
                 os.unlink(log)  # an older run's output is not this one's
-            if comp.depfile and comp.remove_depfile:  # ninja's deps = gcc: read once, then removed
+            if comp.depfile and comp.ninja and comp.ninja.remove_depfile:  # ninja's deps = gcc: read once, then removed
                 from farmer.cache.use import write_depfile
 
                 write_depfile(comp, found.discovered)  # for the recorder, as after a run
@@ -285,7 +285,7 @@ class RemoteCache:
             f = self._file(path, digest)
             result.output_files.add(path=path, digest=f.digest, is_executable=f.executable)
             blobs.append(Blob(f.digest, path=path))
-        if comp.depfile and not comp.remove_depfile and os.path.isfile(comp.depfile):
+        if comp.depfile and not (comp.ninja and comp.ninja.remove_depfile) and os.path.isfile(comp.depfile):
             with open(comp.depfile, "rb") as fh:
                 blob = Blob.of(fh.read())
             result.output_files.add(path=comp.depfile, digest=blob.digest)

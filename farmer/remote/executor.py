@@ -135,7 +135,7 @@ class RemoteExecutor(Executor):
         """The Action to run `comp` remotely, or None when it runs locally."""
         from farmer.cache.key import uncacheable
 
-        if (comp.kind != "cmd" or not comp.action or comp.world is not None or comp.console
+        if (comp.kind != "cmd" or not comp.action or comp.world is not None or (comp.ninja and comp.ninja.console)
                 or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):
             return None
         root = os.getcwd()
