@@ -15,145 +15,26 @@ import sys
 import time
 
 from farmer import lastbuild, noop, orphans, report
-from farmer.atomic import write_atomically
+from farmer.buildhooks import BuildHooks
 from farmer.executors.base import Executor, Outcome
-from farmer.executors.process import ProcessExecutor, log_path
+from farmer.executors.process import ProcessExecutor
 from farmer.inside import check_inside
-from farmer.lastbuild import Counts, summary_line
+from farmer.lastbuild import summary_line
 from farmer.latency import critical
-from farmer.latency.predict import Prediction, eta
+from farmer.latency.predict import Prediction
 from farmer.lock import ProjectLock
 from farmer.private import make_dir
 from farmer.recorder import Recorder, RunCache
-from farmer.scheduler import CACHED, FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler, Settled, Span
+from farmer.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
 from farmer.session import BuildOptions, Session, open_session
 from farmer.worlds.sweep import sweep as sweep_fifo_dirs
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from farmer.graph import Computation, Graph
+    from farmer.graph import Graph
     from farmer.spec import Spec
 
-_STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
-_ETA_EVERY_S = 0.25
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _setup_failed(reason: str | None) -> bool:
-    """A world task that did not run because its world's setup raised (SPEC §4's words)."""
-    return reason is not None and reason.startswith("world ") and reason.endswith(" setup failed")
-
-
-class BuildHooks(Hooks):
-    """The scheduler's hooks in a real build: verdicts from the session, each run through
-    the recorder, what the user sees through the reporter, and the signal that stops it."""
-
-    def __init__(self, session: Session, opts: BuildOptions, prediction: Prediction,
-                 recorder: Recorder, reporter: report.PlainReporter, logs: str, t0: float) -> None:
-        self.s = session
-        self.comps = session.graph.computations
-        self.opts = opts
-        self.prediction = prediction
-        self.recorder = recorder
-        self.reporter = reporter
-        self.logs = logs
-        self.t0 = t0
-        self.signal: int | None = None
-        self._signal_at = 0.0
-        self.outcomes: dict[int, Outcome] = {}
-        self.running: dict[int, float] = {}  # index -> monotonic start
-        self.scheduler: Scheduler | None = None
-        self.executor: Executor | None = None
-        self._eta: float | None = None
-        self._last_eta = 0.0
-        self._unprinted: tuple[Computation, str] | None = None
-
-    def check(self, index: int, producers_ran: bool) -> str | None:
-        if not producers_ran:
-            return self.s.check(index)  # nothing it reads changed since the plan
-        return self.s.recheck(index)
-
-    def starting(self, index: int, reason: str) -> Outcome | None:
-        comp = self.comps[index]
-        now = time.monotonic()
-        done = self.recorder.prepare(comp, now - self.t0)
-        if self.opts.explain:
-            restored = f"; restored from the {done.where or 'local'} cache" if done is not None and done.cached else ""
-            self.reporter.message(f"farmer: explain: {comp.id}: {reason}{restored}")
-        if done is None:
-            self.running[index] = now
-            self._progress()
-        return done
-
-    def finished(self, outcome: Outcome) -> Outcome:
-        self.print_finished()
-        comp = self.comps[outcome.index]
-        self.running.pop(outcome.index, None)
-        outcome = self.recorder.record(comp, outcome)
-        log = log_path(self.logs, comp.id)
-        output = "" if outcome.cached else report.read_output(log)
-        if outcome.ok:
-            self._unprinted = (comp, output)
-        else:
-            self.reporter.finished(comp, self.done() + 1, len(self.s.selected), "")
-            if outcome.reason == "interrupted":
-                self.reporter.message(f"interrupted: {comp.task} {comp.id}")
-            elif _setup_failed(outcome.reason):  # the traceback was printed once, by the world
-                self.reporter.message(f"FAILED: {comp.task} {comp.id} ({outcome.reason}; "
-                                      "traceback above)")
-            else:
-                self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output,
-                                                          self.recorder.failed_kept.pop(comp.index, [])))
-        self.outcomes[outcome.index] = outcome
-        self._progress()
-        return outcome
-
-    def done(self) -> int:
-        """Computations finished so far, up-to-date ones included (SPEC: `[done/total]`)."""
-        ran_or_checked = self.scheduler.done if self.scheduler else 0
-        return len(self.s.selected) - len(self.prediction.to_run) + ran_or_checked
-
-    def print_finished(self) -> None:
-        """The `[done/total]` line of the computation that succeeded last, printed at the
-        scheduler's next call, once the consumers it released were checked: those found up
-        to date count in `done`, so a complete build's last line reads `[total/total]`."""
-        if self._unprinted is not None:
-            comp, output = self._unprinted
-            self._unprinted = None
-            self.reporter.finished(comp, self.done(), len(self.s.selected), output)
-
-    def interrupted(self) -> int | None:
-        self.print_finished()  # called first in each round of the scheduler
-        return self.signal
-
-    def _progress(self) -> None:
-        if self.scheduler is None or not self.opts.live:
-            return
-        now = time.monotonic()
-        if now - self._last_eta > _ETA_EVERY_S:
-            self._eta, self._last_eta = self._remaining(now), now
-        running = [self.comps[i] for i in self.running]
-        self.reporter.progress(self.done(), len(self.s.selected), running, self._eta)
-
-    def _remaining(self, now: float) -> float | None:
-        settled = self.scheduler.settled
-        left = [i for i in self.scheduler.selected if i not in settled and i not in self.outcomes]
-        measured = {i: o.end_s - o.start_s for i, o in self.outcomes.items() if o.ok}
-        running_for = {i: now - started for i, started in self.running.items()}
-        ready = self.executor.worlds_set_up() if self.executor else {}
-        began = self.executor.worlds_setting_up() if self.executor else {}
-        return eta(self.prediction, self.comps, left, measured, running_for, ready, began, now,
-                   self.s.spec.pools)
-
-    def on_signal(self, signum: int, frame: object) -> None:
-        if self.signal is None:
-            self.signal, self._signal_at = signum, time.monotonic()
-        elif time.monotonic() - self._signal_at > _STUCK_S:
-            # Stopping has not ended (something blocks, a FIFO say): leave the hard way. The
-            # finally blocks on the way out still kill what runs and record what finished.
-            stop = KeyboardInterrupt()
-            stop.signum = signum  # type: ignore[attr-defined]
-            raise stop
 
 
 def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
@@ -352,22 +233,10 @@ class _Build:
             status, code = "failed", 1
         else:
             status, code = "ok", 0
-        counts = Counts(up_to_date=len(session.selected) - len(settled))
-        for s in settled.values():
-            if s.status == RAN:
-                counts.ran += 1
-            elif s.status == UP_TO_DATE:
-                counts.up_to_date += 1
-            elif s.status == FAILED:
-                counts.failed += 1
-            elif s.status == CACHED:
-                counts.cached += 1
-            elif s.status == SKIPPED:
-                counts.skipped += 1
+        counts = lastbuild.tally(len(session.selected), [s.status for s in settled.values()])
         head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,
                                 self.prediction.makespan_s)
-        write_atomically(os.path.join(self.farmer_dir, "last-build.json"),
-                         lastbuild.document(head, session.last_build_tasks(settled, outcomes)))
+        lastbuild.write(self.farmer_dir, head, session.last_build_tasks(settled, outcomes))
         if opts.trace_file:
             from farmer.timeline import write_chrome_trace
 

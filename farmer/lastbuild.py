@@ -3,11 +3,14 @@ line. Kept free of heavy imports: the no-op build uses them before anything else
 
 from __future__ import annotations
 
+import os
 import time
 
 from farmer import __version__
-from farmer.atomic import Part
+from farmer.atomic import Part, write_atomically
 from farmer.jsontext import dumps
+
+NAME = "last-build.json"
 
 
 class Counts:
@@ -17,6 +20,25 @@ class Counts:
                  skipped: int = 0) -> None:
         self.ran, self.up_to_date, self.cached = ran, up_to_date, cached
         self.failed, self.skipped = failed, skipped
+
+
+def tally(selected: int, statuses: list[str]) -> Counts:
+    """The summary's counts: one status per settled computation, as farmer/scheduler.py
+    names them (not imported: the no-op path stays light); every one of the `selected` not
+    settled is up to date."""
+    counts = Counts(up_to_date=selected - len(statuses))
+    for status in statuses:
+        if status == "ran":
+            counts.ran += 1
+        elif status == "up-to-date":
+            counts.up_to_date += 1
+        elif status == "failed":
+            counts.failed += 1
+        elif status == "cached":
+            counts.cached += 1
+        elif status == "skipped":
+            counts.skipped += 1
+    return counts
 
 
 def summary_line(counts: Counts, wall_s: float, critical_s: float, status: str) -> str:
@@ -47,3 +69,8 @@ def document(head: dict, tasks_json: list[Part]) -> list[Part]:
     parts too (the no-op proof keeps them rendered: megabytes that are written as they are,
     not joined)."""
     return [(dumps(head)[:-1] + ',"tasks":').encode(), *tasks_json, b"}\n"]
+
+
+def write(farmer_dir: str, head: dict, tasks_json: list[Part]) -> None:
+    """Write .farmer/last-build.json atomically from its header and its tasks."""
+    write_atomically(os.path.join(farmer_dir, NAME), document(head, tasks_json))

@@ -32,7 +32,8 @@ from farmer import __version__, spec, statcheck
 from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
 from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
-from farmer.lastbuild import Counts, document, header, summary_line
+from farmer.lastbuild import Counts, header, summary_line
+from farmer.lastbuild import write as write_last_build
 
 # Two files. The snapshot holds what changes only with the graph: the files, the tasks of
 # last-build.json, and per computation the files it rests on. It is three lengths (8 bytes
@@ -337,7 +338,6 @@ def try_build(farmfile: str, targets: list[str], jobs: int,
         except OSError:
             pass
     wall = time.monotonic() - t0
-    write_atomically(os.path.join(farmer_dir, "last-build.json"),
-                     document(header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks]))
+    write_last_build(farmer_dir, header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks])
     print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
     return 0
