@@ -120,6 +120,16 @@ class GcResult:
         self.entries, self.removed, self.bytes, self.freed = entries, removed, size, freed
 
 
+def _schema_row(db: sqlite3.Connection) -> tuple | None:
+    """The cache's schema row, or None before the cache's tables exist."""
+    try:
+        return db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return None
+        raise
+
+
 class LocalCache:
     """The cache at `dir`. Open it with `open()`; every method may raise CacheError."""
 
@@ -147,20 +157,34 @@ class LocalCache:
         return self
 
     def connect(self) -> sqlite3.Connection:
-        """A connection of its own (one per thread)."""
+        """A connection of its own (one per thread). Two farmers that open a new cache at
+        the same moment both try to switch it to WAL, which SQLite answers with "database is
+        locked" at once, without waiting on the busy timeout: that is tried again until the
+        timeout runs out."""
+        deadline = time.monotonic() + 2 * self.busy_timeout_s
+        while True:
+            try:
+                return self._connect()
+            except CacheError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def _connect(self) -> sqlite3.Connection:
         try:
             db = sqlite3.connect(self.db_path, timeout=self.busy_timeout_s, isolation_level=None,
                                  check_same_thread=False)
         except sqlite3.Error as e:
             raise CacheError(f"cannot open {self.db_path}: {e}") from None
         try:
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('bytes', '0')")
-            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            row = _schema_row(db) if db.execute("PRAGMA journal_mode").fetchone()[0] == "wal" else None
+            if row is None:  # a new cache: the only connect that writes (a write waits for a lock)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('bytes', '0')")
+                row = _schema_row(db)
             if row[0] != SCHEMA:  # an older farmer's: its entries are only lost rebuilds
                 raise sqlite3.DatabaseError(f"schema {row[0]}")
             db.execute("SELECT key, key1, data, size, inline, used_at FROM entry LIMIT 1").fetchall()
@@ -175,7 +199,7 @@ class LocalCache:
                     os.replace(self.db_path + suffix, aside + suffix)
                 except OSError:
                     pass
-            return self.connect()
+            return self._connect()
         except BaseException:
             db.close()
             raise
