@@ -138,6 +138,35 @@ def _copy_range(part: FileRange, fd: int) -> None:
         offset, left = offset + copied, left - copied
 
 
+class Staged:
+    """Temporary files written beside their destinations, renamed into place together by
+    `commit`; leaving the `with` block by an exception removes every one, so the destinations
+    get all of the new files or none (a restore from the local or the remote cache)."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []  # (temporary file, destination)
+
+    def add(self, tmp: str, path: str) -> None:
+        self.pairs.append((tmp, path))
+
+    def commit(self) -> None:
+        for tmp, path in self.pairs:
+            os.replace(tmp, path)
+
+    def __enter__(self) -> Staged:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is not None:
+            for tmp, _path in self.pairs:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     write_atomically(path, text.encode("utf-8", "surrogateescape"))
 

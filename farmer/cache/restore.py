@@ -13,6 +13,7 @@ import os
 
 import xxhash
 
+from farmer.atomic import Staged
 from farmer.cache.store import FileRecord, blob_name
 
 _CHUNK = 1 << 20
@@ -33,12 +34,11 @@ def restore_files(blob_path, files: list[FileRecord], inline: dict[str, bytes]) 
     (`inline`, by digest) or from their blobs (`blob_path(digest)`). BadBlob for damaged
     or missing bytes, OSError if a file cannot be written; then nothing was changed in the
     project."""
-    staged: list[tuple[str, str]] = []
     bad: BadBlob | None = None
-    try:
+    with Staged() as staged:
         for path, digest, size, mode in files:
             tmp = f"{path}.{os.getpid()}.cache-tmp"
-            staged.append((tmp, path))
+            staged.add(tmp, path)
             try:
                 if digest in inline:
                     _write_verified(inline[digest], tmp, digest, size, mode)
@@ -50,15 +50,7 @@ def restore_files(blob_path, files: list[FileRecord], inline: dict[str, bytes]) 
                     bad.damaged.append(digest)
         if bad is not None:
             raise bad
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        raise
+        staged.commit()
 
 
 def _create(dest: str) -> int:

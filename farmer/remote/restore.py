@@ -13,6 +13,7 @@ import os
 
 import xxhash
 
+from farmer.atomic import Staged
 from farmer.grains import THIN_PREFIX
 from farmer.remote.client import BATCH_LIMIT, Client, Digest
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
@@ -52,10 +53,9 @@ def restore(client: Client, files: list[tuple[str, Digest, bool]], log: tuple[st
     """Write `files` (and the log, stdout of the result) into place; farmer's digest of each file
     by path (of its bytes, as grains.hash_file gives it). BlobMissing/BlobCorrupt/RemoteError or
     OSError leave the project as it was."""
-    staged: list[tuple[str, str]] = []
     contents: dict[str, str] = {}
     todo = list(files) + ([(log[0], log[1], False)] if log else [])
-    try:
+    with Staged() as staged:
         small = [(p, d, x) for p, d, x in todo if d.size_bytes <= BATCH_LIMIT // 4]
         large = [(p, d, x) for p, d, x in todo if d.size_bytes > BATCH_LIMIT // 4]
         for i in range(0, len(small), _SMALL_BATCH):
@@ -63,19 +63,11 @@ def restore(client: Client, files: list[tuple[str, Digest, bool]], log: tuple[st
             data = client.read(d for _, d, _ in part)
             for path, d, executable in part:
                 tmp, contents[path] = _stage(path, [data[d.hash]], executable)
-                staged.append((tmp, path))
+                staged.add(tmp, path)
         for path, d, executable in large:
             tmp, contents[path] = _stage(path, client.read_stream(d), executable)
-            staged.append((tmp, path))
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        raise
+            staged.add(tmp, path)
+        staged.commit()
     return {path: contents[path] for path, _, _ in files}
 
 
