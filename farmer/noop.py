@@ -27,11 +27,13 @@ import marshal
 import os
 import sys
 import time
+from array import array
 
 from farmer import __version__, spec, statcheck
 from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
 from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
+from farmer.statcheck import FIELDS, stat_of
 from farmer.lastbuild import Counts, header, summary_line
 from farmer.lastbuild import write as write_last_build
 
@@ -39,11 +41,14 @@ from farmer.lastbuild import write as write_last_build
 # last-build.json, and per computation the files it rests on. It is three lengths (8 bytes
 # each), then a marshalled part with what a no-op reads, the tasks as they go into
 # last-build.json (copied from file to file by the kernel), and a marshalled part that
-# only an incremental build reads. STATS holds the stat data, rewritten by every good
-# build; both name the same serial, so a pair never mixes two builds' files.
+# only an incremental build reads: tables laid flat in arrays of int64 (machine order: the
+# files never leave the machine), which are read by copying bytes, not by making tens of
+# thousands of Python lists. STATS holds the stat data (statcheck.py's flat table),
+# rewritten by every good build; both name the same serial, so a pair never mixes two
+# builds' files.
 NAME = "noop.snapshot"
 STATS = "noop.stats"
-_FORMAT = 9
+_FORMAT = 10
 _HEAD = 24
 
 
@@ -53,22 +58,27 @@ def _key(farmfile: str, digest: str, targets: list[str]) -> str:
 
 class Proof:
     __slots__ = ("paths", "stats", "racy", "tasks", "count", "files_of", "ends", "selected",
-                 "graph", "changed", "key", "listings", "serial", "_rest", "_position")
+                 "graph", "changed", "key", "listings", "serial", "_rest", "_position",
+                 "_rests", "_resting")
 
-    def __init__(self, paths: list[str], stats: list[StatKey], racy: dict[int, str],
+    def __init__(self, paths: list[str], stats: array, racy: dict[int, str],
                  tasks: bytes | FileRange, count: int, files_of: list[list[int]] | None = None,
-                 ends: list[int] | None = None, selected: list[int] | None = None,
+                 ends: list[int] | array | None = None, selected: list[int] | None = None,
                  rest: FileRange | None = None) -> None:
         self.paths = paths
-        self.stats = stats
+        self.stats = stats  # FIELDS int64 per file, in the order of `paths` (statcheck.table)
         self.racy = racy  # index into paths -> digest: files only their content vouches for
         # last-build.json's tasks when every computation is up to date (a JSON array, ASCII
         # bytes, or where they lie in the snapshot read), and how many there are; `ends`:
         # where each one's entry ends in `tasks`.
         self.tasks, self.count, self.ends = tasks, count, ends
         # Per computation, in the build's order (the order of `tasks`): its index in the
-        # graph, and the indices into `paths` of the files it rests on.
+        # graph, and the indices into `paths` of the files it rests on. As read, these are
+        # `_rests` (a flat table, `Flat`) and `files_of` is None until a row is replaced;
+        # `_resting` is the same relation by file: the computations resting on each.
         self.selected, self.files_of = selected, files_of
+        self._rests: Flat | None = None
+        self._resting: Flat | None = None
         self.graph = ""  # the identity of the graph `selected` indexes (Graph.identify)
         self.changed: set[int] | None = None  # indices of files not as recorded (`check`)
         self._rest = rest  # the second part, unread until `files_of` or `selected` is needed
@@ -82,7 +92,7 @@ class Proof:
         for entry in entries:
             at += 1 + len(entry)  # "[" or ","
             ends.append(at)
-        return Proof([], [], {}, ("[" + ",".join(entries) + "]").encode(), len(selected),
+        return Proof([], array("q"), {}, ("[" + ",".join(entries) + "]").encode(), len(selected),
                      [[] for _ in selected], ends, selected)
 
     def check(self) -> set[int]:
@@ -99,9 +109,18 @@ class Proof:
         return changed
 
     def load_rest(self) -> None:
+        """Read the snapshot's second part; one that cannot be read leaves `selected` None
+        (the proof then fits no graph: session.proven_selection)."""
         if self.selected is None and self._rest is not None:
-            self.files_of, self.ends, self.selected, self.graph = load_marshalled(self._rest.bytes())
-            self._rest = None
+            rest, self._rest = self._rest, None
+            try:
+                rests, resting, ends, selected, graph = load_marshalled(rest.bytes())
+                self._rests, self._resting = Flat.of(*rests), Flat.of(*resting)
+                self.ends = _int64s(ends)
+            except (OSError, EOFError, ValueError, TypeError):
+                self._rests = self._resting = None
+                return
+            self.selected, self.graph = selected, graph
 
     def dirty(self) -> set[int]:
         """The positions (in the build's order) of the computations a file of which
@@ -110,7 +129,24 @@ class Proof:
         self.load_rest()
         if not changed:
             return set()
-        return {k for k, files in enumerate(self.files_of) if not changed.isdisjoint(files)}
+        if self.files_of is None and self._resting is not None:
+            row = self._resting.row
+            return {k for n in changed for k in row(n)}
+        return {k for k, files in enumerate(self.rows()) if not changed.isdisjoint(files)}
+
+    def rests(self, k: int) -> list[int]:
+        """The indices of the files the computation at position `k` rests on."""
+        if self.files_of is None and self._rests is not None:
+            return self._rests.row(k)
+        return self.rows()[k]
+
+    def rows(self) -> list[list[int]]:
+        """`rests` of every position, made into lists (to replace some: `files_of`)."""
+        if self.files_of is None:
+            self.load_rest()
+            rests = self._rests
+            self.files_of = [rests.row(k) for k in range(self.count)] if rests is not None else []
+        return self.files_of
 
     def position(self) -> dict[str, int]:
         """Each file's index in `paths`."""
@@ -123,7 +159,13 @@ class Proof:
         n = self.position().get(path)
         if n is None or self.changed is None or n in self.changed:
             return None
-        return self.stats[n]
+        return stat_of(self.stats, n)
+
+    def kept_files(self, positions: set[int]) -> set[str]:
+        """The files the computations at `positions` rest on that kept their stat data (so
+        exist), after `check`."""
+        changed, paths = self.changed or set(), self.paths
+        return {paths[n] for k in positions for n in self.rests(k) if n not in changed}
 
     def tasks_with(self, entries: dict[int, str]) -> list[Part]:
         """`tasks` with the entries at these positions replaced, in parts (slices of
@@ -140,6 +182,79 @@ class Proof:
             at = self.ends[k]
         parts.append(tasks[at:])
         return parts
+
+    def rest_part(self) -> tuple:
+        """The snapshot's second part, as `load_rest` reads it."""
+        self.load_rest()
+        rests = Flat.laid(self.files_of) if self.files_of is not None else self._rests
+        resting = self._resting if self.files_of is None else None
+        if rests is None:
+            rests = Flat.laid([])
+        if resting is None:
+            resting = rests.by_row_item(len(self.paths))
+        return (rests.raw(), resting.raw(), _int64s(self.ends or []).tobytes(), self.selected,
+                self.graph)
+
+
+class Flat:
+    """A table of rows of ints laid flat in two arrays of int64: where each row starts in
+    `items` (one more than there are rows: the last is where the last row ends), and the
+    rows' items one after the other (a CSR matrix's indptr and indices)."""
+
+    __slots__ = ("starts", "items")
+
+    def __init__(self, starts: array, items: array) -> None:
+        self.starts, self.items = starts, items
+
+    @staticmethod
+    def laid(rows: list[list[int]]) -> Flat:
+        starts, items = array("q", [0]), array("q")
+        for row in rows:
+            items.extend(row)
+            starts.append(len(items))
+        return Flat(starts, items)
+
+    @staticmethod
+    def of(starts: bytes, items: bytes) -> Flat:
+        """As `raw` gave them; ValueError if they do not make a table."""
+        flat = Flat(_int64s(starts), _int64s(items))
+        if not flat.starts or flat.starts[0] != 0 or flat.starts[-1] != len(flat.items):
+            raise ValueError("not a flat table")
+        return flat
+
+    def raw(self) -> tuple[bytes, bytes]:
+        return self.starts.tobytes(), self.items.tobytes()
+
+    def row(self, k: int) -> list[int]:
+        starts = self.starts
+        return self.items[starts[k]:starts[k + 1]].tolist()
+
+    def by_row_item(self, size: int) -> Flat:
+        """The transposed table: for each item value in range(size), the rows holding it,
+        in order (counted first, then placed: no list per value)."""
+        starts, items = self.starts, self.items
+        counts = array("q", bytes(8 * (size + 1)))
+        for n in items:
+            counts[n + 1] += 1
+        for n in range(size):
+            counts[n + 1] += counts[n]
+        placed = array("q", bytes(8 * len(items)))
+        free = counts[:-1]
+        for k in range(len(starts) - 1):
+            for n in items[starts[k]:starts[k + 1]]:
+                placed[free[n]] = k
+                free[n] += 1
+        return Flat(counts, placed)
+
+
+def _int64s(data: bytes | list[int] | array) -> array:
+    if isinstance(data, array):
+        return data
+    if isinstance(data, list):
+        return array("q", data)
+    table = array("q")
+    table.frombytes(data)  # ValueError unless whole int64s
+    return table
 
 
 def matches(proof: Proof, farmfile: str | os.PathLike, digest: str | None, targets: list[str]) -> bool:
@@ -165,22 +280,28 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
     digest and whether it was racy, as when digested; `written`: the outputs of what ran;
     `rank`: each selected computation's position in `old`; `entries`: without `old`, the
     last-build.json entries of `selected` when all are up to date; `graph`: its identity."""
-    kept = old.kept if old is not None else _nothing_kept
+    known = _known(old, rests_on, taken, rank) if old is not None else {}
+    changed = old.changed or set() if old is not None else set()
+
+    def kept(path: str) -> StatKey | None:  # as Proof.kept, through `known`
+        n = known.get(path)
+        return None if n is None or n in changed else stat_of(old.stats, n)  # type: ignore[union-attr]
+
     for p, (key, _, _) in taken.items():
         was = kept(p)
         if was is not None and key != was and p not in written:
             return None  # seen unchanged at the start, yet changed since: clean ones may rest on it
     if old is not None:  # its second part read by open_session (Proof.dirty)
-        proof = Proof(list(old.paths), list(old.stats), dict(old.racy), old.tasks, old.count,
-                      list(old.files_of), old.ends, old.selected)
+        proof = Proof(list(old.paths), array("q", old.stats), dict(old.racy), old.tasks, old.count,
+                      None if old.files_of is None else list(old.files_of), old.ends, old.selected)
+        proof._rests, proof._resting = old._rests, old._resting
         proof.serial, proof.graph = old.serial, old.graph
         slot = rank
-        position = dict(old.position())
     else:
         proof = Proof.of(entries or [], selected)
         proof.graph = graph
         slot = dict(zip(selected, range(len(selected))))
-        position = {}
+    position = dict(known)
     snapshot = old is None  # whether the files the proof rests on changed
     for i, paths in rests_on.items():
         indices = []
@@ -191,36 +312,48 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
             if n is None:
                 n = position[p] = len(proof.paths)
                 proof.paths.append(p)
-                proof.stats.append(taken[p][0])
+                proof.stats.extend(taken[p][0])
             indices.append(n)
         k = slot[i]
-        if proof.files_of[k] != indices:
-            proof.files_of[k], snapshot = indices, True
+        if proof.rests(k) != indices:
+            proof.rows()[k], snapshot = indices, True
     for p, (key, digest, racy) in taken.items():  # as it was when digested
         n = position.get(p)
         if n is not None:
-            proof.stats[n] = key
+            proof.stats[FIELDS * n:FIELDS * n + FIELDS] = array("q", key)
             if racy:
                 proof.racy[n] = digest
             else:
                 proof.racy.pop(n, None)
-    if old is not None and any(old.paths[n] not in taken for n in old.changed or ()):
+    if old is not None and any(old.paths[n] not in taken for n in changed):
         proof, snapshot = _compacted(proof), True  # a changed file nothing rests on any more
     return proof, snapshot
+
+
+def _known(old: Proof, rests_on: dict[int, list[str]], taken: dict[str, tuple[StatKey, str, bool]],
+           rank: dict[int, int]) -> dict[str, int]:
+    """The index in `old.paths` of every path `update` looks up that `old` has. Those are
+    nearly always among the files the computations checked again rested on before, so
+    only those are indexed; when one is not, all of `old.paths` are."""
+    paths = old.paths
+    local = {paths[n]: n for i in rests_on for n in old.rests(rank[i])}
+    if all(p in local for p in taken) and all(p in local for files in rests_on.values() for p in files):
+        return local
+    return old.position()
 
 
 def _compacted(proof: Proof) -> Proof:
     """The proof without the files no computation rests on."""
     position: dict[int, int] = {}
-    paths, stats, racy, files_of = [], [], {}, []
-    for files in proof.files_of:
+    paths, stats, racy, files_of = [], array("q"), {}, []
+    for files in proof.rows():
         indices = []
         for n in files:
             m = position.get(n)
             if m is None:
                 m = position[n] = len(paths)
                 paths.append(proof.paths[n])
-                stats.append(proof.stats[n])
+                stats.extend(stat_of(proof.stats, n))
                 if n in proof.racy:
                     racy[m] = proof.racy[n]
             indices.append(m)
@@ -229,10 +362,6 @@ def _compacted(proof: Proof) -> Proof:
                     proof.selected)
     compact.graph = proof.graph
     return compact
-
-
-def _nothing_kept(path: str) -> None:
-    return None
 
 
 def forget(farmer_dir: str | os.PathLike) -> None:
@@ -254,7 +383,7 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
             proof.serial = os.urandom(8).hex()
             first = marshal.dumps((_FORMAT, _key(os.fspath(farmfile), digest, targets), listings,
                                    proof.serial, proof.paths, proof.count))
-            rest = marshal.dumps((proof.files_of, proof.ends, proof.selected, proof.graph))
+            rest = marshal.dumps(proof.rest_part())
             head = b"".join(len(part).to_bytes(8, "little") for part in (first, proof.tasks, rest))
             write_atomically(os.path.join(farmer_dir, NAME), [head, first, proof.tasks, rest], 0o600)
         _write_stats(farmer_dir, proof)
@@ -263,8 +392,9 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
 
 
 def _write_stats(farmer_dir: str | os.PathLike, proof: Proof) -> None:
+    head = marshal.dumps((proof.serial, proof.racy))
     write_atomically(os.path.join(farmer_dir, STATS),
-                     marshal.dumps((proof.serial, proof.stats, proof.racy)), 0o600)
+                     [len(head).to_bytes(8, "little"), head, memoryview(proof.stats).cast("B")], 0o600)
 
 
 def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
@@ -273,7 +403,11 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     while the listings its foreach patterns and globs matched are the same."""
     try:
         with open(os.path.join(farmer_dir, STATS), "rb") as f:
-            serial, stats, racy = load_marshalled(f.read())
+            data = memoryview(f.read())
+        length = int.from_bytes(data[:8], "little")
+        serial, racy = marshal.loads(data[8:8 + length])
+        stats = array("q")
+        stats.frombytes(data[8 + length:])  # ValueError unless whole int64s
         snapshot = OpenFile.open(os.path.join(farmer_dir, NAME))
         if snapshot is None:
             return None
@@ -287,7 +421,7 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets) or serial != written_as \
-            or len(stats) != len(paths):
+            or len(stats) != FIELDS * len(paths):
         return None
     if listings:
         from farmer.matching import list_files, listing_digest
@@ -328,8 +462,7 @@ def try_build(farmfile: str, targets: list[str], jobs: int,
     proof = read(farmer_dir, farmfile, digest, targets)
     if proof is None or proof.check():
         return proof
-    if proof.racy and time.time_ns() - max(max(proof.stats[n][0], proof.stats[n][3])
-                                            for n in proof.racy) > RACY_NS:
+    if proof.racy and time.time_ns() - max(max(stat_of(proof.stats, n)[::3]) for n in proof.racy) > RACY_NS:
         # Each racy file vouched for by its content, and now far enough from its last
         # change for its stat to vouch next time: spare the next builds the hashing.
         proof.racy = {}

@@ -267,9 +267,10 @@ def open_session(spec: Spec, graph: Graph, farmer_dir: str | os.PathLike, target
     if proof is None:
         return Session.full(spec, graph, state, select_targets(spec, graph, targets))
     positions = proof.dirty()
-    exists = lambda p: proof.kept(p) is not None or os.path.exists(p)  # noqa: E731
-    proven = proven_selection(graph, proof, positions, exists)
+    kept = proof.kept_files(positions)  # only a changed file can be missing
+    proven = proven_selection(graph, proof, positions, lambda p: p in kept or os.path.exists(p))
     if proven is None:  # the proof does not fit the graph: no proof
+        exists = lambda p: proof.kept(p) is not None or os.path.exists(p)  # noqa: E731
         return Session.full(spec, graph, state, select_targets(spec, graph, targets, exists))
     selected, affected, rank = proven
     return Session.from_proof(spec, graph, state, proof, selected, affected, rank,

@@ -1,9 +1,14 @@
 """Which of many files changed since their stat data was recorded: the no-op proof's check
 (farmer/noop.py), shared among forked children when there are enough files and CPUs.
 
+The stat data is a flat table: FIELDS int64 per file (mtime_ns, size, inode, ctime_ns) in
+one array, which is read and written as bytes and compared as bytes, not as tens of
+thousands of tuples.
+
 Threads would not help: the GIL serialises the stat calls. A child that cannot start or
 fails leaves its part to the parent; an interrupted check kills and reaps every child.
-Like noop.py, this is on every no-op build's path: it imports only os, sys and marshal.
+Like noop.py, this is on every no-op build's path: it imports only os, sys, array and
+marshal.
 """
 
 from __future__ import annotations
@@ -11,28 +16,60 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+from array import array
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from farmer.grains import StatKey
 
+FIELDS = 4  # int64s per file in a table
+_MISSING = (-1, -1, -1, -1)  # a file that cannot be statted: no recorded stat has size -1
+_BLOCK = 64  # files compared at a time when looking for the ones that differ
 
-def changed(paths: list[str], stats: list[StatKey], lo: int, hi: int) -> list[int]:
-    """The indices in [lo, hi) of the files whose stat data is not as recorded."""
+
+def table(keys: Iterable[StatKey]) -> array:
+    """These stat keys laid flat, as `changed` compares them."""
+    flat = array("q")
+    for key in keys:
+        flat.extend(key)
+    return flat
+
+
+def stat_of(stats: array, n: int) -> StatKey:
+    """The stat key of the table's `n`th file."""
+    return tuple(stats[FIELDS * n:FIELDS * n + FIELDS])  # type: ignore[return-value]
+
+
+def changed(paths: list[str], stats: array, lo: int, hi: int) -> list[int]:
+    """The indices in [lo, hi) of the files whose stat data is not as recorded in `stats`."""
+    now: list[int] = []
+    add = now.extend
     try:
-        now = [(s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns) for s in map(os.stat, paths[lo:hi])]
+        for s in map(os.stat, paths[lo:hi]):
+            add((s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns))
     except OSError:
-        now = [stat_key(p) for p in paths[lo:hi]]
-    if now == stats[lo:hi]:
+        now = []
+        for p in paths[lo:hi]:
+            now.extend(stat_key(p) or _MISSING)
+    mine, recorded = array("q", now).tobytes(), stats[FIELDS * lo:FIELDS * hi].tobytes()
+    if mine == recorded:
         return []
-    return [n for n, a, b in zip(range(lo, hi), now, stats[lo:hi]) if a != b]
+    size, block = 8 * FIELDS, 8 * FIELDS * _BLOCK
+    found = []
+    for at in range(0, len(mine), block):  # blocks first: a few files differ among thousands
+        if mine[at:at + block] != recorded[at:at + block]:
+            found += [lo + k // size for k in range(at, min(at + block, len(mine)), size)
+                      if mine[k:k + size] != recorded[k:k + size]]
+    return found
 
 
 # A forked checker pays for itself from about this many files (fork, pipe, reap: ~1 ms).
 _FILES_PER_PROCESS = 3000
 
 
-def changed_in_parallel(paths: list[str], stats: list[StatKey]) -> set[int] | None:
+def changed_in_parallel(paths: list[str], stats: array) -> set[int] | None:
     """`changed` over all files, the work shared with forked children when there are
     enough files and CPUs for it to pay (as git's preload-index shares its lstat calls
     among threads; here the GIL would serialise threads). None: check them here alone."""
@@ -61,7 +98,7 @@ def changed_in_parallel(paths: list[str], stats: list[StatKey]) -> set[int] | No
     return found_all
 
 
-def _fork_checker(paths: list[str], stats: list[StatKey], lo: int, hi: int) -> tuple[int, int]:
+def _fork_checker(paths: list[str], stats: array, lo: int, hi: int) -> tuple[int, int]:
     """A child that writes `changed(lo, hi)`, marshalled, to the pipe it returns."""
     r, w = os.pipe2(os.O_CLOEXEC)
     try:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from farmer import command, grains, noop
+from farmer import command, grains, noop, statcheck
 
 PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}  # python -X importtime: one stderr line a module
 HEAVY = {"click", "farmer.build", "farmer.cli", "networkx", "rich", "sqlite3", "tomllib", "toml_rs"}
@@ -98,11 +98,11 @@ def test_a_racy_file_is_vouched_for_by_its_content(tmp_path, monkeypatch):
     (tmp_path / "f").write_text("one")
     st = os.stat("f")
     key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-    assert noop.Proof(["f"], [key], {0: grains.hash_file("f")}, "[]", 0).check() == set()
-    assert noop.Proof(["f"], [key], {0: grains.hash_bytes(b"two")}, "[]", 0).check() == {0}
-    assert noop.Proof(["f"], [key], {}, "[]", 0).check() == set()
+    assert noop.Proof(["f"], statcheck.table([key]), {0: grains.hash_file("f")}, "[]", 0).check() == set()
+    assert noop.Proof(["f"], statcheck.table([key]), {0: grains.hash_bytes(b"two")}, "[]", 0).check() == {0}
+    assert noop.Proof(["f"], statcheck.table([key]), {}, "[]", 0).check() == set()
     os.unlink("f")
-    assert noop.Proof(["f"], [key], {}, "[]", 0).check() == {0}
+    assert noop.Proof(["f"], statcheck.table([key]), {}, "[]", 0).check() == {0}
 
 
 def test_last_build_entries_are_replaced_in_place():
