@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The remote cache and remote execution against a real BuildGrid on loopback (docs/remote.md).
 
-    python bench/remote.py [--repeat 3] [--jobs 2] [--exec-files 24]
+    python bench/remote.py [--repeat 3] [--jobs 2] [--exec-files 24] [--cmake-files 24] [--only cache,example,exec,cmake]
 
 Uses the server named by FARMER_TEST_REAPI (as .ci/run exports it), else starts one with
 tools/reapi_stack.py (BuildGrid 0.4.4, PostgreSQL, two `farmer worker` bots) and stops it after.
@@ -13,6 +13,9 @@ Scenarios, each with a salt of its own (so no run sees another's entries):
   example  Farmfile.example: a clean local build against a second checkout restoring from the remote
   exec     N C files compiled and linked: local -j JOBS against --remote-exec ([remote] jobs 4)
            on the stack's bots
+  cmake    the same C files as a CMake project's build.ninja with FARMER_BASE_DIR=auto: after a
+           first build, the header all include edited; the rebuild local -j JOBS against
+           --remote-exec with FARMER_REMOTE_JOBS=4
 
 Times are wall clock, the median of the repeats; every build's outputs are checked.
 """
@@ -41,8 +44,10 @@ def load(name: str, path: str):
     return module
 
 
-def farmer(root: str, *args: str) -> float:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE"))}
+def farmer(root: str, *args: str, env: dict | None = None) -> float:
+    extra = env or {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE", "FARMER_BASE"))}
+    env.update(extra)
     env["PYTHONPATH"] = REPO
     # as users run it: with bytecode caches (this machine's environment turns them off, which
     # makes every run compile grpc's and the REAPI messages' sources again: about 0.8 s)
@@ -214,12 +219,76 @@ def exec_scenario(url: str, work: str, repeat: int, jobs: int, files: int) -> li
     ]
 
 
+def cmake_project(top: str, files: int, salt: str) -> str:
+    """exec_project's C files as a CMake project (CMake -G Ninja, Release) under `top`: the
+    build directory, top/build. common.h, which every file includes, carries `salt`."""
+    exec_project(top, files, salt)
+    os.unlink(os.path.join(top, "Farmfile"))
+    sources = " ".join(f"src/u{i}.c" for i in range(files))
+    with open(os.path.join(top, "CMakeLists.txt"), "w") as f:
+        f.write(f"cmake_minimum_required(VERSION 3.16)\nproject(bench C)\nadd_executable(app src/main.c {sources})\n")
+    salted(top, salt)
+    build = os.path.join(top, "build")
+    os.makedirs(build)
+    subprocess.run(["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", top], cwd=build, check=True,
+                   capture_output=True)
+    return build
+
+
+def salted(top: str, salt: str) -> None:
+    with open(os.path.join(top, "src", "common.h"), "w") as f:
+        f.write(f'double work(int);\nstatic const char salt[] __attribute__((used)) = "{salt}";\n')
+
+
+def cmake_scenario(url: str, work: str, repeat: int, jobs: int, files: int) -> list[str]:
+    """A CMake build.ninja with --base-dir auto: the header every file includes edited after a
+    first build (so every compile's headers are known: a compile goes remote only then), and
+    the rebuild (every compile and the link) timed: local -j JOBS against --remote-exec with
+    FARMER_REMOTE_JOBS=4 on the stack's bots."""
+    if not shutil.which("cmake"):
+        raise SystemExit("the cmake scenario needs cmake")
+    rows: dict[str, list[float]] = {"local": [], "remote": []}
+    notes = {}
+    for k in range(repeat):
+        out = {}
+        for name in rows:
+            top = os.path.join(work, f"cmake-{k}-{name}")
+            shutil.rmtree(top, ignore_errors=True)
+            salt = os.urandom(8).hex()
+            build = cmake_project(top, files, salt)
+            farmer(build, "-f", "build.ninja", "-j", str(jobs), env={"FARMER_BASE_DIR": "auto"})
+            salted(top, salt + "-edited")  # a salt of its own: the remote run must not hit the cache
+            args = ["-f", "build.ninja", "-j", str(jobs)]
+            if name == "remote":
+                args += ["--remote", url, "--remote-exec"]
+            rows[name].append(farmer(build, *args, env={"FARMER_BASE_DIR": "auto", "FARMER_REMOTE_JOBS": "4"}))
+            notes[name] = summary(build)
+            out[name] = subprocess.run([os.path.join(build, "app")], capture_output=True, text=True).stdout
+        if out["local"] != out["remote"]:
+            raise SystemExit(f"the programs differ: {out}")
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    return [
+        f"### Remote execution of a CMake build.ninja: {files} C files at -O2 and a link, "
+        "`FARMER_BASE_DIR=auto`, the header every file includes edited",
+        "",
+        "| build | wall s (median of %d) | what happened |" % repeat,
+        "| --- | --- | --- |",
+        f"| local, -j {jobs} | {med['local']:.2f} | {notes['local']} |",
+        f"| --remote-exec, FARMER_REMOTE_JOBS=4 (and -j {jobs} for what stays local) | {med['remote']:.2f} | "
+        f"{notes['remote']} |",
+        "",
+        f"Remote against local: {med['local'] / med['remote']:.2f}x.",
+        "",
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--exec-files", type=int, default=24)
-    ap.add_argument("--only", default="cache,example,exec")
+    ap.add_argument("--cmake-files", type=int, default=24)
+    ap.add_argument("--only", default="cache,example,exec,cmake")
     a = ap.parse_args()
     stack = load("reapi_stack", os.path.join(REPO, "tools", "reapi_stack.py"))
     state = None
@@ -237,6 +306,8 @@ def main() -> int:
             lines += example_scenario(url, instance, work, a.repeat, a.jobs)
         if "exec" in a.only:
             lines += exec_scenario(url, work, a.repeat, a.jobs, a.exec_files)
+        if "cmake" in a.only:
+            lines += cmake_scenario(url, work, a.repeat, a.jobs, a.cmake_files)
         print("\n".join(lines))
     finally:
         if state:

@@ -172,6 +172,11 @@ class _Build:
             raise UsageError(str(e)) from None
         if settings is None:
             return None
+        if self.session.graph.paths_first:  # a build.ninja: its --base-dir roots the input roots
+            from farmer import basedir
+
+            given, source = basedir.setting(self.opts.base_dir)
+            settings.base = basedir.resolve(given, spec.root, source)
         env = spec.cache.env if spec.cache is not None else []
         return RemoteRunCache(settings, self.session, env, logs, warn)
 

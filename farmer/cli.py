@@ -96,9 +96,12 @@ def cli() -> None:
 @click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
               help="The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, "
                    "$XDG_CACHE_HOME/farmer).")
+@click.option("--base-dir", "base_dir", default=None, metavar="DIR",
+              help="A build.ninja's absolute paths under DIR become relative (default: FARMER_BASE_DIR; "
+                   "'auto': a CMake build's source and build directories' parent).")
 @_remote_options
 def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-          timeout, trace_file, use_cache, cache_dir, **remote) -> None:
+          timeout, trace_file, use_cache, cache_dir, base_dir, **remote) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
     ctx = click.get_current_context()
     sys.exit(command.build(
@@ -106,7 +109,7 @@ def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain
         timeout, trace_file, ninja=ctx.meta.get("farmer.ninja", False),
         farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
         lock=ctx.meta.get("farmer.watch.lock"), worlds=ctx.meta.get("farmer.watch.worlds"),
-        use_cache=use_cache, cache_dir=cache_dir, remote=_remote_flags(remote)))
+        use_cache=use_cache, cache_dir=cache_dir, remote=_remote_flags(remote), base_dir=base_dir))
 
 
 def _watch(targets, directory, farmfile, **options) -> None:

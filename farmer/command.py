@@ -68,16 +68,16 @@ def is_ninja(farmfile: str, ninja: bool) -> bool:
 
 
 def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja: bool = False,
-                 farmfile_given: bool = True) -> tuple[Spec, Graph]:
+                 farmfile_given: bool = True, base_dir: str | None = None) -> tuple[Spec, Graph]:
     """Read the Farmfile (or with `ninja`, a ninja manifest: docs/ninja.md) and traverse it;
-    the project root becomes the working directory."""
+    the project root becomes the working directory. `base_dir`: --base-dir (a manifest's)."""
     enter(directory)
     if is_ninja(farmfile, ninja):
         from pathlib import Path
 
         from farmer import ninja as manifest
 
-        return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache)
+        return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache, base_dir)
     from farmer import project
 
     return project.load(find_farmfile(farmfile, farmfile_given), write_cache)
@@ -103,12 +103,12 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
           farmfile_given: bool = True, executor: Executor | None = None,
           lock: ProjectLock | None = None, worlds: WarmWorlds | None = None,
           cache: RunCache | None = None, use_cache: bool | None = None,
-          cache_dir: str | None = None, remote: dict | None = None) -> int:
+          cache_dir: str | None = None, remote: dict | None = None, base_dir: str | None = None) -> int:
     """`farmer build`: its exit status. `executor`, `cache`: see `build.run_build`; `lock`: the
     project's, taken by the caller, and `worlds` kept warm from its earlier builds (`farmer
     watch` holds both across builds); `use_cache`: --cache (True) or --no-cache (False);
     `cache_dir`: --cache-dir (docs/cache.md); `remote`: the --remote* flags
-    (docs/remote.md)."""
+    (docs/remote.md); `base_dir`: --base-dir (farmer/basedir.py)."""
     if timeout is not None and not 0 < timeout <= 1e9:  # nan and inf too
         raise UsageError(f"--timeout {timeout:g}: must be above 0 seconds (and finite)")
     slots = job_slots(jobs)
@@ -146,12 +146,12 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             directory = None
             farmfile = os.path.abspath(farmfile if farmfile_given else "build.ninja")
             farmfile_given = True
-            code = _ninja_noop(farmfile, targets, slots, lock)
+            code = _ninja_noop(farmfile, targets, slots, lock, base_dir)
             if code is not None:
                 return _built(code)
         from farmer.build import BuildOptions, run_build
 
-        spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given)
+        spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given, base_dir)
         if not dry_run and not is_ninja(farmfile, ninja):
             from farmer import stale
             from farmer.lock import ProjectLock
@@ -168,7 +168,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,
                             timeout=timeout, live=live, trace_file=trace_file, worlds=worlds,
                             cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
-                            remote=remote)
+                            remote=remote, base_dir=base_dir)
         if not is_ninja(farmfile, ninja) or dry_run:
             code = run_build(spec, graph, opts, lock, proof, executor, cache)
             return code if dry_run else _built(code, graph)
@@ -208,7 +208,8 @@ def _built(code: int, graph: Graph | None = None) -> int:
     return code
 
 
-def _ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock | None) -> int | None:
+def _ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock | None,
+                base_dir: str | None = None) -> int | None:
     """A no-op build of a ninja manifest finished without parsing it (its exit status), when
     neither it nor what regenerates it changed (farmer/ninjastamp.py) and the no-op proof
     holds; None: the build goes the full way."""
@@ -226,6 +227,11 @@ def _ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock
         lock.acquire()
     try:
         digest = ninjastamp.digest(farmer_dir, manifest)
+        if digest and (base_dir or os.environ.get("FARMER_BASE_DIR") or "+" in digest):
+            from farmer import basedir  # the proof holds for the base directory it was taken with
+
+            given, source = basedir.setting(base_dir)
+            digest = basedir.tagged(digest, basedir.resolve(given, root, source))
         outcome = noop.try_build(manifest, targets, slots, digest) if digest else None
         return outcome if isinstance(outcome, int) else None
     finally:

@@ -253,6 +253,8 @@ class Digests:
         """The digest of `path`'s bytes as last hashed (`hash_file`'s), which `digest` may
         have combined with more (a thin archive's members, a time stamp)."""
         entry = self.cache.get(path)
+        if entry is None and self.lookup is not None and path in self._seen:  # vouched for by state.db's entry
+            entry = self.lookup(path)
         return None if entry is None else entry[1]
 
     def seen(self, path: str) -> StatKey | None:

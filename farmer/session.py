@@ -45,14 +45,14 @@ def world_setup_id(name: str) -> str:
 
 class BuildOptions:
     __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
-                 "timeout", "live", "trace_file", "worlds", "cache", "cache_dir", "remote")
+                 "timeout", "live", "trace_file", "worlds", "cache", "cache_dir", "remote", "base_dir")
 
     def __init__(self, targets: list[str], jobs: int, load: float | None = None,
                  keep_going: bool = False, dry_run: bool = False, explain: bool = False,
                  no_worlds: bool = False, timeout: float | None = None, live: bool = False,
                  trace_file: str | None = None, worlds: WarmWorlds | None = None,
                  cache: bool | None = None, cache_dir: str | None = None,
-                 remote: dict | None = None) -> None:
+                 remote: dict | None = None, base_dir: str | None = None) -> None:
         self.targets = targets
         self.jobs = jobs
         self.load = load
@@ -67,6 +67,7 @@ class BuildOptions:
         self.cache = cache  # --cache (True), --no-cache (False), neither (None)
         self.cache_dir = cache_dir
         self.remote = remote or {}  # --remote* flags, for farmer.remote.config.resolve
+        self.base_dir = base_dir  # --base-dir (farmer/basedir.py); None: FARMER_BASE_DIR
 
     def replace(self, **changes) -> BuildOptions:
         """A copy with `changes` (option names as keywords) made."""

@@ -60,13 +60,13 @@ class ActionDescription:
     """Everything a computation's cache key is made of (see the module's docstring)."""
 
     __slots__ = ("kind", "action", "env", "outputs", "depfile", "rspfile", "rspfile_content",
-                 "world", "inputs", "inherited", "programs", "platform")
+                 "world", "inputs", "inherited", "programs", "platform", "workdir")
 
     def __init__(self, kind: str, action: str, env: dict[str, str], outputs: list[str],
                  depfile: str | None, rspfile: str | None, rspfile_content: str | None,
                  world: str | None, inputs: list[tuple[str, str]],
                  inherited: list[tuple[str, str | None]], programs: list[tuple[str, str]],
-                 platform: list[str]) -> None:
+                 platform: list[str], workdir: str | None = None) -> None:
         self.kind, self.action, self.env, self.outputs = kind, action, env, outputs
         self.depfile, self.rspfile, self.rspfile_content = depfile, rspfile, rspfile_content
         self.world = world  # the world fingerprint, for a task that runs in a world
@@ -74,6 +74,7 @@ class ActionDescription:
         self.inherited = inherited  # `[cache] env`: (name, value or None when unset)
         self.programs = programs  # (word as written, digest | "builtin" | "missing")
         self.platform = platform
+        self.workdir = workdir  # the directory debug information names (see debug_workdir)
 
     def parts(self) -> list[tuple[str, list[str]]]:
         """The description as labelled lists of strings, in a fixed order."""
@@ -89,6 +90,7 @@ class ActionDescription:
             ("programs", [f"{word}={digest}" for word, digest in self.programs]),
             ("platform", list(self.platform)),
             ("inputs", [f"{path}={digest}" for path, digest in self.inputs]),
+            *([("workdir", [self.workdir])] if self.workdir is not None else []),
         ]
 
     def canonical(self) -> bytes:
@@ -138,9 +140,41 @@ def describe(comp: Computation, world: str | None, inputs: list[tuple[str, str]]
     inherited = [(name, environ.get(name)) for name in inherited_names]
     edge = comp.ninja
     rspfile, rspfile_content = (None, None) if edge is None else (edge.rspfile, edge.rspfile_content)
+    workdir = debug_workdir(comp.action, os.getcwd()) if comp.kind == "cmd" and comp.action else None
     return ActionDescription(comp.kind or "", comp.action or "", comp.env, comp.outputs,
                              comp.depfile, rspfile, rspfile_content, world, inputs,
-                             inherited, used, platform)
+                             inherited, used, platform, workdir)
+
+
+_PREFIX_MAPS = ("-fdebug-prefix-map=", "-ffile-prefix-map=")
+_PWD = {"$PWD", "${PWD}", "$(pwd)", "`pwd`"}
+
+
+def debug_workdir(command: str, cwd: str) -> str | None:
+    """The working directory as the debug information a compile writes names it, when it writes
+    any (a `-g` option whose last is not `-g0`): `cwd`, or what the last `-fdebug-prefix-map=`
+    or `-ffile-prefix-map=` whose OLD holds `cwd` (`$PWD` is `cwd`) maps it to; None without -g.
+
+    Such an output names the directory it was compiled in (DW_AT_comp_dir), which no path in
+    the command shows: keyed, an object compiled in one checkout is never restored into another
+    that would name its own directory (ccache's hash_dir). `-ffile-prefix-map=$PWD=.` maps it
+    away, and the key then holds `.`: every checkout shares the object."""
+    if "-g" not in command:
+        return None
+    debug, mapped = False, cwd
+    for token, is_operator in _tokens(command):
+        if is_operator:
+            continue
+        if token == "-g0":
+            debug = False
+        elif token == "-g" or token in ("-g1", "-g2", "-g3") or token.startswith(("-ggdb", "-gdwarf", "-gstabs")):
+            debug = True
+        elif token.startswith(_PREFIX_MAPS):
+            old, sep, new = token.split("=", 1)[1].partition("=")
+            old = cwd if old in _PWD else old.rstrip("/") or "/"
+            if sep and (cwd == old or cwd.startswith(old + "/") or old == "/"):
+                mapped = new + cwd[len(old):]
+    return mapped if debug else None
 
 
 class Programs:

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from farmer import basedir
 from farmer.errors import UsageError
 from farmer.spec import Spec
 from farmer.graph import Graph
@@ -24,10 +25,11 @@ def is_manifest(name: str) -> bool:
     return name.endswith(".ninja")
 
 
-def load(path: str | os.PathLike, write_cache: bool = False) -> tuple[Spec, Graph]:
+def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | None = None) -> tuple[Spec, Graph]:
     """Read the manifest at `path` and make its graph (from the graph cache while no manifest
     file changed); the manifest's directory becomes the working directory, as with
-    `ninja -C`. Only commands that hold the lock write the cache (`write_cache`)."""
+    `ninja -C`. Only commands that hold the lock write the cache (`write_cache`).
+    `base_dir`: --base-dir (else FARMER_BASE_DIR): the commands are rewritten (farmer/basedir.py)."""
     from farmer.ninja import cache
     from farmer.ninja.graph import build_graph
     from farmer.ninja.parser import parse_manifest
@@ -48,6 +50,11 @@ def load(path: str | os.PathLike, write_cache: bool = False) -> tuple[Spec, Grap
             cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
     for w in warnings:
         print(f"farmer: warning: {w}", file=sys.stderr)
+    given, source = basedir.setting(base_dir)
+    if given:
+        base = basedir.resolve(given, str(path.parent), source)
+        basedir.rebase(graph, base)
+        spec.digest = basedir.tagged(spec.digest, base)
     return spec, graph
 
 
@@ -70,7 +77,7 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
         code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None))
         if code != 0:
             return spec, graph, code
-        spec, graph = load(spec.path, write_cache=True)
+        spec, graph = load(spec.path, write_cache=True, base_dir=opts.base_dir)
         # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
         j = graph.producer.get(name)
         if j is not None and graph.computations[j].kind is not None:

@@ -28,11 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 from farmer.remote.client import Blob, Digest
 from farmer.remote.config import DEFAULT_PATH
 from farmer.remote.merkle import InputFile, InputRoot, build
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from farmer.basedir import BaseDir
 
 KEY_ENV = "FARMER_KEY"
 VARIANTS_FILE = "variants.json"
@@ -74,6 +79,16 @@ def in_root(path: str) -> bool:
     return not (path.startswith("/") or path == ".." or path.startswith("../"))
 
 
+def root_path(path: str, base: BaseDir | None) -> str | None:
+    """Where a computation's file (a path from its working directory, or absolute) is in the
+    input root: under the project root without a base directory, else under the base
+    (farmer/basedir.py); None for a file outside it (the platform's: keyed, not sent)."""
+    if base is not None:
+        return base.root_path(path)
+    path = os.path.normpath(path)
+    return path if in_root(path) else None
+
+
 def key_extra(parts: list[tuple[str, list[str]]], outside: list[FileDigest]) -> str:
     """FARMER_KEY: the SHA-256 of the description's parts that are not in the Command or input
     root, and of the files outside the root."""
@@ -89,10 +104,13 @@ def key_extra(parts: list[tuple[str, list[str]]], outside: list[FileDigest]) -> 
 def build_action(kind: str, line: str, env: dict[str, str], inherited: list[tuple[str, str | None]],
                  outputs: list[str], depfile: str | None, other_parts: list[tuple[str, list[str]]],
                  inputs: list[FileDigest], sources: dict[str, str], *, path: str = DEFAULT_PATH,
-                 salt: str = "", platform: dict[str, str] | None = None, timeout_s: float | None = None) -> RemoteAction:
+                 salt: str = "", platform: dict[str, str] | None = None, timeout_s: float | None = None,
+                 base: BaseDir | None = None) -> RemoteAction:
     """The Action of one computation. `inputs` are declared and discovered inputs with their
     SHA-256 digests; `sources[path]` is where each file's bytes are on this machine;
-    `other_parts` are the description's parts not given otherwise (see the module's table)."""
+    `other_parts` are the description's parts not given otherwise (see the module's table).
+    With a `base` directory the input root is the base, and the Command runs in the build
+    directory's place under it (its `working_directory`; output paths are relative to it)."""
     variables = dict(env)
     for name, value in inherited:
         if value is not None:
@@ -100,8 +118,9 @@ def build_action(kind: str, line: str, env: dict[str, str], inherited: list[tupl
     variables.setdefault("PATH", path)
     files, outside = [], []
     for f in inputs:
-        if in_root(f.path):
-            files.append(InputFile(f.path, f.digest, f.executable, sources.get(f.path, f.path)))
+        where = root_path(f.path, base)
+        if where is not None:
+            files.append(InputFile(where, f.digest, f.executable, sources.get(f.path, f.path)))
         else:
             outside.append(f)
     # inherited values are in the environment; an unset variable is not, so name it in the key
@@ -109,13 +128,14 @@ def build_action(kind: str, line: str, env: dict[str, str], inherited: list[tupl
     variables[KEY_ENV] = key_extra([*other_parts, ("unset", unset)], outside)
     arguments = ["/bin/sh", "-c", line] if kind == "cmd" else [f"farmer:{kind}", line]
     output_paths = sorted(set(outputs) | ({depfile} if depfile else set()))
-    command = re.Command(arguments=arguments, output_paths=output_paths)
+    workdir = base.workdir if base is not None else ""
+    command = re.Command(arguments=arguments, output_paths=output_paths, working_directory=workdir)
     for name in sorted(variables):
         command.environment_variables.add(name=name, value=variables[name])
     props = sorted((platform or {}).items())
     for name, value in props:
         command.platform.properties.add(name=name, value=value)
-    root = build(files)
+    root = build(files, [workdir])
     action = re.Action(input_root_digest=root.digest, salt=salt.encode())
     action.command_digest.CopyFrom(Blob.of(command.SerializeToString(deterministic=True)).digest)
     for name, value in props:

@@ -195,7 +195,7 @@ class RemoteCache:
             d.kind, d.action, d.env, d.inherited, list(comp.outputs), comp.depfile,
             [(label, values) for label, values in d.parts() if label not in _IN_COMMAND],
             [*found.declared, *discovered], {}, path=s.path, salt=s.salt, platform=s.platform,
-            timeout_s=comp.timeout)
+            timeout_s=comp.timeout, base=s.base)
 
     def restore(self, comp: Computation, found: RemoteLookup, log: str) -> list[tuple[str, str]] | None:
         """Write the result's outputs (and depfile and log) into the project; the outputs with

@@ -77,12 +77,13 @@ class RemoteSettings:
     """What a build does with its remote (SPEC §5): where it is, whether to upload and to execute,
     how many computations run remotely at once, and what goes into every Action."""
 
-    __slots__ = ("endpoint", "upload", "execute", "jobs", "platform", "salt", "path")
+    __slots__ = ("endpoint", "upload", "execute", "jobs", "platform", "salt", "path", "base")
 
     def __init__(self, endpoint: Endpoint, upload: bool = True, execute: bool = False, jobs: int = DEFAULT_JOBS,
                  platform: dict[str, str] | None = None, salt: str = "", path: str = DEFAULT_PATH) -> None:
         self.endpoint, self.upload, self.execute, self.jobs = endpoint, upload, execute, jobs
         self.platform, self.salt, self.path = dict(platform or {}), salt, path
+        self.base = None  # farmer.basedir.BaseDir: input roots rooted there (a build.ninja's --base-dir)
 
     def __repr__(self) -> str:
         return (f"RemoteSettings({self.endpoint!r}, upload={self.upload}, execute={self.execute}, "
@@ -103,7 +104,7 @@ def resolve(url: str | None = None, instance: str | None = None, headers: tuple[
             table: dict | None = None, environ: dict[str, str] | None = None) -> RemoteSettings | None:
     """The build's remote from the command line, then the environment (FARMER_REMOTE,
     FARMER_REMOTE_INSTANCE, FARMER_REMOTE_HEADERS as NAME=VALUE,..., FARMER_REMOTE_EXEC,
-    FARMER_REMOTE_UPLOAD, FARMER_REMOTE_TIMEOUT), then the Farmfile's [remote] table; None
+    FARMER_REMOTE_UPLOAD, FARMER_REMOTE_TIMEOUT, FARMER_REMOTE_JOBS), then the Farmfile's [remote] table; None
     without a URL. RemoteConfigError for a value that cannot be used."""
     import os
 
@@ -131,6 +132,13 @@ def resolve(url: str | None = None, instance: str | None = None, headers: tuple[
     if upload is None:
         upload = _flag(env["FARMER_REMOTE_UPLOAD"], "FARMER_REMOTE_UPLOAD") if "FARMER_REMOTE_UPLOAD" in env \
             else bool(table.get("upload", True))
+    text = env.get("FARMER_REMOTE_JOBS")
+    try:
+        jobs = int(text) if text else int(table.get("jobs", DEFAULT_JOBS))
+    except ValueError:
+        raise RemoteConfigError(f"FARMER_REMOTE_JOBS={text!r} is not a number of remote slots") from None
+    if jobs < 1:
+        raise RemoteConfigError(f"the remote jobs must be at least 1, not {jobs}")
     return RemoteSettings(Endpoint(url, instance, tuple(parsed), timeout), upload=upload, execute=execute,
-                          jobs=int(table.get("jobs", DEFAULT_JOBS)), platform=table.get("platform"),
+                          jobs=jobs, platform=table.get("platform"),
                           salt=str(table.get("salt", "")), path=str(table.get("path", DEFAULT_PATH)))

@@ -10,9 +10,11 @@ non-zero exit, a depfile naming a file that was not sent) sends the computation 
 locally: the remote never fails a build nor leaves a wrong output.
 
 Eligible: a `cmd` computation, `remote` not false, cacheable, not in the console pool, whose
-declared inputs and outputs are under the project root and whose command does not name the root's
-absolute path (it would not be that path on a worker), and, with a depfile, built before (its
-discovered inputs are sent too; absolute ones, /usr/include, are the worker's own).
+outputs are under the project root, whose declared inputs are under it (or under the base
+directory, farmer/basedir.py: the input root is then the base), whose command does not name the
+root's (nor the base's) absolute path (it would not be that path on a worker), and, with a
+depfile, built before (its discovered inputs are sent too; absolute ones outside the base,
+/usr/include, are the worker's own).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from farmer import depfile as depfiles
 from farmer.executors.base import Executor, Outcome
 from farmer.remote import restore as restoring
-from farmer.remote.action import in_root
+from farmer.remote.action import in_root, root_path
 from farmer.remote.cache import RemoteCache, RemoteLookup
 from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
 from farmer.remote.protos.google.rpc import code_pb2
@@ -138,8 +140,10 @@ class RemoteExecutor(Executor):
         if (comp.kind != "cmd" or not comp.action or comp.world is not None or (comp.ninja and comp.ninja.console)
                 or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):
             return None
-        root = os.getcwd()
-        if root in comp.action or not all(in_root(os.path.normpath(p)) for p in comp.outputs + comp.inputs):
+        base = self.remote.settings.base
+        if (os.getcwd() in comp.action or (base is not None and base.names_base(comp.action))
+                or not all(in_root(os.path.normpath(p)) for p in comp.outputs)
+                or any(root_path(p, base) is None for p in comp.inputs)):
             return None  # not relocatable: a worker's directory is not this one, nor has it our files
         discovered: list[str] = []
         if comp.depfile:
@@ -147,9 +151,9 @@ class RemoteExecutor(Executor):
             if trace is None:
                 return None  # its inputs are known only once it ran here
             discovered = [p for p, _ in trace.discovered]
-            if any(p == ".." or p.startswith("../") for p in discovered):
-                return None  # a file beside the project, which a worker has not got
-            # absolute ones (/usr/include/...) are the platform's: keyed by digest, not sent
+            if any(not p.startswith("/") and root_path(p, base) is None for p in discovered):
+                return None  # a file beside the project (or the base), which a worker has not got
+            # absolute ones outside the base (/usr/include/...) are the platform's: keyed by digest, not sent
         digests = self.remote.digests
         inputs = [(p, digest_or_changed(digests, p) or "missing") for p in comp.inputs]
         try:
@@ -158,7 +162,10 @@ class RemoteExecutor(Executor):
             extra = [self.remote.file_now(p) for p in discovered]
         except Changed:
             return None
-        action = self.remote.action_of(comp, found, extra)
+        try:
+            action = self.remote.action_of(comp, found, extra)
+        except ValueError:  # two of its paths are one place in the input root, differently
+            return None
         return _Plan(comp, found, action, action.root.paths)
 
     def _start_local(self, comp: Computation) -> None:
@@ -271,7 +278,9 @@ class RemoteExecutor(Executor):
         except depfiles.DepfileError as e:
             raise Fallback(f"{plan.comp.depfile}: {e}") from None
         outputs = set(plan.comp.outputs)
+        base = self.remote.settings.base
         for p in listed:
             p = os.path.normpath(p)
-            if in_root(p) and p not in plan.sent and p not in outputs:
+            where = root_path(p, base)
+            if where is not None and where not in plan.sent and p not in outputs:
                 raise Fallback(f"its depfile names {p}, which was not sent")

@@ -1,0 +1,138 @@
+"""A CMake project's build.ninja (absolute paths everywhere) with a base directory
+(farmer/basedir.py) against a real BuildGrid: its compiles and links run on the workers and the
+program works; a second checkout at another path restores everything from the remote, and a
+third from the local cache; without a base directory nothing is shared nor sent."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
+    pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
+if not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")):
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI=true and cmake, ninja or cc is missing (.ci/run installs them)", pytrace=False)
+    pytest.skip("needs cmake, ninja and cc", allow_module_level=True)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.16)
+project(demo C)
+add_library(shapes STATIC src/area.c src/scale.c)
+target_include_directories(shapes PUBLIC include)
+add_custom_command(OUTPUT version.h
+  COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_CURRENT_SOURCE_DIR}/version.h.in version.h
+  DEPENDS version.h.in)
+add_executable(demo src/main.c ${CMAKE_CURRENT_BINARY_DIR}/version.h)
+target_include_directories(demo PRIVATE ${CMAKE_CURRENT_BINARY_DIR})
+target_link_libraries(demo shapes)
+"""
+
+
+def checkout(top, salt: str) -> str:
+    """The project under `top` (salted: bytes no other test uploaded), configured in top/build
+    (Release: no debug information, which would name the build directory)."""
+    files = {
+        "CMakeLists.txt": CMAKELISTS,
+        "include/common.h": f'#define SALT "{salt}"\n#define UNIT 2\n',
+        "src/area.c": '#include "common.h"\nconst char *area_salt = SALT;\ndouble area(double w, double h) { return w * h * UNIT; }\n',
+        "src/scale.c": '#include "common.h"\nconst char *scale_salt = SALT;\ndouble scale(double x) { return 3 * x; }\n',
+        "src/main.c": textwrap.dedent("""\
+            #include <stdio.h>
+            #include "common.h"
+            #include "version.h"
+            double area(double, double); double scale(double);
+            int main(void) { printf("%s %g %s\\n", VERSION, area(2, scale(1)), __FILE__); return 0; }
+            """),
+        "version.h.in": '#define VERSION "v1"\n',
+    }
+    for rel, text in files.items():
+        path = top / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    build = top / "build"
+    build.mkdir()
+    subprocess.run(["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(top)], cwd=build, check=True,
+                   capture_output=True)
+    return str(build)
+
+
+def farmer(build: str, *args: str, env: dict | None = None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE", "FARMER_BASE"))}
+    e.update({"PYTHONPATH": REPO, **(env or {})})
+    cp = subprocess.run([sys.executable, "-m", "farmer", "build", "-f", "build.ninja", *args], cwd=build,
+                        capture_output=True, text=True, timeout=300, env=e, stdin=subprocess.DEVNULL)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    return cp
+
+
+def tasks(build: str) -> dict[str, dict]:
+    with open(os.path.join(build, ".farmer", "last-build.json")) as f:
+        return {t["id"]: t for t in json.load(f)["tasks"] if t["status"] != "up-to-date"}
+
+
+def program(build: str) -> str:
+    return subprocess.run([os.path.join(build, "demo")], capture_output=True, text=True, check=True).stdout
+
+
+COMPILES = {"CMakeFiles/shapes.dir/src/area.c.o", "CMakeFiles/shapes.dir/src/scale.c.o",
+            "CMakeFiles/demo.dir/src/main.c.o"}
+LINKS = {"libshapes.a", "demo"}
+
+
+def test_compiles_and_links_of_a_cmake_build_run_on_the_workers(tmp_path, reapi):
+    salt = os.urandom(8).hex()
+    build = checkout(tmp_path / "proj", salt)
+    remote = ["--remote", reapi.url, "--remote-exec", "--base-dir", "auto", "-j", "2"]
+    farmer(build, "--base-dir", "auto")  # a compile goes remote once its headers are known
+    (tmp_path / "proj" / "include" / "common.h").write_text(f'#define SALT "{salt}-2"\n#define UNIT 5\n')
+    r = farmer(build, *remote)
+    assert "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    ran = tasks(build)
+    assert {cid for cid, t in ran.items() if t["executor"] == "remote"} == COMPILES | LINKS, ran
+    assert program(build) == "v1 30 ../src/main.c\n"  # __FILE__ is the path the command names
+    r = farmer(build, *remote)
+    assert "ran 0" in r.stdout and "cached 0" in r.stdout  # a no-op: every result has its trace
+
+
+def test_a_second_cmake_checkout_elsewhere_restores_everything(tmp_path, reapi):
+    salt = os.urandom(8).hex()
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance]
+    env = {"FARMER_BASE_DIR": "auto", "FARMER_CACHE": "1", "FARMER_CACHE_DIR": str(tmp_path / "cache")}
+    first = checkout(tmp_path / "one", salt)
+    farmer(first, *remote, env=env)  # into the local cache and the remote
+    assert {cid for cid, t in tasks(first).items() if t["status"] == "ran"} >= COMPILES | LINKS
+    second = checkout(tmp_path / "elsewhere" / "two", salt)
+    r = farmer(second, *remote, "--no-cache", "--explain", env=env)
+    assert "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert {t["status"] for t in tasks(second).values()} == {"cached"}, tasks(second)  # the custom command too
+    assert {t["cache"] for t in tasks(second).values()} == {"remote"}
+    assert program(second) == "v1 12 ../src/main.c\n"
+    third = checkout(tmp_path / "three", salt)
+    farmer(third, env=env)  # no remote: the local cache alone
+    # (the local key of what consumes an output of an edge without restat holds that output's
+    # mtime, ninja's rule: the links run again; the remote keys by content)
+    assert {cid for cid, t in tasks(third).items() if t["cache"] == "local"} >= COMPILES - {
+        "CMakeFiles/demo.dir/src/main.c.o"}, tasks(third)  # main.c's depfile names the generated version.h
+    assert program(third) == "v1 12 ../src/main.c\n"
+
+
+def test_without_a_base_directory_a_cmake_checkout_shares_nothing_and_runs_locally(tmp_path, reapi):
+    salt = os.urandom(8).hex()
+    remote = ["--remote", reapi.url, "--remote-exec"]
+    first = checkout(tmp_path / "one", salt)
+    farmer(first, *remote)
+    compiled = {cid: t for cid, t in tasks(first).items() if cid in COMPILES}
+    assert {t["executor"] for t in compiled.values()} == {"local"}  # absolute paths: not sent
+    second = checkout(tmp_path / "two", salt)
+    farmer(second, "--remote", reapi.url)
+    assert {t["status"] for cid, t in tasks(second).items() if cid in COMPILES} == {"ran"}
