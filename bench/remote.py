@@ -9,7 +9,8 @@ Scenarios, each with a salt of its own (so no run sees another's entries):
 
   cache    bench/run.py's 1k graph: a clean local build; a clean build with the remote read-only
            (every computation a miss: the lookup overhead); a clean build that uploads; a second
-           checkout at another path restoring everything from the remote
+           checkout at another path restoring everything from the remote; the same with the local
+           cache on (the hits land in it); a third checkout restoring from that local cache
   example  Farmfile.example: a clean local build against a second checkout restoring from the remote
   exec     N C files compiled and linked: local -j JOBS against --remote-exec ([remote] jobs 4)
            on the stack's bots
@@ -17,7 +18,8 @@ Scenarios, each with a salt of its own (so no run sees another's entries):
            first build, the header all include edited; the rebuild local -j JOBS against
            --remote-exec with FARMER_REMOTE_JOBS=4
 
-Times are wall clock, the median of the repeats; every build's outputs are checked.
+Times are wall clock and CPU (farmer's and its commands', not the server's), the median of the
+repeats, with the load average before and after; every build's outputs are checked.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def load(name: str, path: str):
 
 
 def farmer(root: str, *args: str, env: dict | None = None) -> float:
+    return timed(root, *args, env=env)[0]
+
+
+def timed(root: str, *args: str, env: dict | None = None) -> tuple[float, float]:
+    """`farmer build ARGS` in `root`: its wall time and CPU time (farmer's and its commands')."""
+    import resource
+
     extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE", "FARMER_BASE"))}
     env.update(extra)
@@ -52,13 +61,19 @@ def farmer(root: str, *args: str, env: dict | None = None) -> float:
     # as users run it: with bytecode caches (this machine's environment turns them off, which
     # makes every run compile grpc's and the REAPI messages' sources again: about 0.8 s)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     cp = subprocess.run([sys.executable, "-m", "farmer", "build", *args], cwd=root, env=env,
                         capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if cp.returncode != 0 or "warning" in cp.stdout + cp.stderr:
         raise SystemExit(f"farmer build {' '.join(args)} in {root}: {cp.returncode}\n{cp.stdout}{cp.stderr}")
-    return wall
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def loadavg() -> str:
+    return "load average %.1f %.1f %.1f" % os.getloadavg()
 
 
 def summary(root: str) -> str:
@@ -79,8 +94,10 @@ def cache_scenario(url: str, instance: str, work: str, repeat: int, jobs: int) -
     g = run.make_graph(1000)
     text = run.farmfile_text(g)
     texts = {"farm": text, "ninja": run.ninja_text(g), "make": run.makefile_text(g)}
-    rows: dict[str, list[float]] = {k: [] for k in ("local", "miss", "upload", "restore")}
+    names = ("local", "miss", "upload", "restore", "restore-keep", "local-hit")
+    rows: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
     notes = {}
+    loads = [loadavg()]
     for k in range(repeat):
         salt = os.urandom(8).hex()
         dirs = {}
@@ -92,37 +109,52 @@ def cache_scenario(url: str, instance: str, work: str, repeat: int, jobs: int) -
                 f.write(f'\n[remote]\nsalt = "{salt}"\n')
             dirs[name] = d
         remote = ["--remote", url, "--remote-instance", instance]
-        rows["local"].append(farmer(dirs["local"], "-j", str(jobs)))
-        rows["miss"].append(farmer(dirs["miss"], "-j", str(jobs), *remote, "--no-remote-upload"))
-        rows["upload"].append(farmer(dirs["upload"], "-j", str(jobs), *remote))
-        rows["restore"].append(farmer(dirs["restore"], "-j", str(jobs), *remote))
+        both = [*remote, "--cache", "--cache-dir", os.path.join(work, f"cache-{k}-local-cache")]
+        j = ["-j", str(jobs)]
+        rows["local"].append(timed(dirs["local"], *j))
+        rows["miss"].append(timed(dirs["miss"], *j, *remote, "--no-remote-upload"))
+        rows["upload"].append(timed(dirs["upload"], *j, *remote))
+        rows["restore"].append(timed(dirs["restore"], *j, *remote))
+        rows["restore-keep"].append(timed(dirs["restore-keep"], *j, *both))  # the hits land in the local cache
+        rows["local-hit"].append(timed(dirs["local-hit"], *j, *both))  # and come from there
         for name, d in dirs.items():
             notes[name] = summary(d)
             if run.tree_digests(Path(d) / "out") != run.tree_digests(Path(dirs["local"]) / "out"):
                 raise SystemExit(f"{name}: outputs differ from the local build's")
-    med = {k: statistics.median(v) for k, v in rows.items()}
+    loads.append(loadavg())
+    med = {k: statistics.median(w for w, _ in v) for k, v in rows.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in rows.items()}
     n = len(g.steps_in)
+
+    def row(label: str, name: str) -> str:
+        return f"| {label} | {med[name]:.2f} | {cpu[name]:.2f} | {notes[name]} |"
+
     return [
         f"### Remote cache: bench/run.py's 1k graph ({n} computations), -j {jobs}, BuildGrid on loopback",
         "",
-        "| build | wall s (median of %d) | what happened |" % repeat,
-        "| --- | --- | --- |",
-        f"| clean, no remote | {med['local']:.2f} | {notes['local']} |",
-        f"| clean, remote read-only, every lookup a miss | {med['miss']:.2f} | {notes['miss']} |",
-        f"| clean, remote, uploading | {med['upload']:.2f} | {notes['upload']} |",
-        f"| second checkout elsewhere, all from the remote | {med['restore']:.2f} | {notes['restore']} |",
+        f"{loads[0]} before, {loads[1]} after.",
+        "",
+        f"| build | wall s (median of {repeat}) | CPU s, farmer and its commands | what happened |",
+        "| --- | --- | --- | --- |",
+        row("clean, no remote", "local"),
+        row("clean, remote read-only, every lookup a miss", "miss"),
+        row("clean, remote, uploading", "upload"),
+        row("second checkout elsewhere, all from the remote", "restore"),
+        row("the same with the local cache on (the hits are stored in it)", "restore-keep"),
+        row("third checkout, all from that local cache", "local-hit"),
         "",
         f"Overhead per lookup (miss, read-only): {(med['miss'] - med['local']) / n * 1000:.2f} ms; "
         f"with the upload: {(med['upload'] - med['local']) / n * 1000:.2f} ms; "
-        f"second checkout against a local clean build: {med['local'] / med['restore']:.2f}x.",
+        f"second checkout against a local clean build: {med['local'] / med['restore']:.2f}x faster.",
         "",
     ]
 
 
 def example_scenario(url: str, instance: str, work: str, repeat: int, jobs: int) -> list[str]:
     """Farmfile.example (C compiles with depfiles, a link, a run, Python steps in a world)."""
-    rows: dict[str, list[float]] = {"local": [], "restore": []}
+    rows: dict[str, list[tuple[float, float]]] = {"local": [], "restore": []}
     notes = {}
+    loads = [loadavg()]
     for k in range(repeat):
         salt = os.urandom(8).hex()
         dirs = {}
@@ -136,19 +168,23 @@ def example_scenario(url: str, instance: str, work: str, repeat: int, jobs: int)
                 f.write(text + f'\n[remote]\nsalt = "{salt}"\n')
             dirs[name] = d
         remote = ["--remote", url, "--remote-instance", instance]
-        rows["local"].append(farmer(dirs["local"], "-j", str(jobs)))
+        rows["local"].append(timed(dirs["local"], "-j", str(jobs)))
         farmer(dirs["upload"], "-j", str(jobs), *remote)
-        rows["restore"].append(farmer(dirs["restore"], "-j", str(jobs), *remote))
+        rows["restore"].append(timed(dirs["restore"], "-j", str(jobs), *remote))
         for name in rows:
             notes[name] = summary(dirs[name])
-    med = {k: statistics.median(v) for k, v in rows.items()}
+    loads.append(loadavg())
+    med = {k: statistics.median(w for w, _ in v) for k, v in rows.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in rows.items()}
     return [
         f"### Remote cache: Farmfile.example, -j {jobs}",
         "",
-        "| build | wall s (median of %d) | what happened |" % repeat,
-        "| --- | --- | --- |",
-        f"| clean, no remote | {med['local']:.2f} | {notes['local']} |",
-        f"| second checkout elsewhere, all from the remote | {med['restore']:.2f} | {notes['restore']} |",
+        f"{loads[0]} before, {loads[1]} after.",
+        "",
+        f"| build | wall s (median of {repeat}) | CPU s, farmer and its commands | what happened |",
+        "| --- | --- | --- | --- |",
+        f"| clean, no remote | {med['local']:.2f} | {cpu['local']:.2f} | {notes['local']} |",
+        f"| second checkout elsewhere, all from the remote | {med['restore']:.2f} | {cpu['restore']:.2f} | {notes['restore']} |",
         "",
     ]
 

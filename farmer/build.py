@@ -119,6 +119,9 @@ class _Build:
             signal.signal(signal.SIGCHLD, lambda *_: None)
         executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message)
         executor, jobs = self._remote_executor(executor, cache, given is not None)
+        alongside = getattr(cache, "lookups_alongside", None)  # remote lookups many at once
+        if alongside is not None and given is None:
+            executor, jobs = alongside(executor, jobs, self.t0)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
         scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,

@@ -71,7 +71,9 @@ class BuildHooks(Hooks):
     def finished(self, outcome: Outcome) -> Outcome:
         self.print_finished()
         comp = self.comps[outcome.index]
-        self.running.pop(outcome.index, None)
+        if self.running.pop(outcome.index, None) is not None and outcome.cached and self.opts.explain:
+            # looked up alongside other work (farmer/remote/lookups.py): restored after it started
+            self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.where or 'local'} cache")
         outcome = self.recorder.record(comp, outcome)
         log = log_path(self.logs, comp.id)
         output = "" if outcome.cached else report.read_output(log)

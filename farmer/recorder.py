@@ -53,7 +53,8 @@ class RunCache:
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
         """After `comp` ran and succeeded, once its trace is recorded: keep its outputs
-        (their digests are `trace.outputs`; its log, `executors.process.log_path`)."""
+        (their digests are `trace.outputs`; its log, `executors.process.log_path`). Also
+        after a restore from the remote cache (`outcome.where` "remote"), for the local one."""
 
     def close(self, interrupted: bool) -> None:
         """The build is over (`interrupted`: by a signal): finish or drop what is pending."""
@@ -130,7 +131,7 @@ class Recorder:
             unsure = self._changed_inputs(comp)
             trace = self._trace(comp, outcome, outputs)
             self.s.outputs_written(comp.outputs)
-            if not outcome.cached and not unsure:
+            if (not outcome.cached or outcome.where == "remote") and not unsure:  # a remote hit: kept locally too
                 self.cache.store(comp, trace, outcome)
         if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
             self.flush()

@@ -20,7 +20,7 @@ from farmer.grains import NotAFile
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
-from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, RemoteError
+from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas
@@ -51,6 +51,13 @@ class RemoteLookup:
         self.action: RemoteAction | None = None  # the Action found (or, without a depfile, looked up)
         self.result: re.ActionResult | None = None
         self.discovered: list[tuple[str, str]] = []  # the variant found: (path, farmer digest)
+
+
+def variants_blob(result: re.ActionResult | None) -> Digest | None:
+    """The blob that lists a first-level key's variants, from its entry's result."""
+    if result is None or len(result.output_files) != 1:
+        return None
+    return result.output_files[0].digest
 
 
 class _Upload:
@@ -107,8 +114,34 @@ class RemoteCache:
 
     def lookup(self, comp: Computation, description) -> RemoteLookup | None:
         """The remote key of `comp` (its action description, farmer/cache/key.py) and the result
-        cached for it (`.result` None: a miss); None when the remote cannot be used."""
-        self._drain()
+        cached for it (`.result` None: a miss); None when the remote cannot be used. One
+        computation at a time, on the calling thread (a build's lookups go through
+        farmer/remote/restorer.py, many at once)."""
+        self.drain()
+        found = self.key_of(comp, description)
+        if found is None:
+            return None
+        client = self._client
+        try:
+            if found.action is not None:
+                found.result = client.get_action_result(found.action.digest)
+            else:
+                for action, _, discovered in self.candidates(comp, found, self._variants(client, found.key1)):
+                    result = client.get_action_result(action.digest)
+                    if result is not None:
+                        found.action, found.result, found.discovered = action, result, discovered
+                        break
+        except RemoteError as e:
+            self._fail(e)
+            return None
+        if found.result is None:
+            self.misses += 1
+        return found
+
+    def key_of(self, comp: Computation, description) -> RemoteLookup | None:
+        """`comp`'s remote key, on the build's thread (it reads the build's digests): the Action
+        to look up or, with a depfile, the first-level key whose variants say which; None when
+        the remote cannot be used or an input is not the file farmer digested."""
         client = self.client()
         if client is None:
             return None
@@ -118,39 +151,31 @@ class RemoteCache:
             return None
         key1 = actions.key1_of(description.canonical()) if comp.depfile else None
         found = RemoteLookup(description, declared, key1)
-        try:
-            if key1 is None:
-                found.action = self.action_of(comp, found, [])
-                found.result = client.get_action_result(found.action.digest)
-            else:
-                self._lookup_variants(client, comp, found)
-        except RemoteError as e:
-            self._fail(e)
-            return None
-        if found.result is None:
-            self.misses += 1
+        if key1 is None:
+            found.action = self.action_of(comp, found, [])
         return found
 
-    def _lookup_variants(self, client: Client, comp, found: RemoteLookup) -> None:
-        for variant in self._variants(client, found.key1):
+    def candidates(self, comp: Computation, found: RemoteLookup,
+                   variants: list[list[FileDigest]]) -> list[tuple[RemoteAction, list[FileDigest], list[tuple[str, str]]]]:
+        """The Actions to look up for the variants (discovered inputs) whose files are as they
+        are here, in the order of `variants`, each with its variant and the variant's paths with
+        farmer's digests; on the build's thread."""
+        out = []
+        for variant in variants:
             try:
                 now = [self.file_now(f.path) for f in variant]
             except Changed:
                 continue
-            if now != variant:
-                continue
-            action = self.action_of(comp, found, variant)
-            result = client.get_action_result(action.digest)
-            if result is not None:
-                found.action, found.result = action, result
-                found.discovered = [(f.path, digest_or_changed(self.digests, f.path) or "missing") for f in variant]
-                return
+            if now == variant:
+                discovered = [(f.path, digest_or_changed(self.digests, f.path) or "missing") for f in variant]
+                out.append((self.action_of(comp, found, variant), variant, discovered))
+        return out
 
     def _variants(self, client: Client, key1: str) -> list[list[FileDigest]]:
         result = client.get_action_result(actions.variants_action(key1, self.settings.salt).digest)
-        if result is None or len(result.output_files) != 1:
+        d = variants_blob(result)
+        if d is None:
             return []
-        d = result.output_files[0].digest
         try:
             return actions.decode_variants(client.read([d])[d.hash])
         except (BlobMissing, BlobCorrupt):
@@ -202,33 +227,78 @@ class RemoteCache:
         farmer's digests, or None (a warning said why) when the computation must run."""
         if found.result is None or self._client is None or self._off:
             return None
+        job = self.restore_job(comp, found, log, self._once)
+        if job is None:
+            self.misses += 1
+            return None
+        done = restoring.restore_all(self._client, [job])[0]
+        contents = self.restored(comp, found, log, done, self._once)
+        if contents is None:
+            self.misses += 1
+            return None
+        return self.learn(comp, contents)
+
+    def restore_job(self, comp: Computation, found: RemoteLookup, log: str,
+                    say: Callable[[str, str], None]) -> list[tuple[str, Digest, bool]] | None:
+        """The files a hit writes (its outputs, depfile and log), or None when the result is not a
+        whole one for `comp` (`say(kind, text)` is told why)."""
         optional = [comp.depfile] if comp.depfile and not (comp.ninja and comp.ninja.remove_depfile) else []
         try:
             files = restoring.files_of(found.result, list(comp.outputs), optional)
-            stdout = found.result.stdout_digest if found.result.HasField("stdout_digest") else None
-            contents = restoring.restore(self._client, files, (log, stdout) if stdout is not None else None)
         except restoring.Incomplete as e:
-            self._once("incomplete", f"farmer: warning: remote result for {comp.id} unusable ({e}); running it")
-        except (BlobMissing, BlobCorrupt) as e:
-            self._once("blob", f"farmer: warning: remote blob for {comp.id}: {e}; running it")
-        except RemoteError as e:
-            self._fail(e)
-        except OSError as e:
-            self._once("restore", f"farmer: warning: cannot restore {comp.id} from the remote "
-                                  f"({e.strerror or e}); running it")
-        else:
-            if stdout is None and os.path.exists(log):
-                os.unlink(log)  # an older run's output is not this one's
-            if comp.depfile and comp.ninja and comp.ninja.remove_depfile:  # ninja's deps = gcc: read once, then removed
-                from farmer.cache.use import write_depfile
+            say("incomplete", f"farmer: warning: remote result for {comp.id} unusable ({e}); running it")
+            return None
+        if found.result.stdout_digest.size_bytes > 0:  # an empty log is no log, as after a local restore
+            files.append((log, found.result.stdout_digest, False))
+        return files
 
-                write_depfile(comp, found.discovered)  # for the recorder, as after a run
-            for path, content in contents.items():
-                self.digests.learn(path, content)
-            self.hits += 1
-            return [(p, digest_or_changed(self.digests, p) or "missing") for p in comp.outputs]
-        self.misses += 1
-        return None
+    def restored(self, comp: Computation, found: RemoteLookup, log: str, done: dict[str, str] | Exception,
+                 say: Callable[[str, str], None]) -> dict[str, str] | None:
+        """After a hit's files were written (`done`: farmer's digests of them by path, or what
+        stopped them): those digests, or None when `comp` must run (`say` is told why)."""
+        if isinstance(done, Exception):
+            self.refused(comp, done, say)
+            return None
+        if log not in done and os.path.exists(log):
+            os.unlink(log)  # an older run's output is not this one's
+        if comp.depfile and comp.ninja and comp.ninja.remove_depfile:  # ninja's deps = gcc: read once, then removed
+            from farmer.cache.use import write_depfile
+
+            write_depfile(comp, found.discovered)  # for the recorder, as after a run
+        return done
+
+    def refused(self, comp: Computation, error: Exception, say: Callable[[str, str], None]) -> None:
+        """A hit whose files could not be had: a warning (`say(kind, text)`, said once per kind),
+        and a server error switches the remote off."""
+        if isinstance(error, (BlobMissing, BlobCorrupt)):
+            say("blob", f"farmer: warning: remote blob for {comp.id}: {error}; running it")
+        elif isinstance(error, RemoteError):
+            self.went_away(error)
+        elif isinstance(error, OSError):
+            say("restore", f"farmer: warning: cannot restore {comp.id} from the remote "
+                           f"({error.strerror or error}); running it")
+        else:
+            raise error
+
+    def learn(self, comp: Computation, contents: dict[str, str]) -> list[tuple[str, str]]:
+        """A hit written: the build's digests told what was written (on the build's thread); its
+        outputs with farmer's digests."""
+        for path, content in contents.items():
+            self.digests.learn(path, content)
+        self.hits += 1
+        return [(p, digest_or_changed(self.digests, p) or "missing") for p in comp.outputs]
+
+    def went_away(self, e: RemoteError) -> None:
+        """The remote failed a call (on any thread): off for the rest of the build; the warning
+        is said once, on the build's thread."""
+        if not self._off:
+            self._off = True
+            self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url} unavailable ({e}); "
+                                       "building without it"))
+
+    def say(self, kind: str, text: str) -> None:
+        """A warning from another thread, said once on the build's thread."""
+        self._messages.put((kind, text))
 
     # -- uploading --------------------------------------------------------------------------------
 
@@ -332,9 +402,10 @@ class RemoteCache:
         if self._uploader is not None:
             self._uploader.join(5)
             self._uploader = None
-        self._drain()
+        self.drain()
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
+        """Say what the other threads had to say (on the build's thread)."""
         while True:
             try:
                 kind, text = self._messages.get_nowait()

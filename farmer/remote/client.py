@@ -160,6 +160,54 @@ class Client:
             attempt += 1
             time.sleep(delay)
 
+    def call_many(self, name: str, requests: list, timeout: float | None = None) -> list:
+        """Unary calls of one method, all in flight at once (each a future that cancel_calls()
+        ends): each one's response, or the RemoteError it ended with. Those that fail with a
+        transient code are sent again together, after one backoff, at most RETRIES times, so a
+        server that died costs one round of backoffs, not one per request."""
+        timeout = timeout or self.endpoint.timeout
+        out: list = [None] * len(requests)
+        todo = list(range(len(requests)))
+        attempt = 0
+        while True:
+            self._check_open()
+            method = self._method(name)
+            futures = []
+            try:
+                for k in todo:
+                    future = method.future(requests[k], timeout=timeout, metadata=self._metadata)
+                    self._track(future)
+                    futures.append((k, future))
+            except ValueError:  # the channel was closed under the calls
+                for _, future in futures:
+                    future.cancel()
+            again, last = [], None
+            for k, future in futures:
+                try:
+                    out[k] = future.result()
+                except grpc.FutureCancelledError:
+                    out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+                except grpc.RpcError as e:
+                    if self._closed:
+                        out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+                    elif e.code() in TRANSIENT:
+                        again.append(k)
+                        last = e
+                    else:
+                        out[k] = _error(name, e)
+                finally:
+                    self._untrack(future)
+            for k in todo[len(futures):]:
+                out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+            delay = self._retry_delay(last, attempt) if last is not None else None
+            if delay is None:
+                for k in again:
+                    out[k] = _error(name, last)
+                return out
+            attempt += 1
+            time.sleep(delay)
+            todo = again
+
     def _retry_delay(self, e: grpc.RpcError, attempt: int) -> float | None:
         if self._closed or e.code() not in TRANSIENT or attempt >= RETRIES:
             return None
@@ -339,6 +387,46 @@ class Client:
         if batch:
             out.update(self._batch_read(batch))
         return out
+
+    def read_many(self, digests: Iterable[Digest]) -> tuple[dict[str, bytes], dict[str, RemoteError]]:
+        """Blobs up to the batch limit, their batches all in flight at once: the contents of each
+        by hash, verified, and for each of the others what is wrong with it (BlobMissing,
+        BlobCorrupt, or the status the server gave it). RemoteError when a call fails."""
+        found: dict[str, bytes] = {}
+        bad: dict[str, RemoteError] = {}
+        limit = self._batch_limit()
+        batches: list[list[Digest]] = []
+        size = 0
+        for d in {(d.hash, d.size_bytes): d for d in digests}.values():
+            if d.size_bytes == 0:
+                found[d.hash] = b""
+                continue
+            if d.size_bytes > limit:
+                raise ValueError(f"blob {d.hash[:12]} is {d.size_bytes} bytes: above the batch limit")
+            if not batches or size + d.size_bytes > limit or len(batches[-1]) >= BATCH_COUNT:
+                batches.append([])
+                size = 0
+            batches[-1].append(d)
+            size += d.size_bytes + 100
+        requests = [re.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=batch,
+                                             digest_function=SHA256) for batch in batches]
+        for batch, resp in zip(batches, self.call_many("BatchReadBlobs", requests)):
+            if isinstance(resp, RemoteError):
+                raise resp
+            for r in resp.responses:
+                if r.status.code == code_pb2.NOT_FOUND:
+                    bad[r.digest.hash] = BlobMissing([r.digest])
+                elif r.status.code != code_pb2.OK:
+                    bad[r.digest.hash] = RemoteError(_code_name(r.status.code),
+                                                     f"read of {r.digest.hash[:12]}: {r.status.message}")
+                elif len(r.data) != r.digest.size_bytes or hashlib.sha256(r.data).hexdigest() != r.digest.hash:
+                    bad[r.digest.hash] = BlobCorrupt(r.digest)
+                else:
+                    found[r.digest.hash] = r.data
+            for d in batch:
+                if d.hash not in found and d.hash not in bad:
+                    bad[d.hash] = BlobMissing([d])  # the server did not answer for it
+        return found, bad
 
     def _batch_read(self, digests: list[Digest]) -> dict[str, bytes]:
         resp = self.call("BatchReadBlobs", re.BatchReadBlobsRequest(

@@ -15,10 +15,10 @@ import xxhash
 
 from farmer.atomic import Staged
 from farmer.grains import THIN_PREFIX
-from farmer.remote.client import BATCH_LIMIT, Client, Digest
+from farmer.remote.client import BATCH_LIMIT, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 
-_SMALL_BATCH = 256  # files per BatchReadBlobs while restoring
+_READ_AHEAD = 64 * 1024 * 1024  # bytes of small blobs read for several restores at once, at most
 _UMASK = os.umask(0o022)  # read once, as it is set: a constant of the process (umask is not thread-safe)
 os.umask(_UMASK)
 
@@ -53,22 +53,131 @@ def restore(client: Client, files: list[tuple[str, Digest, bool]], log: tuple[st
     """Write `files` (and the log, stdout of the result) into place; farmer's digest of each file
     by path (of its bytes, as grains.hash_file gives it). BlobMissing/BlobCorrupt/RemoteError or
     OSError leave the project as it was."""
-    contents: dict[str, str] = {}
     todo = list(files) + ([(log[0], log[1], False)] if log else [])
-    with Staged() as staged:
-        small = [(p, d, x) for p, d, x in todo if d.size_bytes <= BATCH_LIMIT // 4]
-        large = [(p, d, x) for p, d, x in todo if d.size_bytes > BATCH_LIMIT // 4]
-        for i in range(0, len(small), _SMALL_BATCH):
-            part = small[i:i + _SMALL_BATCH]
-            data = client.read(d for _, d, _ in part)
-            for path, d, executable in part:
-                tmp, contents[path] = _stage(path, [data[d.hash]], executable)
-                staged.add(tmp, path)
-        for path, d, executable in large:
-            tmp, contents[path] = _stage(path, client.read_stream(d), executable)
-            staged.add(tmp, path)
-        staged.commit()
+    contents = restore_all(client, [todo])[0]
+    if isinstance(contents, Exception):
+        raise contents
     return {path: contents[path] for path, _, _ in files}
+
+
+def restore_all(client: Client, jobs: list[list[tuple[str, Digest, bool]]]) -> list[dict[str, str] | Exception]:
+    """Each job's files into place, all of a job's or none of them (fetch_all, then each written):
+    farmer's digest of each file by path, or what stopped it."""
+    out: list[dict[str, str] | Exception] = []
+    for fetched in fetch_all(client, jobs):
+        if isinstance(fetched, Fetched):
+            try:
+                out.append(fetched.write())
+            except OSError as e:
+                out.append(e)
+        else:
+            out.append(fetched)
+    return out
+
+
+class Fetched:
+    """A job's files, fetched and verified, not yet in place: the small ones' bytes in memory,
+    the large ones already in temporary files beside their destinations (with farmer's digests,
+    `large`). `write` puts them all in place (or none: OSError); `discard` removes what was
+    staged. Fetched on one thread, written on another: the build's, which would otherwise wait
+    for the GIL at each of the many small writes' system calls."""
+
+    __slots__ = ("files", "data", "staged", "large")
+
+    def __init__(self, files: list[tuple[str, Digest, bool]], data: dict[str, bytes], staged: Staged,
+                 large: dict[str, str]) -> None:
+        self.files, self.data, self.staged, self.large = files, data, staged, large
+
+    def write(self) -> dict[str, str]:
+        """Farmer's digest of each file written, by path."""
+        contents = dict(self.large)
+        with self.staged as staged:
+            for path, d, executable in self.files:
+                if path not in self.large:
+                    tmp, contents[path] = _stage(path, [self.data[d.hash]], executable)
+                    staged.add(tmp, path)
+            staged.commit()
+        return contents
+
+    def discard(self) -> None:
+        for tmp, _ in self.staged.pairs:
+            _unlink(tmp)
+
+
+def fetch_all(client: Client, jobs: list[list[tuple[str, Digest, bool]]]) -> list[Fetched | Exception]:
+    """Each job's blobs, verified, for `Fetched.write`; or what stopped it (BlobMissing,
+    BlobCorrupt, OSError, RemoteError). The small blobs of many jobs come in shared batches, all
+    in flight at once (a tiny output costs a fraction of a call, not a call); those above a
+    quarter of the batch limit come by ByteStream into temporary files as they arrive. After a
+    RemoteError (the server went away) the jobs not yet fetched get it too, without a call."""
+    out: list[Fetched | Exception] = []
+    gone: RemoteError | None = None
+    for group in _groups(jobs):
+        data: dict[str, bytes] = {}
+        bad: dict[str, RemoteError] = {}
+        if gone is None:
+            try:
+                data, bad = client.read_many(d for job in group for _, d, _ in job if _small(d))
+            except RemoteError as e:
+                gone = e
+        for job in group:
+            if gone is not None:
+                out.append(gone)
+                continue
+            try:
+                out.append(_fetch(client, job, data, bad))
+            except (BlobMissing, BlobCorrupt, OSError) as e:
+                out.append(e)
+            except RemoteError as e:
+                gone = e
+                out.append(e)
+    return out
+
+
+def _small(d: Digest) -> bool:
+    return d.size_bytes <= BATCH_LIMIT // 4
+
+
+def _groups(jobs: list[list[tuple[str, Digest, bool]]]) -> list[list[list[tuple[str, Digest, bool]]]]:
+    """The jobs in runs whose small blobs add up to at most _READ_AHEAD bytes (read together)."""
+    groups: list[list] = []
+    size = _READ_AHEAD
+    for job in jobs:
+        n = sum(d.size_bytes for _, d, _ in job if _small(d))
+        if not groups or size + n > _READ_AHEAD:
+            groups.append([])
+            size = 0
+        groups[-1].append(job)
+        size += n
+    return groups
+
+
+def _fetch(client: Client, job: list[tuple[str, Digest, bool]], data: dict[str, bytes],
+           bad: dict[str, Exception]) -> Fetched:
+    mine: dict[str, bytes] = {}
+    staged = Staged()
+    large: dict[str, str] = {}
+    try:
+        for path, d, executable in job:
+            if _small(d):
+                if d.hash in bad:
+                    raise bad[d.hash]
+                mine[d.hash] = data[d.hash]
+            else:
+                tmp, large[path] = _stage(path, client.read_stream(d), executable)
+                staged.add(tmp, path)
+    except BaseException:
+        for tmp, _ in staged.pairs:
+            _unlink(tmp)
+        raise
+    return Fetched(job, mine, staged, large)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _stage(path: str, chunks, executable: bool) -> tuple[str, str]:

@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.executors.base import Outcome
+    from farmer.executors.base import Executor, Outcome
     from farmer.graph import Computation
     from farmer.remote.config import RemoteSettings
     from farmer.session import Session
@@ -25,7 +25,8 @@ class RemoteRunCache(RunCache):
     """Looks computations up in the remote's action cache, restores hits from its CAS, and
     uploads what ran here. `env_names` is `[cache] env`; `logs` the build's log folder."""
 
-    __slots__ = ("settings", "session", "env_names", "logs", "warn", "remote", "programs", "found", "broken")
+    __slots__ = ("settings", "session", "env_names", "logs", "warn", "remote", "programs", "found", "broken",
+                 "pending")
 
     def __init__(self, settings: RemoteSettings, session: Session, env_names: list[str], logs: str,
                  warn: Callable[[str], None]) -> None:
@@ -34,6 +35,8 @@ class RemoteRunCache(RunCache):
         self.programs = None
         self.found: dict[int, object] = {}  # misses, by index, till they are uploaded
         self.broken = False
+        # keyed, for the LookupExecutor to look up alongside the build (None: looked up in `lookup`)
+        self.pending: dict[int, object] | None = None
 
     def _remote(self):
         if self.remote is None and not self.broken:
@@ -68,6 +71,14 @@ class RemoteRunCache(RunCache):
                   f"(instance {self.settings.endpoint.instance!r}); running everything here")
         return None
 
+    def lookups_alongside(self, executor: Executor, jobs: int, t0: float) -> tuple[Executor, int]:
+        """The executor that looks computations up many at once while `executor` (with `jobs`
+        slots) runs the misses, and the scheduler's slots for both (farmer/remote/lookups.py)."""
+        from farmer.remote.lookups import LOOKUPS, LookupExecutor
+
+        self.pending = {}
+        return LookupExecutor(executor, jobs, self, t0), jobs + LOOKUPS
+
     def describe(self, comp: Computation, inputs: list[tuple[str, str]]):
         from farmer.cache.key import describe
 
@@ -81,7 +92,14 @@ class RemoteRunCache(RunCache):
         remote = self._remote()
         if remote is None:
             return None
-        found = remote.lookup(comp, describe(comp, world, inputs, self.env_names, self.programs))
+        description = describe(comp, world, inputs, self.env_names, self.programs)
+        if self.pending is not None:
+            remote.drain()
+            found = remote.key_of(comp, description)
+            if found is not None:
+                self.pending[comp.index] = found
+            return None
+        found = remote.lookup(comp, description)
         if found is None:
             return None
         if found.result is not None and remote.restore(comp, found, self.log_of(comp)) is not None:
@@ -110,7 +128,10 @@ class RemoteRunCache(RunCache):
 
 class Layered(RunCache):
     """The local cache, then the remote: a computation restored from either is not run; one that
-    ran is stored into both. `lookup` says where a hit came from ("local" or "remote")."""
+    ran is stored into both, and a remote hit into the local cache (as Bazel's disk + remote
+    cache does), so the next checkout on this machine needs no network. A local hit is not
+    uploaded: finding out whether the remote lacks it would cost a lookup per local hit, which
+    is what the local cache saves. `lookup` says where a hit came from ("local" or "remote")."""
 
     __slots__ = ("local", "remote")
 

@@ -1,0 +1,177 @@
+"""Remote lookups alongside the build: the executor seam around the one that runs things.
+
+Serial lookups (GetActionResult, then a read of the hit's blobs, for one computation at a time)
+make a second checkout of many small steps no faster than running them: each costs a few round
+trips to the server. Here a computation the scheduler starts, once keyed (farmer/remote/
+runcache.py), goes to farmer/remote/restorer.py's thread, which looks many up at once and reads
+the blobs of many hits in shared batches, while the scheduler keeps starting others and local
+processes run. A hit comes back as a `cached` Outcome, its files in place; a miss runs on the
+inner executor (processes, worlds, --remote-exec), which never runs more than its own slots.
+
+The scheduler sees the inner executor's slots plus LOOKUPS more: that many computations can be
+looked up while the inner ones run. Plain Python: grpc comes with the restorer, on the first
+computation that has a remote key.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import selectors
+import time
+
+from farmer.executors.base import Executor, Outcome
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from farmer.graph import Computation
+    from farmer.remote.runcache import RemoteRunCache
+
+LOOKUPS = 16  # computations looked up at once, beyond the slots that run them (more made BuildGrid slower here)
+
+
+class LookupExecutor(Executor):
+    """`inner` runs what is not restored, at most `inner_jobs` at a time; `cache` keys each
+    computation as it is prepared and keeps it in `cache.pending` for `start`."""
+
+    def __init__(self, inner: Executor, inner_jobs: int, cache: RemoteRunCache, t0: float) -> None:
+        self.inner, self.inner_jobs, self.cache, self.t0 = inner, inner_jobs, cache, t0
+        self.load = inner.load
+        self.looking: dict[int, Computation] = {}  # at the restorer now
+        self.waiting: collections.deque[Computation] = collections.deque()  # misses, for an inner slot
+        self.done: list[Outcome] = []  # decided here, not yet reported
+        self.restorer = None  # farmer.remote.restorer.Restorer, made with the first remote key
+        self._stopping = False
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # the build's one event loop (RemoteExecutor and ProcessExecutor have it; the composite
+        # executor's is its process executor's)
+        self.selector: selectors.BaseSelector = getattr(inner, "selector", None) or inner.process.selector
+        self.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
+
+    # -- Executor ---------------------------------------------------------------------------------
+
+    def start(self, comp: Computation) -> None:
+        found = self.cache.pending.pop(comp.index, None)
+        remote = self.cache.remote
+        if found is None or self._stopping or remote is None or remote.off:
+            if found is not None:
+                self.cache.found[comp.index] = found  # it runs here: uploaded after
+            self._start_inner(comp)
+            return
+        if self.restorer is None:
+            from farmer.remote.restorer import Restorer
+
+            self.restorer = Restorer(remote, self._wake)
+        from farmer.remote.restorer import Request
+
+        self.looking[comp.index] = comp
+        self.restorer.submit(Request(comp, found, self.cache.log_of(comp), time.monotonic()))
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        done = self._collect()
+        if not done:
+            done = self.inner.wait(timeout) + self._collect()
+        self._start_waiting()
+        return done
+
+    def running(self) -> int:
+        return self.inner.running() + len(self.looking) + len(self.waiting) + len(self.done)
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.restorer is not None:
+            self.restorer.cancel()
+        now = time.monotonic() - self.t0
+        while self.waiting:
+            comp = self.waiting.popleft()
+            self.done.append(Outcome(comp.index, False, "interrupted", None, now, now))
+        self.inner.stop()
+
+    def discard(self, index: int) -> None:
+        self.inner.discard(index)
+
+    def worlds_setting_up(self) -> dict[str, float]:
+        return self.inner.worlds_setting_up()
+
+    def worlds_set_up(self) -> dict[str, float | None]:
+        return self.inner.worlds_set_up()
+
+    def close(self) -> None:
+        self.stop()
+        if self.restorer is not None:
+            self.restorer.close()
+            self._collect()  # misses and hits the build no longer waits for: their files are whole
+        try:
+            self.selector.unregister(self._wake_r)
+        except (KeyError, ValueError):
+            pass
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        self.inner.close()
+
+    # -- on the build's thread ----------------------------------------------------------------------
+
+    def _collect(self) -> list[Outcome]:
+        out, self.done = self.done, []
+        if self.restorer is None:
+            return out
+        from farmer.remote.restorer import HIT, VARIANTS
+
+        remote = self.cache.remote
+        replies = self.restorer.replies
+        while not replies.empty():
+            r = replies.get()
+            comp = r.comp
+            if r.reply == VARIANTS and not self._stopping and not remote.off:
+                r.candidates = remote.candidates(comp, r.found, r.variants)
+                if r.candidates:
+                    self.restorer.submit(r)  # the Actions of the variants that match, looked up
+                    continue
+            self.looking.pop(comp.index, None)
+            now = time.monotonic() - self.t0
+            if r.reply == HIT:
+                if self._stopping:
+                    r.fetched.discard()
+                else:
+                    try:
+                        done = r.fetched.write()
+                    except OSError as e:
+                        done = e
+                    contents = remote.restored(comp, r.found, r.log, done, remote.say)
+                    if contents is not None:
+                        remote.learn(comp, contents)
+                        hit = Outcome(comp.index, True, None, 0, r.started - self.t0, now)
+                        hit.cached, hit.where = True, "remote"
+                        out.append(hit)
+                        continue
+            r.found.result = None
+            self.cache.found[comp.index] = r.found  # it runs here: uploaded after
+            if self._stopping:
+                out.append(Outcome(comp.index, False, "interrupted", None, now, now))
+            else:
+                self._start_inner(comp)
+        remote.drain()
+        return out
+
+    def _start_inner(self, comp: Computation) -> None:
+        if self.inner.running() < self.inner_jobs and not self.waiting:
+            self.inner.start(comp)
+        else:
+            self.waiting.append(comp)
+
+    def _start_waiting(self) -> None:
+        while self.waiting and self.inner.running() < self.inner_jobs and not self._stopping:
+            self.inner.start(self.waiting.popleft())
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def _woken(self, fd: int) -> None:
+        try:
+            while os.read(fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
