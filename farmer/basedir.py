@@ -242,7 +242,7 @@ def resolve(setting: str | None, cwd: str, source: str = "--base-dir") -> BaseDi
         setting = cmake_base(cwd, source)
     if not setting.startswith("/"):
         raise UsageError(f"{source} {setting}: not an absolute path; name the directory that holds "
-                         "the sources and the build directory, e.g. {source} $HOME/proj")
+                         f"the sources and the build directory, e.g. {source} $HOME/proj, or auto")
     given = setting.rstrip("/") or "/"
     if given == "/":
         raise UsageError(f"{source} /: the base directory cannot be / (system headers would be "

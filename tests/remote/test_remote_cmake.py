@@ -102,6 +102,10 @@ def test_compiles_and_links_of_a_cmake_build_run_on_the_workers(tmp_path, reapi)
     assert program(build) == "v1 30 ../src/main.c\n"  # __FILE__ is the path the command names
     r = farmer(build, *remote)
     assert "ran 0" in r.stdout and "cached 0" in r.stdout  # a no-op: every result has its trace
+    os.unlink(os.path.join(build, "demo"))  # its inputs unchanged, vouched for by state.db: a remote hit
+    farmer(build, *remote)
+    assert {cid: (t["status"], t["cache"]) for cid, t in tasks(build).items()} == {"demo": ("cached", "remote")}
+    assert program(build) == "v1 30 ../src/main.c\n"
 
 
 def test_a_second_cmake_checkout_elsewhere_restores_everything(tmp_path, reapi):
