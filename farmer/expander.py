@@ -17,6 +17,7 @@ import re
 from farmer import template
 from farmer.errors import TaskError, UsageError
 from farmer.farmfile import Spec, TaskSpec
+from farmer.graph import NO_NAMES
 from farmer.matching import Files, pattern_regex
 
 # Anything that makes traversal.normalize do more than return its argument, in paths joined
@@ -137,7 +138,7 @@ def normalize(path: str, task: str, what: str) -> str:
 def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) -> list[dict[str, str]]:
     foreach = task.foreach
     if foreach is None:
-        return [{}]
+        return [NO_NAMES]  # one computation, no wildcards
     if isinstance(foreach, dict):
         keys = sorted(foreach)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(foreach[k] for k in keys))]

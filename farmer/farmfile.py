@@ -7,6 +7,7 @@ table header and the key (`_Lines`), which is exact for the ordinary one-key-per
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -14,6 +15,10 @@ import re
 from farmer import template
 from farmer.errors import TaskError, UsageError
 from farmer.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 TASK_KEYS = {
     "inputs", "outputs", "cmd", "python", "world", "foreach", "depfile", "env", "cost",
@@ -31,17 +36,72 @@ _MAX_SECONDS = 1e9  # cost and timeout: finite, and small enough for any timer
 _KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
 
 
+# Line breaks other than "\n" and "\r\n" that str.splitlines() also breaks at.
+_ODD_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+_TABLES = {name: name for name in ("task", "world", "vars", "pools", "farmer")}
+# A line that starts with `[`: the first line, and any other (a literal "\n" first is found
+# at C speed, where a pattern starting with `^` is tried at every character).
+_BRACKET_LINE = re.compile(r"([^\S\n]*\[[^\n]*)")
+_BRACKET_LINE_AFTER = re.compile(r"\n([^\S\n]*\[[^\n]*)")
+
+
 class _Lines:
-    """Finds the line of a table header or of a key inside a table."""
+    """Finds the line of a table header or of a key inside a table. Lines are numbered as
+    str.splitlines() numbers them; only the lines that start with `[` are looked at up
+    front (`brackets`: each as its header's path, or () when it is not a plain header,
+    with its offset, for tomlparse.stream), the others only when a key is looked for: a
+    list of every line of a 100 000-task Farmfile would take 40 MB."""
 
     def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
+        self.text = text
         self.headers: dict[tuple[str, ...], int] = {}
-        for number, line in enumerate(self.lines, 1):
-            m = _HEADER.match(line)
-            if m:
-                parts = tuple(q.strip("\"'") for q in _DOTTED.findall(m.group(1)))
-                self.headers.setdefault(parts, number)
+        self._offsets: dict[int, int] = {}  # a header's line number -> its offset
+        self.brackets: list[tuple[tuple[str, ...], int]] | None = []
+        if any(b in text for b in _ODD_BREAKS) or text.count("\r") != text.count("\r\n"):
+            self.brackets = None  # numbered the long way, and never streamed
+            self._lines = text.splitlines()
+            for number, line in enumerate(self._lines, 1):
+                self._header(line, number, 0)
+            return
+        self._lines = None
+        number, at = 1, 0
+        first = _BRACKET_LINE.match(text)
+        for m in itertools.chain([first] if first else [], _BRACKET_LINE_AFTER.finditer(text)):
+            number += text.count("\n", at, m.start(1))
+            at = m.start(1)
+            line = m.group(1)
+            parts = self._header(line[:-1] if line.endswith("\r") else line, number, at)
+            self.brackets.append((parts if "\\" not in line else (), at))
+
+    def _header(self, line: str, number: int, offset: int) -> tuple[str, ...]:
+        m = _HEADER.match(line)
+        if not m:
+            return ()
+        first, *more = _DOTTED.findall(m.group(1))
+        first = first.strip("\"'")
+        # One string for the `task` of every [task.NAME]: 100 000 of them are kept a while.
+        parts = (_TABLES.get(first, first), *(q.strip("\"'") for q in more))
+        if parts not in self.headers:
+            self.headers[parts] = number
+            self._offsets[number] = offset
+        return parts
+
+    def _after(self, start: int):
+        """(number, line) of each line after line `start` (0: every line)."""
+        if self._lines is not None:
+            yield from enumerate(self._lines[start:], start + 1)
+            return
+        text = self.text
+        at, number = 0, 1
+        if start:  # a header's line: skip it
+            at = text.find("\n", self._offsets[start])
+            at, number = (len(text) if at < 0 else at + 1), start + 1
+        while at < len(text):
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            line = text[at:end]
+            yield number, line[:-1] if line.endswith("\r") else line
+            at, number = end + 1, number + 1
 
     def table(self, *path: str) -> int | None:
         return self.headers.get(path)
@@ -53,8 +113,7 @@ class _Lines:
             if found:
                 return min(found)
         start = self.headers.get(table, 0) if table else 0
-        for number in range(start + 1, len(self.lines) + 1):
-            line = self.lines[number - 1]
+        for number, line in self._after(start):
             if number > start + 1 and _HEADER.match(line) and table:
                 break
             if table == () and _HEADER.match(line):
@@ -66,9 +125,9 @@ class _Lines:
 
 
 class _Reader:
-    def __init__(self, path: str | os.PathLike, text: str) -> None:
+    def __init__(self, path: str | os.PathLike, text: str, lines: _Lines | None = None) -> None:
         self.file = os.path.basename(path)
-        self.where = _Lines(text)
+        self.where = _Lines(text) if lines is None else lines
 
     def fail(self, line: int | None, message: str) -> UsageError:
         at = f"{self.file}:{line}" if line else self.file
@@ -193,13 +252,20 @@ def parse_text(path: str | os.PathLike, raw: bytes) -> Spec:
         raise UsageError(f"{name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     from farmer import tomlparse  # here: a build from the graph cache never parses TOML
 
+    lines = _Lines(text)
+    streamed = tomlparse.stream(text, lines.brackets)
+    if streamed is not None:
+        try:
+            return parse(path, text, streamed.rest, lines, streamed.tasks())
+        except (UsageError, tomlparse.NotStreamable):
+            pass  # read whole below, so that what is reported first is what it was
     try:
         data = tomlparse.loads(text)
     except RecursionError:
         raise UsageError(f"{name}: invalid TOML: arrays or tables nested too deeply") from None
     except ValueError as e:  # tomllib.TOMLDecodeError
         raise UsageError(_toml_error(name, text, str(e))) from None
-    return parse(path, text, data)
+    return parse(path, text, data, lines)
 
 
 def _toml_error(name: str, text: str, error: str) -> str:
@@ -250,8 +316,11 @@ def _no_nul(r: _Reader, text: str, data: dict) -> None:
             raise r.fail(line, f"{bad!r} contains a NUL character (\\u0000); remove it")
 
 
-def parse(path: str | os.PathLike, text: str, data: dict) -> Spec:
-    r = _Reader(path, text)
+def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None = None,
+          task_tables: Iterator[tuple[str, object]] | None = None) -> Spec:
+    """The Spec of the TOML document `data` (the text `text`, whose `lines` may be known);
+    `task_tables`: the task tables, when they are not in `data` (tomlparse.stream)."""
+    r = _Reader(path, text, lines)
     _no_nul(r, text, data)
     r.known_keys((), data, TOP_KEYS)
     for key in TOP_KEYS:
@@ -284,7 +353,7 @@ def parse(path: str | os.PathLike, text: str, data: dict) -> Spec:
     _check_world_tree(r, worlds)
 
     tasks: dict[str, TaskSpec] = {}
-    for name, body in data.get("task", {}).items():
+    for name, body in data.get("task", {}).items() if task_tables is None else task_tables:
         tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
 
     cache = _cache(r, data["cache"]) if "cache" in data else None

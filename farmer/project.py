@@ -32,6 +32,9 @@ def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
         spec.digest = hash_bytes(text)
         os.chdir(spec.root)
         graph = traverse(spec)
+    # What the tasks declared is in the graph now; a spec from the cache has no tasks either
+    # (100 000 TaskSpecs are about 40 MB a build would hold to its end).
+    spec.tasks = {}
     if write_cache:
         graphcache.save(farmer_dir, path, text, spec, graph)
     return spec, graph

@@ -6,11 +6,20 @@ SPEC §1 defines a Farmfile as TOML as Python 3.11's `tomllib` reads it (TOML 1.
 and held to TOML 1.0 it accepts and rejects what tomllib does (docs/performance.md). When it
 rejects a text, tomllib reads it again: its message, with line and column, is the one users
 see, whatever parser said no first.
+
+A big Farmfile of one `[task.NAME]` table per step (what a generator writes) is read a
+batch of task tables at a time (`stream`): the whole document as dicts, and toml_rs's own
+copy of it, cost a 100 000-task Farmfile about 300 MB at once, where its `TaskSpec`s take
+a sixth of that.
 """
 
 from __future__ import annotations
 
 from itertools import accumulate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # toml_rs parses nested arrays and inline tables by recursion on the C stack: 10 000 levels
 # crash the process. tomllib gives up (RecursionError) past about 300, so deeper texts go
@@ -18,6 +27,8 @@ from itertools import accumulate
 _MAX_DEPTH = 256
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _STEP = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
+STREAM_FROM = 1 << 20  # characters: smaller Farmfiles are read whole (tests lower it)
+_BATCH = 1000  # task tables per toml_rs call when streaming
 
 
 def nesting_bound(text: str) -> int:
@@ -28,13 +39,18 @@ def nesting_bound(text: str) -> int:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-def loads(text: str) -> dict:
-    """The TOML document `text` as a dict. Invalid TOML raises tomllib.TOMLDecodeError (a
-    ValueError), or RecursionError for nesting too deep for tomllib."""
+def _toml_rs():
     try:
         import toml_rs
     except ImportError:
-        toml_rs = None
+        return None
+    return toml_rs
+
+
+def loads(text: str) -> dict:
+    """The TOML document `text` as a dict. Invalid TOML raises tomllib.TOMLDecodeError (a
+    ValueError), or RecursionError for nesting too deep for tomllib."""
+    toml_rs = _toml_rs()
     if toml_rs is not None and nesting_bound(text) <= _MAX_DEPTH:
         try:
             return toml_rs.loads(text, toml_version="1.0.0")
@@ -43,3 +59,82 @@ def loads(text: str) -> dict:
     import tomllib
 
     return tomllib.loads(text)
+
+
+class NotStreamable(Exception):
+    """The text cannot be read a batch at a time after all: read it whole (`loads`)."""
+
+
+class Streamed:
+    """A document read in parts: `rest`, everything but the task tables, parsed; `tasks()`
+    yields each `[task.NAME]` table's (name, body) in the document's order, parsing a batch
+    of tables at a time. `tasks()` raises NotStreamable where the parts turn out not to be
+    the whole document's (the caller then reads it whole, with `loads`, whose verdict on
+    an invalid text is the one to give)."""
+
+    __slots__ = ("rest", "_text", "_batches")
+
+    def __init__(self, rest: dict, text: str, batches: list[tuple[int, int, set[str]]]) -> None:
+        self.rest, self._text, self._batches = rest, text, batches
+
+    def tasks(self) -> Iterator[tuple[str, object]]:
+        import toml_rs
+
+        seen: set[str] = set()
+        for start, end, names in self._batches:
+            try:
+                table = toml_rs.loads(self._text[start:end], toml_version="1.0.0")
+            except Exception:  # noqa: BLE001 - not TOML: `loads` of the whole text says why
+                raise NotStreamable from None
+            tasks = table.get("task")
+            if table.keys() != {"task"} or not isinstance(tasks, dict) or tasks.keys() != names \
+                    or not seen.isdisjoint(names):
+                raise NotStreamable
+            seen.update(names)
+            del table
+            yield from tasks.items()
+
+
+def stream(text: str, headers: list[tuple[tuple[str, ...], int]] | None) -> Streamed | None:
+    """`text` as a `Streamed`, or None when it must be read whole: a small text, no
+    toml_rs, or a layout whose parts might not add up to the document. `headers`: each
+    line that starts with `[` (after blanks), as (the table path if it is a plain `[a.b]`
+    header, else (); its offset), in order (farmfile._Lines finds them).
+
+    Why the parts add up: without multi-line strings, a line `[task.NAME...]` cannot be
+    inside a value (it is no valid array element), so where the text is valid TOML such a
+    line is a table header. Everything from the first of them on is task tables only, whose
+    paths are distinct and none inside another: each table lies wholly in one batch, and
+    the batches' dicts merged are the document's. Where the text is not valid TOML, a
+    batch fails to parse (a construct open at its end) or the checks fail: NotStreamable.
+    """
+    if len(text) < STREAM_FROM or headers is None or _toml_rs() is None:
+        return None
+    if '"""' in text or "'''" in text or "\\u0000" in text or "\\U00000000" in text:
+        return None  # multi-line strings; NULs are looked for in the whole document
+    first = next((k for k, (path, _) in enumerate(headers) if len(path) > 1 and path[0] == "task"), None)
+    if first is None:
+        return None
+    paths = [path for path, _ in headers[first:]]
+    if not all(len(p) > 1 and p[0] == "task" for p in paths):
+        return None  # other tables (or lines like `[1, 2]`) among the tasks
+    unique = set(paths)
+    if len(unique) != len(paths) or any(p[:k] in unique for p in unique for k in range(2, len(p))):
+        return None  # a table declared twice, or [task.a] with [task.a.env]
+    if nesting_bound(text) > _MAX_DEPTH:
+        return None
+    import toml_rs
+
+    start = headers[first][1]
+    try:
+        rest = toml_rs.loads(text[:start], toml_version="1.0.0")
+    except Exception:  # noqa: BLE001 - `loads` says why
+        return None
+    if "task" in rest:
+        return None  # `task.a.cmd = ...` before the tables, say
+    batches = []
+    for k in range(first, len(headers), _BATCH):
+        group = headers[k:k + _BATCH]
+        end = headers[k + _BATCH][1] if k + _BATCH < len(headers) else len(text)
+        batches.append((group[0][1], end, {path[1] for path, _ in group}))
+    return Streamed(rest, text, batches)

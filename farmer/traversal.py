@@ -20,7 +20,7 @@ from farmer import template
 from farmer.errors import TaskError, UsageError
 from farmer.expander import Instance, TaskExpander, expand_tasks, normalize, render_list
 from farmer.farmfile import Spec
-from farmer.graph import Computation, Graph, topological_order
+from farmer.graph import NO_NAMES, Computation, Graph, topological_order
 from farmer.inside import check_inside
 from farmer.matching import Files, glob_regex
 from farmer.uptodate import action_fingerprint
@@ -336,7 +336,7 @@ def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander:
             action = compiled(inst.wildcards, inputs, outputs, None)[0] if kind else None
             cid = outputs[0] if outputs else _computation_id(inst)
             comp = Computation(index, cid, name, inst.wildcards, inputs, outputs, None, kind, action,
-                               dict(world_env) if world_env else {}, *settings)
+                               dict(world_env) if world_env else NO_NAMES, *settings)
             comp.remote = task.remote
             comp.fingerprint = action_fingerprint(comp)
             made.append(comp)
@@ -394,7 +394,7 @@ def _computations(spec: Spec, insts: list[Instance], start: int, expander: TaskE
             except ValueError as e:
                 raise TaskError(f"task {task.name!r}: python line {action!r} cannot be split ({e}); "
                                 "close its quotes", task.name) from None
-        env = dict(world_env)
+        env = dict(world_env) if world_env or env_keys else NO_NAMES
         if env_keys:
             env.update(zip(env_keys, render_list(expander.env, env_texts, env_whats, task,
                                                   wildcards, spec, False, inputs, outputs, depfiles)))
@@ -442,7 +442,7 @@ def mark_missing(comps: list[Computation], producer: dict[str, int], root: str |
         unsure.difference_update(files.plain_files())
     gone = {p for p in unsure if not os.path.exists(os.path.join(root, p))}
     for comp in comps:
-        comp.missing = [p for p in comp.inputs if p in gone] if gone else []
+        comp.missing = [p for p in comp.inputs if p in gone] if gone else ()
 
 
 def _world_chain(spec: Spec, name: str) -> list:

@@ -90,3 +90,93 @@ def test_nesting_too_deep_is_one_line(parser, tmp_path, depth):
     with pytest.raises(UsageError) as info:
         farmfile.load(path)
     assert str(info.value) == "Farmfile: invalid TOML: arrays or tables nested too deeply"
+
+
+# -- a big Farmfile read a batch of task tables at a time (tomlparse.stream) --------------
+
+def _generated(n: int, head: str = "", tail: str = "") -> str:
+    """A Farmfile as a generator writes it: one [task.NAME] table per step."""
+    tasks = "".join(f'[task.s{k}]\ninputs = ["src/s{k}.txt"]\noutputs = ["out/s{k}.txt"]\n'
+                    f'cmd = "cat src/s{k}.txt > out/s{k}.txt"\n\n' for k in range(n))
+    return head + tasks + tail
+
+
+def _as_rows(spec: farmfile.Spec) -> list:
+    return [(name, [getattr(t, f) for f in t.__slots__]) for name, t in spec.tasks.items()] + \
+        [spec.default, spec.default_line, spec.vars, spec.pools, sorted(spec.worlds)]
+
+
+@pytest.fixture
+def streaming(monkeypatch):
+    """Every Farmfile is streamed where it can be, in batches of 3 tables."""
+    pytest.importorskip("toml_rs")
+    monkeypatch.setattr(tomlparse, "STREAM_FROM", 0)
+    monkeypatch.setattr(tomlparse, "_BATCH", 3)
+
+
+def _both_ways(text: str, monkeypatch) -> tuple:
+    """What parse_text makes of `text` (a Spec's rows or the error's words), streamed and read whole."""
+    def read():
+        try:
+            return _as_rows(farmfile.parse_text("Farmfile", text.encode()))
+        except UsageError as e:
+            return str(e)
+    streamed = read()
+    monkeypatch.setattr(tomlparse, "STREAM_FROM", 1 << 60)
+    return streamed, read()
+
+
+HEAD = ('# generated — do not edit\n[farmer]\ndefault = ["all"]\n[vars]\ncc = "gcc"\n'
+        '[pools]\nlink = 1\n\n')
+
+
+@pytest.mark.parametrize("text", [
+    _generated(10, HEAD, '[task.all]\ninputs = [\n  "out/s1.txt",\n  "out/s2.txt",\n]\n'),
+    _generated(7, "", '[task.all]\ninputs = ["@s1"]\n[vars]\nx = "1"\n'),   # a table after the tasks
+    _generated(7, "", '[task.s1.env]\nA = "1"\n'),                          # [task.s1] reopened
+    _generated(5, 'task.x.cmd = "true"\n'),                                  # a dotted key before
+    _generated(5, '[vars]\nx = """\n[task.q]\n"""\n'),                        # a header in a string
+    _generated(4).replace("\n", "\r\n"),
+    _generated(8) + '[task."quoted.name"]\ncmd = "true"\n',
+    _generated(6, "[task]\n"),                                    # the task table itself
+])
+def test_a_streamed_farmfile_is_the_farmfile_read_whole(streaming, monkeypatch, text):
+    streamed, whole = _both_ways(text, monkeypatch)
+    assert streamed == whole and not isinstance(whole, str)
+
+
+@pytest.mark.parametrize("text", [
+    _generated(9) + '[task.s2]\ncmd = "again"\n',                 # declared twice, batches apart
+    _generated(9) + '[task.s7]\ncmd = "again"\n',                 # declared twice in one batch
+    _generated(9, "", "[task.t]\ncmd = [\n"),                     # TOML broken at the very end
+    _generated(3) + '[task.bad]\nouputs = []\n' + _generated(9).replace("[task.s", "[task.t") + "x = [\n",
+    _generated(5, '[vars]\nx = [\n', '["vars2"]\n]\n'),           # parts valid alone, not together
+    _generated(6) + '[task.a]\ncmd = 3\n',                        # a Farmfile error, not TOML's
+])
+def test_a_streamed_farmfile_fails_as_the_farmfile_read_whole(streaming, monkeypatch, text):
+    streamed, whole = _both_ways(text, monkeypatch)
+    assert streamed == whole and isinstance(whole, str)
+
+
+def test_a_generated_farmfile_is_streamed_and_its_lines_are_found(streaming):
+    text = _generated(10, HEAD)
+    lines = farmfile._Lines(text)
+    streamed = tomlparse.stream(text, lines.brackets)
+    assert streamed is not None and streamed.rest == tomllib.loads(HEAD)
+    assert dict(streamed.tasks()) == tomllib.loads(text)["task"]
+    numbered = text.splitlines()
+    assert lines.table("task", "s3") == numbered.index("[task.s3]") + 1
+    assert lines.key(("task", "s3"), "cmd") == numbered.index('cmd = "cat src/s3.txt > out/s3.txt"') + 1
+    assert lines.key(("pools",), "link") == numbered.index("link = 1") + 1
+    assert lines.key((), "vars") == numbered.index("[vars]") + 1
+
+
+@pytest.mark.parametrize("breaks", ["\r\n", "\n", "\u2028"])
+def test_lines_are_numbered_as_splitlines_numbers_them(breaks):
+    text = _generated(3, HEAD).replace("\n", breaks)
+    lines = farmfile._Lines(text)
+    numbered = text.splitlines()
+    assert lines.headers == {("farmer",): 2, ("vars",): 4, ("pools",): 6, ("task", "s0"): 9,
+                             ("task", "s1"): 14, ("task", "s2"): 19}
+    assert lines.key(("task", "s2"), "outputs") == numbered.index('outputs = ["out/s2.txt"]') + 1
+    assert (lines.brackets is None) == (breaks == "\u2028")  # an odd line break: never streamed
