@@ -109,8 +109,10 @@ class RemoteRunCache(RunCache):
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
         found = self.found.pop(comp.index, None)
-        if outcome.where == "remote":
+        if outcome.where == "remote" and not comp.depfile:
             return  # it ran there: the server cached its result under the same Action
+        # (with a depfile, the store names its discovered inputs in the variants list, without
+        # which no lookup finds that Action; its blobs are on the server already)
         if found is not None and self.remote is not None:
             self.remote.store(comp, found, trace.discovered, trace.outputs, self.log_of(comp),
                               outcome.end_s - outcome.start_s)

@@ -106,6 +106,11 @@ def test_compiles_and_links_of_a_cmake_build_run_on_the_workers(tmp_path, reapi)
     farmer(build, *remote)
     assert {cid: (t["status"], t["cache"]) for cid, t in tasks(build).items()} == {"demo": ("cached", "remote")}
     assert program(build) == "v1 30 ../src/main.c\n"
+    other = checkout(tmp_path / "elsewhere" / "proj", salt)  # what ran on the workers serves another checkout
+    (tmp_path / "elsewhere" / "proj" / "include" / "common.h").write_text(f'#define SALT "{salt}-2"\n#define UNIT 5\n')
+    farmer(other, "--remote", reapi.url, "--base-dir", "auto")
+    assert {cid for cid, t in tasks(other).items() if t["cache"] == "remote"} >= COMPILES | LINKS, tasks(other)
+    assert program(other) == "v1 30 ../src/main.c\n"
 
 
 def test_a_second_cmake_checkout_elsewhere_restores_everything(tmp_path, reapi):
