@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 _IN_COMMAND = frozenset({"action", "env", "outputs", "depfile", "inputs", "inherited"})
 _DOWN = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 UPLOAD_WAIT_S = 60.0  # at the end of a build, for uploads still queued
+_UPLOAD_BATCH = 64  # runs uploaded together, at most
 
 
 class RemoteLookup:
@@ -320,17 +321,22 @@ class RemoteCache:
             self._uploader.start()
 
     def _upload_all(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            if self._upload_off or self._off:
+        """The uploader: what is queued, in batches (one FindMissingBlobs and shared
+        BatchUpdateBlobs for a batch's blobs, then its entries at once), until None."""
+        last = False
+        while not last:
+            jobs = [self._jobs.get()]
+            while jobs[-1] is not None and len(jobs) < _UPLOAD_BATCH:
+                try:
+                    jobs.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            last = jobs[-1] is None
+            jobs = [job for job in jobs if job is not None]
+            if not jobs or self._upload_off or self._off:
                 continue
             try:
-                self._upload(job)
-                self.uploaded += 1
-            except Changed:
-                continue  # a file changed since the run: its result is not vouched for
+                self._upload(jobs)
             except RemoteError as e:
                 self._upload_off = True
                 if e.code in _DOWN:  # the server went away: as a failed lookup would find
@@ -345,34 +351,53 @@ class RemoteCache:
                 self._messages.put(("upload", f"farmer: warning: cannot upload a result ({e.strerror or e}); "
                                               "not uploading more this build"))
 
-    def _upload(self, job: _Upload) -> None:
-        comp, found, client = job.comp, job.found, self._client
+    def _upload(self, jobs: list[_Upload]) -> None:
+        """Every blob of the batch first, then the entries: no entry is visible before its blobs."""
+        client = self._client
+        entries = []
+        blobs: list[Blob] = []
+        for job in jobs:
+            try:
+                entries.append(self._entry(job, blobs))
+            except Changed:
+                continue  # a file changed since the run: its result is not vouched for
+        if not entries:
+            return
+        client.upload(blobs)
+        client.update_action_results([(act.digest, result) for _, act, result, _ in entries])
+        self.uploaded += len(entries)
+        for job, _, _, discovered in entries:
+            if job.found.key1 is not None:
+                self._add_variant(client, job.found.key1, discovered)
+
+    def _entry(self, job: _Upload, blobs: list[Blob]):
+        """A run's action-cache entry: (job, Action, ActionResult, discovered inputs); the blobs
+        it names are added to `blobs`. Changed if a file is no longer what the run left."""
+        comp, found = job.comp, job.found
         discovered = [self._file(p, d) for p, d in job.discovered]
         act = self.action_of(comp, found, discovered)
         result = re.ActionResult(exit_code=0)
-        blobs: list[Blob] = []
+        mine: list[Blob] = []
         for path, digest in job.outputs:
             f = self._file(path, digest)
             result.output_files.add(path=path, digest=f.digest, is_executable=f.executable)
-            blobs.append(Blob(f.digest, path=path))
+            mine.append(Blob(f.digest, path=path))
         if comp.depfile and not (comp.ninja and comp.ninja.remove_depfile) and os.path.isfile(comp.depfile):
             with open(comp.depfile, "rb") as fh:
                 blob = Blob.of(fh.read())
             result.output_files.add(path=comp.depfile, digest=blob.digest)
-            blobs.append(blob)
-        if os.path.isfile(job.log):
+            mine.append(blob)
+        if os.path.isfile(job.log) and os.path.getsize(job.log):  # an empty log is no log
             with open(job.log, "rb") as fh:
                 blob = Blob.of(fh.read())
             result.stdout_digest.CopyFrom(blob.digest)
-            blobs.append(blob)
+            mine.append(blob)
         md = result.execution_metadata
         md.worker = f"farmer local ({os.uname().nodename})"
         md.execution_completed_timestamp.GetCurrentTime()
         md.execution_start_timestamp.FromNanoseconds(time.time_ns() - int(job.duration_s * 1e9))
-        client.upload(blobs)  # every output first: the entry is never visible before its blobs
-        client.update_action_result(act.digest, result)
-        if found.key1 is not None:
-            self._add_variant(client, found.key1, discovered)
+        blobs.extend(mine)
+        return job, act, result, discovered
 
     def _add_variant(self, client: Client, key1: str, discovered: list[FileDigest]) -> None:
         merged = actions.merged_variants(self._variants(client, key1), discovered)

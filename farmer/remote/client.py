@@ -160,11 +160,12 @@ class Client:
             attempt += 1
             time.sleep(delay)
 
-    def call_many(self, name: str, requests: list, timeout: float | None = None) -> list:
+    def call_many(self, name: str, requests: list, timeout: float | None = None, cancellable: bool = True) -> list:
         """Unary calls of one method, all in flight at once (each a future that cancel_calls()
-        ends): each one's response, or the RemoteError it ended with. Those that fail with a
-        transient code are sent again together, after one backoff, at most RETRIES times, so a
-        server that died costs one round of backoffs, not one per request."""
+        ends, if `cancellable`; close() ends them all): each one's response, or the RemoteError
+        it ended with. Those that fail with a transient code are sent again together, after one
+        backoff, at most RETRIES times, so a server that died costs one round of backoffs, not
+        one per request."""
         timeout = timeout or self.endpoint.timeout
         out: list = [None] * len(requests)
         todo = list(range(len(requests)))
@@ -176,7 +177,8 @@ class Client:
             try:
                 for k in todo:
                     future = method.future(requests[k], timeout=timeout, metadata=self._metadata)
-                    self._track(future)
+                    if cancellable:
+                        self._track(future)
                     futures.append((k, future))
             except ValueError:  # the channel was closed under the calls
                 for _, future in futures:
@@ -484,6 +486,16 @@ class Client:
         self.call("UpdateActionResult", re.UpdateActionResultRequest(
             instance_name=self.endpoint.instance, action_digest=action, action_result=result,
             digest_function=SHA256))
+
+    def update_action_results(self, entries: list[tuple[Digest, re.ActionResult]]) -> None:
+        """Several entries, all in flight at once; the first failure raised, once all ended."""
+        requests = [re.UpdateActionResultRequest(instance_name=self.endpoint.instance, action_digest=action,
+                                                 action_result=result, digest_function=SHA256)
+                    for action, result in entries]
+        # not ended by cancel_calls (Ctrl-C, the end of the lookups): uploads end with close()
+        for answer in self.call_many("UpdateActionResult", requests, cancellable=False):
+            if isinstance(answer, RemoteError):
+                raise answer
 
     # -- execution -----------------------------------------------------------------------------
 

@@ -97,10 +97,12 @@ class LookupExecutor(Executor):
         return self.inner.worlds_set_up()
 
     def close(self) -> None:
-        self.stop()
+        if self.running():  # the build ended early (an exception): nothing may go on after it
+            self.stop()
         if self.restorer is not None:
             self.restorer.close()
-            self._collect()  # misses and hits the build no longer waits for: their files are whole
+            self._stopping = True
+            self._collect()  # what the build no longer waits for: staged files removed
         try:
             self.selector.unregister(self._wake_r)
         except (KeyError, ValueError):

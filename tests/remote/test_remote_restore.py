@@ -78,6 +78,7 @@ def test_many_restores_at_once_are_all_verified_and_right(tmp_path, farmer, reap
     first = checkout(tmp_path / "one", salt)
     r = farmer(first, *remote)
     assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stdout + r.stderr  # every upload ended, none cancelled at the build's end
     assert len(farmer.ran()) == N
     second = checkout(tmp_path / "elsewhere" / "two", salt)
     r = farmer(second, *remote)
