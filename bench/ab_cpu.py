@@ -2,14 +2,19 @@
 """CPU of `farmer build` by two farmer source trees, in interleaved runs: for changes too
 small for bench/run.py's medians on a loaded machine (a few milliseconds).
 
-    python bench/ab_cpu.py [--size 1000] [--repeat 7] [--python PY] NAME=TREE NAME=TREE
+    python bench/ab_cpu.py [--size 1000] [--repeat 7] [--python PY] [--scenarios S,S]
+                           NAME=TREE NAME=TREE
 
 TREE: a directory holding a `farmer/` package (`git archive REV farmer | tar -x -C DIR`
 makes one of any commit). Generates bench/run.py's graph once per tree into
 bench/work/ab-n{size}-NAME/ (a no-op proof made by one tree's farmer does not hold for the
-other's), builds it, then alternates the trees: `farmer build -j 2 all` as a no-op, and
-after one source edit (bench/run.py's change scenario). Prints the median CPU (user +
-system of the process and its children, from wait4) and wall time. PY runs farmer: best
+other's), builds it, then alternates the trees: `farmer build -j 2 all` as a no-op, after
+one source edit (bench/run.py's change scenario) and, with `--scenarios clean`, as a clean
+build (out/ and .farmer/ removed first), which both trees make in one directory,
+bench/work/ab-n{size}-clean/ (where a folder lies on the disk changes what creating a file
+in it costs: on this project's machines from 0.02 to 0.8 ms). Prints the median CPU (user + system of the
+process and its children, from wait4) and wall time; for a clean build also farmer's own
+CPU: the total less its commands' (the CPU farmer measured of each, in state.db's history). PY runs farmer: best
 a venv's interpreter, whose site-packages hold no `.pth` files that import things at
 start; the site-packages of the interpreter running this script go on PYTHONPATH for
 farmer's dependencies.
@@ -35,6 +40,10 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--scenarios", default="no-op,one change",
+                    help="comma-separated, of: no-op, one change, clean")
+    ap.add_argument("--ninja", action="store_true",
+                    help="ninja -j 2 all takes its turn in the clean builds, in the same directory")
     ap.add_argument("trees", nargs=2, metavar="NAME=TREE")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.trees)
@@ -43,38 +52,66 @@ def main() -> None:
     texts = {"farmer": bench.farmfile_text(g), "ninja": bench.ninja_text(g), "make": bench.makefile_text(g)}
     work = bench.BENCH_DIR / "work"
     dirs = {name: work / f"ab-n{args.size}-{name}" for name in trees}
-    for d in dirs.values():
+    clean_dir = work / f"ab-n{args.size}-clean"
+    for d in [*dirs.values(), clean_dir]:
         if not (d / "Farmfile").exists():
             shutil.rmtree(d, ignore_errors=True)
             bench.write_project(g, d, texts, "farmer")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")}
     site = sysconfig.get_paths()["purelib"]
 
-    def run(name: str, change: bool) -> tuple[float, float]:
-        if change:
-            with open(dirs[name] / src, "ab") as f:
+    def commands_cpu() -> float:
+        """The CPU farmer measured of the commands a clean build ran (ms)."""
+        import sqlite3
+
+        db = sqlite3.connect(clean_dir / ".farmer" / "state.db")
+        try:
+            return (db.execute("SELECT sum(cpu_s) FROM history").fetchone()[0] or 0.0) * 1000
+        finally:
+            db.close()
+
+    def run(name: str, scenario: str) -> tuple[float, float, float | None]:
+        where = dirs.get(name, clean_dir)
+        if scenario == "one change":
+            with open(where / src, "ab") as f:
                 f.write(b"x\n")
+        elif scenario == "clean":
+            where = clean_dir
+            for state in ("out", ".farmer", ".ninja_log", ".ninja_deps"):
+                if (where / state).is_dir():
+                    shutil.rmtree(where / state)
+                elif (where / state).exists():
+                    (where / state).unlink()
         t = time.perf_counter()
-        p = subprocess.Popen([args.python, "-m", "farmer", "build", "-j", "2", "all"], cwd=dirs[name],
-                             env=dict(env, PYTHONPATH=os.path.abspath(trees[name]) + os.pathsep + site),
-                             stdout=subprocess.DEVNULL)
+        if name == "ninja":
+            p = subprocess.Popen(["ninja", "-j", "2", "all"], cwd=where, stdout=subprocess.DEVNULL)
+        else:
+            p = subprocess.Popen([args.python, "-m", "farmer", "build", "-j", "2", "all"], cwd=where,
+                                 env=dict(env, PYTHONPATH=os.path.abspath(trees[name]) + os.pathsep + site),
+                                 stdout=subprocess.DEVNULL)
         _, status, ru = os.wait4(p.pid, 0)
         if status:
             sys.exit(f"{name}: farmer build failed ({status})")
-        return (ru.ru_utime + ru.ru_stime) * 1000, (time.perf_counter() - t) * 1000
+        wall = (time.perf_counter() - t) * 1000
+        cpu = (ru.ru_utime + ru.ru_stime) * 1000
+        return cpu, wall, cpu - commands_cpu() if scenario == "clean" and name != "ninja" else None
 
     for name in trees:  # built, and the bytecode written
-        run(name, False)
-        run(name, False)
-    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for scenario in ("no-op", "one change"):
+        run(name, "no-op")
+        run(name, "no-op")
+    results: dict[tuple[str, str], list[tuple[float, float, float | None]]] = {}
+    load = [os.getloadavg()[0]]
+    for scenario in args.scenarios.split(","):
         for _ in range(args.repeat):
-            for name in trees:
-                results.setdefault((scenario, name), []).append(run(name, scenario != "no-op"))
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.size} steps, {args.repeat} runs each")
+            for name in [*trees, *(["ninja"] if args.ninja and scenario == "clean" else [])]:
+                results.setdefault((scenario, name), []).append(run(name, scenario))
+    load.append(os.getloadavg()[0])
+    print(f"load average {load[0]:.1f} to {load[1]:.1f}; {args.size} steps, {args.repeat} runs each")
     for (scenario, name), runs in results.items():
-        print(f"{scenario:10} {name:10} CPU {statistics.median(c for c, _ in runs):7.1f} ms"
-              f"  wall {statistics.median(w for _, w in runs):7.1f} ms")
+        own = [o for _, _, o in runs if o is not None]
+        print(f"{scenario:10} {name:10} CPU {statistics.median(c for c, _, _ in runs):7.1f} ms"
+              f"  wall {statistics.median(w for _, w, _ in runs):7.1f} ms"
+              + (f"  farmer's own CPU {statistics.median(own):7.1f} ms" if own else ""))
 
 
 if __name__ == "__main__":

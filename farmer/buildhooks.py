@@ -8,7 +8,7 @@ import time
 
 from farmer import report
 from farmer.executors.base import Executor, Outcome
-from farmer.executors.process import log_path
+from farmer.executors.process import keep_log, log_path
 from farmer.latency.predict import Prediction, eta
 from farmer.recorder import Recorder
 from farmer.scheduler import Hooks, Scheduler
@@ -87,6 +87,7 @@ class BuildHooks(Hooks):
                 self.reporter.message(f"FAILED: {comp.task} {comp.id} ({outcome.reason}; "
                                       "traceback above)")
             else:
+                keep_log(log)
                 self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output,
                                                           self.recorder.failed_kept.pop(comp.index, [])))
         self.outcomes[outcome.index] = outcome

@@ -133,3 +133,58 @@ def test_log_path_is_flat_and_distinct(tmp_path):
     long = log_path(tmp_path, "x/" * 300)
     assert len(os.path.basename(long).encode()) < 255
     assert long != log_path(tmp_path, "x/" * 301)
+
+
+def test_output_reaches_the_log_when_the_run_ends(executor, tmp_path):
+    """What a command prints is kept in memory while it runs (no file made per command) and
+    written to its log when it ends, stdout and stderr in the order they were written."""
+    flag = tmp_path / "go"
+    c = comp(0, f"echo first; echo second >&2; while [ ! -e {flag} ]; do sleep 0.01; done; echo third")
+    executor.start(c)
+    log = log_path(tmp_path / "logs", c.id)
+    time.sleep(0.2)
+    assert not os.path.exists(log)
+    flag.write_text("")
+    assert wait_all(executor)[0].ok
+    with open(log) as f:
+        assert f.read() == "first\nsecond\nthird\n"
+
+
+def test_silent_success_leaves_no_log_and_removes_an_older_one(executor, tmp_path):
+    c = comp(0, "true", cid="out/quiet.txt")
+    log = log_path(tmp_path / "logs", c.id)
+    with open(log, "w") as f:
+        f.write("what an earlier run printed\n")
+    executor.start(c)
+    assert wait_all(executor)[0].ok
+    assert not os.path.lexists(log)
+
+
+def test_silent_failure_keeps_an_empty_log(executor, tmp_path):
+    c = comp(0, "exit 4")
+    executor.start(c)
+    assert wait_all(executor)[0].reason == "exit 4"
+    with open(log_path(tmp_path / "logs", c.id)) as f:
+        assert f.read() == ""
+
+
+def test_a_redirected_command_logs_its_stderr(executor, tmp_path):
+    """`cmd > FILE` runs without a shell: stdout to the file, stderr still to the log."""
+    out = tmp_path / "o.txt"
+    c = comp(0, f"ls {tmp_path / 'missing'} {tmp_path / 'logs'} > {out}")
+    executor.start(c)
+    assert not wait_all(executor)[0].ok
+    with open(log_path(tmp_path / "logs", c.id)) as f:
+        assert "missing" in f.read()
+    assert out.exists()
+
+
+def test_a_planted_link_at_a_silent_runs_log_is_removed_not_followed(executor, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    c = comp(0, "true")
+    log = log_path(tmp_path / "logs", c.id)
+    os.symlink(victim, log)
+    executor.start(c)
+    assert wait_all(executor)[0].ok
+    assert not os.path.lexists(log) and victim.read_text() == "precious\n"

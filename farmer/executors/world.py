@@ -28,7 +28,7 @@ from pathlib import Path
 
 from farmer.executors.base import Executor, Outcome
 from farmer.private import make_dir, open_file
-from farmer.executors.process import log_path
+from farmer.executors.process import drop_empty_log, log_path
 from farmer.spec import WorldSpec
 from farmer.graph import Computation
 from farmer.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
@@ -599,6 +599,8 @@ class WorldExecutor(Executor):
             flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if job.ran else os.O_TRUNC)
             with os.fdopen(open_file(log_path(self.logs, comp.id), flags, 0o644), "w") as f:
                 f.write(note)
+        elif ok:
+            drop_empty_log(log_path(self.logs, comp.id))
         end = time.monotonic()
         start = job.queued
         if wall is not None and job.dispatched is not None:
