@@ -183,11 +183,13 @@ def _unlink(path: str) -> None:
 def _stage(path: str, chunks, executable: bool) -> tuple[str, str]:
     """The chunks written to a temporary file beside `path` (removed if they fail to arrive:
     read_stream verifies the digest at its end); the file and farmer's digest of its bytes."""
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.remote-tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # its folder first (mostly made already: the recorder makes outputs' folders)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(tmp, flags, 0o600)
     try:
         h = xxhash.xxh3_128()
         thin = None
