@@ -40,6 +40,11 @@ BATCH_COUNT = 1000
 CHUNK = 1024 * 1024
 STREAM_RATE = 8 * 1024 * 1024  # bytes/s assumed for a ByteStream deadline beyond the base timeout
 MAX_MESSAGE = 64 * 1024 * 1024
+# Calls of one call_many in flight at once. A server takes so many at a time (BuildGrid: its
+# thread-pool-size, 20 here, its bots' long polls included) and answers RESOURCE_EXHAUSTED beyond:
+# the lookups' 16 and the uploads' 2 stay within it.
+MANY_AT_ONCE = 16
+UPLOADS_AT_ONCE = 2
 
 
 class RemoteError(Exception):
@@ -160,12 +165,13 @@ class Client:
             attempt += 1
             time.sleep(delay)
 
-    def call_many(self, name: str, requests: list, timeout: float | None = None, cancellable: bool = True) -> list:
-        """Unary calls of one method, all in flight at once (each a future that cancel_calls()
-        ends, if `cancellable`; close() ends them all): each one's response, or the RemoteError
-        it ended with. Those that fail with a transient code are sent again together, after one
-        backoff, at most RETRIES times, so a server that died costs one round of backoffs, not
-        one per request."""
+    def call_many(self, name: str, requests: list, timeout: float | None = None, cancellable: bool = True,
+                  at_once: int = MANY_AT_ONCE) -> list:
+        """Unary calls of one method, `at_once` of them in flight at a time (each a future that
+        cancel_calls() ends, if `cancellable`; close() ends them all): each one's response, or the
+        RemoteError it ended with. Those that fail with a transient code are sent again together,
+        after one backoff, at most RETRIES times, so a server that died costs one round of
+        backoffs, not one per request."""
         timeout = timeout or self.endpoint.timeout
         out: list = [None] * len(requests)
         todo = list(range(len(requests)))
@@ -174,31 +180,22 @@ class Client:
             self._check_open()
             method = self._method(name)
             futures = []
+            settled = 0  # futures[:settled] have ended
+            again, last = [], None
             try:
                 for k in todo:
+                    if len(futures) - settled >= at_once:  # a window: the oldest ends before the next goes
+                        last = self._settle(name, futures[settled], out, again) or last
+                        settled += 1
                     future = method.future(requests[k], timeout=timeout, metadata=self._metadata)
                     if cancellable:
                         self._track(future)
                     futures.append((k, future))
             except ValueError:  # the channel was closed under the calls
-                for _, future in futures:
+                for _, future in futures[settled:]:
                     future.cancel()
-            again, last = [], None
-            for k, future in futures:
-                try:
-                    out[k] = future.result()
-                except grpc.FutureCancelledError:
-                    out[k] = RemoteError("CANCELLED", f"{name} cancelled")
-                except grpc.RpcError as e:
-                    if self._closed:
-                        out[k] = RemoteError("CANCELLED", f"{name} cancelled")
-                    elif e.code() in TRANSIENT:
-                        again.append(k)
-                        last = e
-                    else:
-                        out[k] = _error(name, e)
-                finally:
-                    self._untrack(future)
+            for item in futures[settled:]:
+                last = self._settle(name, item, out, again) or last
             for k in todo[len(futures):]:
                 out[k] = RemoteError("CANCELLED", f"{name} cancelled")
             delay = self._retry_delay(last, attempt) if last is not None else None
@@ -209,6 +206,26 @@ class Client:
             attempt += 1
             time.sleep(delay)
             todo = again
+
+    def _settle(self, name: str, item, out: list, again: list):
+        """One call of call_many ended: its answer into `out`, or its index into `again` (then the
+        transient error is returned)."""
+        k, future = item
+        try:
+            out[k] = future.result()
+        except grpc.FutureCancelledError:
+            out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+        except grpc.RpcError as e:
+            if self._closed:
+                out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+            elif e.code() in TRANSIENT:
+                again.append(k)
+                return e
+            else:
+                out[k] = _error(name, e)
+        finally:
+            self._untrack(future)
+        return None
 
     def _retry_delay(self, e: grpc.RpcError, attempt: int) -> float | None:
         if self._closed or e.code() not in TRANSIENT or attempt >= RETRIES:
@@ -493,7 +510,7 @@ class Client:
                                                  action_result=result, digest_function=SHA256)
                     for action, result in entries]
         # not ended by cancel_calls (Ctrl-C, the end of the lookups): uploads end with close()
-        for answer in self.call_many("UpdateActionResult", requests, cancellable=False):
+        for answer in self.call_many("UpdateActionResult", requests, cancellable=False, at_once=UPLOADS_AT_ONCE):
             if isinstance(answer, RemoteError):
                 raise answer
 

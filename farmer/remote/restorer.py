@@ -120,7 +120,10 @@ class Restorer:
             for _ in digests:
                 answer = next(answers)
                 if isinstance(answer, RemoteError):
-                    if answer.code != "NOT_FOUND":
+                    if answer.code == "RESOURCE_EXHAUSTED":  # busy, not gone: this one runs here
+                        self.remote.say("busy", f"farmer: warning: remote {self.remote.settings.endpoint.url} "
+                                                f"busy ({answer}); running some computations here")
+                    elif answer.code != "NOT_FOUND":
                         return self._gone(answer)
                     answer = None
                 got.append(answer)
