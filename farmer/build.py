@@ -59,7 +59,9 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
         if not opts.dry_run:
             noop.forget(farmer_dir)  # read above; this build may change what it rests on
         try:
-            return build.run(executor)
+            code = build.run(executor)
+            build.conclude()
+            return code
         finally:
             build.session.state.close()
     finally:
@@ -70,7 +72,7 @@ class _Build:
     """One build, from its session to its summary line."""
 
     __slots__ = ("opts", "farmer_dir", "cache", "started_at", "t0", "early", "session", "prediction",
-                 "groups")
+                 "groups", "ending")
 
     def __init__(self, opts: BuildOptions, farmer_dir: str, cache: RunCache | None) -> None:
         self.opts = opts
@@ -82,6 +84,7 @@ class _Build:
         self.session: Session
         self.prediction: Prediction
         self.groups = orphans.GroupLog(farmer_dir)  # the process groups it starts
+        self.ending: tuple[set[str] | None, str] | None = None  # finish's: what `conclude` does
 
     def run(self, given: Executor | None) -> int:
         session, opts = self.session, self.opts
@@ -147,6 +150,7 @@ class _Build:
             recorder.cache.close(interrupted=hooks.signal is not None)
         # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
         # the next build, which installs its own).
+        hooks.scheduler = hooks.executor = None  # no cycles: all of it goes once `run` returns
         return self.finish(settled, hooks.outcomes, hooks.signal, scheduler.slots_of)
 
     def _caches(self, logs: str, warn) -> RunCache | None:
@@ -251,11 +255,21 @@ class _Build:
             spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
             path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
             write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
-        if status == "ok":
-            session.write_proof(self.farmer_dir, opts.targets,
-                                {p for i in outcomes for p in comps[i].outputs})
-        print(summary_line(counts, wall, critical_s, status), flush=True)
+        written = {p for i in outcomes for p in comps[i].outputs} if status == "ok" else None
+        self.ending = (written, summary_line(counts, wall, critical_s, status))
         return code
+
+    def conclude(self) -> None:
+        """After `run`: a good build's proof, then the summary line. Apart from `finish`, so
+        that the proof is made once the scheduler, the recorder, the outcomes and the
+        prediction are gone (at 100 000 computations, tens of MB it can reuse)."""
+        if self.ending is None:
+            return
+        (written, line), self.ending = self.ending, None
+        self.prediction = None  # type: ignore[assignment]
+        if written is not None:
+            self.session.write_proof(self.farmer_dir, self.opts.targets, written)
+        print(line, flush=True)
 
 
 def _ignore_signal(signum: int, frame: object) -> None:

@@ -64,6 +64,9 @@ class Span:
 
 
 class Settled:
+    """How a computation settled, and why. A value, never changed: computations that settled
+    alike share one."""
+
     __slots__ = ("status", "reason")
 
     def __init__(self, status: str, reason: str) -> None:
@@ -96,9 +99,11 @@ class Scheduler:
         self._ready: list[tuple[float, int]] = []  # (-expected latency, index): a max-heap
         self._reasons: dict[int, str] = {}  # why each ready or running computation runs
         self._pool_used = dict.fromkeys(pools, 0)
-        self._slots: dict[int, list[int]] = {}  # CPU slots each running computation holds
+        self._slots: dict[int, tuple[int, ...]] = {}  # CPU slots each running computation holds
         self._free_slots = list(range(self.jobs))
-        self.slots_of: dict[int, list[int]] = {}  # the slots each computation ran in (timelines)
+        self._slot_sets: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.slots_of: dict[int, tuple[int, ...]] = {}  # the slots each computation ran in (timelines)
+        self._same: dict[tuple[str, str], Settled] = {}  # Settled values met often, shared
         self._discarded: set[int] = set()  # told to the executor as never starting
 
     @property
@@ -126,6 +131,17 @@ class Scheduler:
         self._settle_rest()
         return self.settled
 
+    def _settled(self, status: str, reason: str) -> Settled:
+        """Settled(status, reason), one value for each pair met often ("never built", "up to
+        date"): one object per computation is 6 MB at 100 000."""
+        key = (status, reason)
+        same = self._same.get(key)
+        if same is None:
+            same = Settled(status, reason)
+            if len(self._same) < 64:  # reasons naming a path are many, and met once each
+                self._same[key] = same
+        return same
+
     # -- readiness --------------------------------------------------------------------
 
     def _make_ready(self, first: int) -> None:
@@ -136,7 +152,7 @@ class Scheduler:
             i = stack.pop()
             reason = self.hooks.check(i, i in self._producers_ran)
             if reason is None:
-                self.settled[i] = Settled(UP_TO_DATE, "up to date")
+                self.settled[i] = self._settled(UP_TO_DATE, "up to date")
                 self._discard([i])
                 stack.extend(self._release(i, ran=False))
             else:
@@ -172,8 +188,10 @@ class Scheduler:
                 passed_over.append(item)
                 continue
             self._free_slots.sort()
-            self._slots[i], self._free_slots = self._free_slots[:cpus], self._free_slots[cpus:]
-            self.slots_of[i] = self._slots[i]
+            slots = tuple(self._free_slots[:cpus])
+            # One tuple for each set of slots, shared by every computation that ran in it.
+            self._slots[i] = self.slots_of[i] = self._slot_sets.setdefault(slots, slots)
+            del self._free_slots[:cpus]
             if pool is not None:
                 self._pool_used[pool] += 1
             self.start_order.append(i)
@@ -200,7 +218,7 @@ class Scheduler:
         outcome = self.hooks.finished(outcome)
         reason = self._reasons.pop(i)
         if outcome.ok:
-            self.settled[i] = Settled(CACHED if outcome.cached else RAN, reason)
+            self.settled[i] = self._settled(CACHED if outcome.cached else RAN, reason)
             for c in self._release(i, ran=True):
                 if not self.stopping:  # once stopping, what becomes ready is skipped
                     self._make_ready(c)

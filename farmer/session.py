@@ -207,7 +207,7 @@ class Session:
         everything is up to date: only the others are rendered."""
         comps, selected, proof = self.graph.computations, self.selected, self.proof
         if proof is None or proof.count != len(selected):
-            return [report.compact_json(report.last_build_tasks(comps, selected, settled, outcomes)).encode()]
+            return report.last_build_json(comps, selected, settled, outcomes)
         others = [i for i, s in settled.items() if s.status != UP_TO_DATE or i in outcomes]
         tasks = report.last_build_tasks(comps, others, settled, outcomes)
         entries = report.compact_json_each(tasks)
@@ -244,7 +244,7 @@ class Session:
             rests_on[i] = paths
         entries = None
         if old is None:
-            entries = report.compact_json_each(report.last_build_tasks(comps, redo, {}, {}))
+            entries = report.last_build_json_each(comps, redo, {}, {})
         updated = noop.update(old, rests_on, taken, written, self.selected, self.rank, entries,
                               self.graph.identify())
         if updated is not None:

@@ -3,6 +3,8 @@ compiler's message points, GitHub's escaping, log tails."""
 
 from __future__ import annotations
 
+import pytest
+
 from farmer.reports import github, model
 
 
@@ -56,3 +58,20 @@ def test_log_tail_keeps_the_last_lines_whole(tmp_path):
 
 def test_seconds():
     assert [model.seconds(x) for x in (None, 0.0123, 3.14159, 250.4, True)] == ["–", "0.012 s", "3.14 s", "250 s", "–"]
+
+
+@pytest.mark.parametrize("count", [0, 1, 999, 1000, 1001, 2503])
+def test_last_build_tasks_rendered_in_parts_are_the_whole_rendered(count):
+    """last-build.json's tasks are made a thousand at a time (memory at 100k), byte for byte
+    what rendering them all at once gives."""
+    from farmer import report
+    from farmer.graph import Computation
+    from farmer.scheduler import Settled
+
+    comps = [Computation(i, f"out/é{i}.txt", 't"x', outputs=[f"out/{i}"]) for i in range(count)]
+    settled = {i: Settled("ran", "never built") for i in range(0, count, 3)}
+    selected = list(range(count))
+    whole = report.last_build_tasks(comps, selected, settled, {})
+    assert b"".join(report.last_build_json(comps, selected, settled, {})) == \
+        report.compact_json(whole).encode()
+    assert report.last_build_json_each(comps, selected, settled, {}) == report.compact_json_each(whole)
