@@ -1,9 +1,15 @@
 """`.farmer/state.db`: traces, the stat cache and measured history, in SQLite.
 
 Everything is read in one query per table when a build starts and written back in
-batches, one transaction each (WAL mode, so a crash loses at most the last batch and never
-corrupts the file). A database that cannot be read is moved aside and farmer starts afresh:
-removing state only ever costs rebuilding.
+batches, one transaction each, so a crash loses at most the last batch and never corrupts
+the file. Between builds the file is in rollback-journal mode (DELETE), which read-only
+commands open without creating anything. A connection that writes once commits that batch
+in that mode (one journal, two syncs); from its second batch on it switches to WAL, where a
+batch commits without waiting for the disk, and it switches back when it closes (a
+checkpoint and a journalled header write: each switch costs more syncs than a small build's
+one batch). A connection that only reads (the stale-output check of a cached graph) changes
+nothing. A database that cannot be read is moved aside and farmer starts afresh: removing
+state only ever costs rebuilding.
 """
 
 from __future__ import annotations
@@ -99,6 +105,8 @@ class State:
         self.warnings: list[str] = []
         self.readonly = readonly
         self.write_failed = False
+        self.wal = False  # in WAL mode now (switched back to DELETE at `close`)
+        self.batches = 0  # write transactions begun on this connection
         self.db = self._open_readonly() if readonly else self._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
@@ -167,8 +175,11 @@ class State:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if tables and "meta" not in tables:  # somebody else's database
                 raise sqlite3.DatabaseError(f"not a farmer database: tables {', '.join(sorted(tables))}")
-            db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # WAL already: left so by a farmer that died before it closed the file.
+            self.wal = db.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+            if not tables:  # a new database: the schema is its first batch of many
+                self._begin_writing(db, many=True)
             db.executescript(_SCHEMA)
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
@@ -181,6 +192,11 @@ class State:
             db.execute("SELECT id, data FROM trace LIMIT 1").fetchall()
             db.execute("SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat LIMIT 1").fetchall()
             db.execute("SELECT id, task, at, wall_s, cpu_s, max_rss_kb, input_bytes FROM history LIMIT 1").fetchall()
+            # A file (or folder, for the journal) farmer may not write fails here, as it would
+            # at the first batch, but before the build changes anything. (SQLite opens such a
+            # file read-only and says so only when it writes; taking its write lock works.)
+            if not (os.access(self.path, os.W_OK) and os.access(self.dir, os.W_OK)):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
         except sqlite3.DatabaseError:
             db.close()
             raise
@@ -253,12 +269,20 @@ class State:
 
     # -- writing ----------------------------------------------------------------------
 
+    def _begin_writing(self, db: sqlite3.Connection, many: bool = False) -> None:
+        """Before each write transaction: from the second one on (or with `many`), WAL."""
+        self.batches += 1
+        if not self.wal and (many or self.batches > 1):
+            db.execute("PRAGMA journal_mode=WAL")
+            self.wal = True
+
     def save_sha256(self, rows: dict[str, tuple[str, int]]) -> None:
         """Record SHA-256 digests (farmer digest -> (sha256, size)). Only a cache: a failure to
         write costs hashing again, so it is not reported."""
         if not rows or self.readonly:
             return
         try:
+            self._begin_writing(self.db)
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany("INSERT OR REPLACE INTO sha256 VALUES (?,?,?)",
                                 [(d, sha, size) for d, (sha, size) in rows.items()])
@@ -274,6 +298,7 @@ class State:
         forget the traces of computations that are gone."""
         db = self.db
         try:
+            self._begin_writing(db)
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany("DELETE FROM declared WHERE farmfile=? AND path=?",
@@ -310,6 +335,7 @@ class State:
     def _save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
               stats: dict[str, tuple[StatKey, str] | None]) -> None:
         db = self.db
+        self._begin_writing(db)
         db.execute("BEGIN IMMEDIATE")
         try:
             if forget:
@@ -342,7 +368,7 @@ class State:
 
     def close(self) -> None:
         try:
-            if not self.readonly:
+            if self.wal and not self.readonly:
                 # Leave a self-contained file behind (no -wal/-shm), so that read-only
                 # commands (`plan`, `query`) can open it without creating anything.
                 self.db.execute("PRAGMA journal_mode=DELETE")

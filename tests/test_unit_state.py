@@ -268,3 +268,55 @@ def test_readonly_other_schema_plans_from_scratch(farmer_dir):
     assert r.traces() == {}
     r.close()
     assert not any(p.name.startswith("state.db.corrupt") for p in farmer_dir.iterdir())
+
+
+def journal_mode(farmer_dir) -> str:
+    db = sqlite3.connect(farmer_dir / "state.db")
+    try:
+        return db.execute("PRAGMA journal_mode").fetchone()[0]
+    finally:
+        db.close()
+
+
+def leftovers(farmer_dir) -> list[str]:
+    return sorted(p.name for p in farmer_dir.iterdir() if p.name != "state.db")
+
+
+@pytest.mark.parametrize("batches", [0, 1, 2, 5])
+def test_every_batch_is_kept_and_the_file_is_left_self_contained(farmer_dir, batches):
+    """However many batches a build writes (none: the stale check of a cached graph; one: a
+    small incremental build, in the rollback journal; more: in WAL, switched back at the
+    end), they are all there afterwards and the file needs no -wal or -shm."""
+    State(farmer_dir).close()
+    s = State(farmer_dir)
+    for k in range(batches):
+        s.save([trace(f"out/{k}")], [], [sample(f"out/{k}", 1.0)], {f"src/{k}": ((1, 2, 3, 4), "d")})
+    assert s.wal == (batches > 1)
+    s.close()
+    assert journal_mode(farmer_dir) == "delete"
+    assert leftovers(farmer_dir) == []
+    s = State(farmer_dir)
+    assert sorted(s.traces()) == [f"out/{k}" for k in range(batches)]
+    assert sorted(s.stat_cache()) == [f"src/{k}" for k in range(batches)]
+    s.close()
+
+
+def test_a_file_left_in_wal_by_a_dead_farmer_is_closed_in_delete_mode(tmp_path, farmer_dir):
+    """A farmer killed mid-build leaves the file in WAL mode, with its -wal; the next one to
+    open it for writing reads what it holds and leaves it self-contained, even if it writes
+    nothing."""
+    s = State(farmer_dir)
+    s.save([trace("out/a")], [], [], {})
+    s.save([trace("out/b")], [], [], {})
+    dead = tmp_path / "dead" / ".farmer"  # the files as a SIGKILL leaves them
+    dead.mkdir(parents=True)
+    for name in ("state.db", "state.db-wal"):
+        (dead / name).write_bytes((farmer_dir / name).read_bytes())
+    s.close()
+    assert (dead / "state.db").read_bytes()[18:20] == b"\x02\x02"  # the header's "WAL"
+    assert (dead / "state.db-wal").stat().st_size > 0
+    again = State(dead)
+    assert sorted(again.traces()) == ["out/a", "out/b"]
+    again.close()
+    assert journal_mode(dead) == "delete"
+    assert leftovers(dead) == []
