@@ -396,7 +396,7 @@ def _guarded(command: Callable[[], int | None]) -> int:
     except (KeyboardInterrupt, Stopped) as e:
         interrupted(128 + getattr(e, "signum", signal.SIGINT))
     except Exception as e:
-        sqlite3 = sys.modules.get("sqlite3")  # only a command that opened state.db has it
+        sqlite3 = sys.modules.get("_sqlite3")  # only a command that opened state.db has it (state.py)
         if sqlite3 is None or not isinstance(e, sqlite3.Error):
             raise
         # Full, read-only, I/O: the disk's trouble, and the state is intact; else damage.

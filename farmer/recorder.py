@@ -19,7 +19,7 @@ import os
 import stat
 import time
 
-from farmer import depfile, private
+from farmer import private
 from farmer.errors import UsageError
 from farmer.executors.base import Outcome
 from farmer.grains import NotAFile
@@ -198,6 +198,8 @@ class Recorder:
         discovered: list[tuple[str, str]] = []
         edge = comp.ninja
         if comp.depfile:
+            from farmer import depfile  # only a computation with a depfile needs its parser
+
             text = _depfile_text(comp.depfile)
             if text is None:
                 self.warn(f"farmer: warning: {comp.depfile}: not a regular file; no inputs discovered")

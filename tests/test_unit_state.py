@@ -320,3 +320,27 @@ def test_a_file_left_in_wal_by_a_dead_farmer_is_closed_in_delete_mode(tmp_path, 
     again.close()
     assert journal_mode(dead) == "delete"
     assert leftovers(dead) == []
+
+
+def test_a_state_db_error_is_one_line_without_the_sqlite3_package():
+    """state.py opens state.db through _sqlite3 (the C module; start-up rule): a build that
+    never imported the `sqlite3` package still turns SQLite's errors into one line and exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    import xxhash
+
+    from conftest import REPO, farmer_env
+
+    code = ("import sys\n"
+            "from farmer import command, state\n"
+            "def failing():\n"
+            "    raise state.sqlite3.OperationalError('disk I/O error')\n"
+            "print(command._guarded(failing), 'sqlite3' in sys.modules)\n")
+    path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
+    cp = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                        env=farmer_env({"PYTHONPATH": path}), timeout=60)
+    assert cp.stdout == "2 False\n", cp
+    assert cp.stderr == ("farmer: error: .farmer/state.db: disk I/O error; check the disk's free "
+                         "space and permissions\n")
