@@ -27,13 +27,12 @@ import marshal
 import os
 import sys
 import time
-from array import array
 
 from farmer import __version__, spec, statcheck
 from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
 from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
-from farmer.statcheck import FIELDS, stat_of
+from farmer.statcheck import STAT_BYTES, packed, stat_of
 from farmer.lastbuild import Counts, header, summary_line
 from farmer.lastbuild import write as write_last_build
 
@@ -41,9 +40,9 @@ from farmer.lastbuild import write as write_last_build
 # last-build.json, and per computation the files it rests on. It is three lengths (8 bytes
 # each), then a marshalled part with what a no-op reads, the tasks as they go into
 # last-build.json (copied from file to file by the kernel), and a marshalled part that
-# only an incremental build reads: tables laid flat in arrays of int64 (machine order: the
-# files never leave the machine), which are read by copying bytes, not by making tens of
-# thousands of Python lists. STATS holds the stat data (statcheck.py's flat table),
+# only an incremental build reads: tables laid flat in native int64s (the files never leave
+# the machine), read through memoryviews of their bytes, not made into tens of thousands of
+# Python lists. STATS holds the stat data (statcheck.py's flat table),
 # rewritten by every good build; both name the same serial, so a pair never mixes two
 # builds' files.
 NAME = "noop.snapshot"
@@ -61,12 +60,12 @@ class Proof:
                  "graph", "changed", "key", "listings", "serial", "_rest", "_position",
                  "_rests", "_resting")
 
-    def __init__(self, paths: list[str], stats: array, racy: dict[int, str],
+    def __init__(self, paths: list[str], stats: bytearray, racy: dict[int, str],
                  tasks: bytes | FileRange, count: int, files_of: list[list[int]] | None = None,
-                 ends: list[int] | array | None = None, selected: list[int] | None = None,
+                 ends: list[int] | memoryview | None = None, selected: list[int] | None = None,
                  rest: FileRange | None = None) -> None:
         self.paths = paths
-        self.stats = stats  # FIELDS int64 per file, in the order of `paths` (statcheck.table)
+        self.stats = stats  # stat data in the order of `paths` (statcheck.table)
         self.racy = racy  # index into paths -> digest: files only their content vouches for
         # last-build.json's tasks when every computation is up to date (a JSON array, ASCII
         # bytes, or where they lie in the snapshot read), and how many there are; `ends`:
@@ -92,7 +91,7 @@ class Proof:
         for entry in entries:
             at += 1 + len(entry)  # "[" or ","
             ends.append(at)
-        return Proof([], array("q"), {}, ("[" + ",".join(entries) + "]").encode(), len(selected),
+        return Proof([], bytearray(), {}, ("[" + ",".join(entries) + "]").encode(), len(selected),
                      [[] for _ in selected], ends, selected)
 
     def check(self) -> set[int]:
@@ -116,7 +115,10 @@ class Proof:
             try:
                 rests, resting, ends, selected, graph = load_marshalled(rest.bytes())
                 self._rests, self._resting = Flat.of(*rests), Flat.of(*resting)
-                self.ends = _int64s(ends)
+                self.ends = _view(ends)
+                if (len(self._rests.starts), len(self._resting.starts), len(self.ends)) != \
+                        (self.count + 1, len(self.paths) + 1, self.count):
+                    raise ValueError("the tables do not fit the snapshot")
             except (OSError, EOFError, ValueError, TypeError):
                 self._rests = self._resting = None
                 return
@@ -192,53 +194,55 @@ class Proof:
             rests = Flat.laid([])
         if resting is None:
             resting = rests.by_row_item(len(self.paths))
-        return (rests.raw(), resting.raw(), _int64s(self.ends or []).tobytes(), self.selected,
+        return (rests.raw(), resting.raw(), _raw(self.ends or []), self.selected,
                 self.graph)
 
 
 class Flat:
-    """A table of rows of ints laid flat in two arrays of int64: where each row starts in
+    """A table of rows of ints laid flat in two sequences of int64: where each row starts in
     `items` (one more than there are rows: the last is where the last row ends), and the
-    rows' items one after the other (a CSR matrix's indptr and indices)."""
+    rows' items one after the other (a CSR matrix's indptr and indices). As read from a
+    snapshot, memoryviews of its bytes."""
 
     __slots__ = ("starts", "items")
 
-    def __init__(self, starts: array, items: array) -> None:
+    def __init__(self, starts: memoryview | list[int], items: memoryview | list[int]) -> None:
         self.starts, self.items = starts, items
 
     @staticmethod
     def laid(rows: list[list[int]]) -> Flat:
-        starts, items = array("q", [0]), array("q")
+        starts, items = [0], []
         for row in rows:
-            items.extend(row)
+            items += row
             starts.append(len(items))
         return Flat(starts, items)
 
     @staticmethod
     def of(starts: bytes, items: bytes) -> Flat:
-        """As `raw` gave them; ValueError if they do not make a table."""
-        flat = Flat(_int64s(starts), _int64s(items))
-        if not flat.starts or flat.starts[0] != 0 or flat.starts[-1] != len(flat.items):
+        """As `raw` gave them; ValueError or TypeError if they do not make a table."""
+        flat = Flat(_view(starts), _view(items))
+        if not len(flat.starts) or flat.starts[0] != 0 or flat.starts[-1] != len(flat.items):
             raise ValueError("not a flat table")
         return flat
 
     def raw(self) -> tuple[bytes, bytes]:
-        return self.starts.tobytes(), self.items.tobytes()
+        return _raw(self.starts), _raw(self.items)
 
     def row(self, k: int) -> list[int]:
         starts = self.starts
-        return self.items[starts[k]:starts[k + 1]].tolist()
+        row = self.items[starts[k]:starts[k + 1]]
+        return row if isinstance(row, list) else row.tolist()
 
     def by_row_item(self, size: int) -> Flat:
         """The transposed table: for each item value in range(size), the rows holding it,
         in order (counted first, then placed: no list per value)."""
         starts, items = self.starts, self.items
-        counts = array("q", bytes(8 * (size + 1)))
+        counts = [0] * (size + 1)
         for n in items:
             counts[n + 1] += 1
         for n in range(size):
             counts[n + 1] += counts[n]
-        placed = array("q", bytes(8 * len(items)))
+        placed = [0] * len(items)
         free = counts[:-1]
         for k in range(len(starts) - 1):
             for n in items[starts[k]:starts[k + 1]]:
@@ -247,14 +251,18 @@ class Flat:
         return Flat(counts, placed)
 
 
-def _int64s(data: bytes | list[int] | array) -> array:
-    if isinstance(data, array):
-        return data
-    if isinstance(data, list):
-        return array("q", data)
-    table = array("q")
-    table.frombytes(data)  # ValueError unless whole int64s
-    return table
+def _view(data: bytes) -> memoryview:
+    """`data` as native int64s (TypeError unless it is whole ones)."""
+    return memoryview(data).cast("q")
+
+
+def _raw(ints: memoryview | list[int]) -> bytes:
+    """The bytes `_view` reads back as `ints`."""
+    if isinstance(ints, memoryview):
+        return ints.tobytes()
+    from array import array  # only to write a snapshot (it imports collections)
+
+    return array("q", ints).tobytes()
 
 
 def matches(proof: Proof, farmfile: str | os.PathLike, digest: str | None, targets: list[str]) -> bool:
@@ -292,7 +300,7 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
         if was is not None and key != was and p not in written:
             return None  # seen unchanged at the start, yet changed since: clean ones may rest on it
     if old is not None:  # its second part read by open_session (Proof.dirty)
-        proof = Proof(list(old.paths), array("q", old.stats), dict(old.racy), old.tasks, old.count,
+        proof = Proof(list(old.paths), bytearray(old.stats), dict(old.racy), old.tasks, old.count,
                       None if old.files_of is None else list(old.files_of), old.ends, old.selected)
         proof._rests, proof._resting = old._rests, old._resting
         proof.serial, proof.graph = old.serial, old.graph
@@ -312,7 +320,7 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
             if n is None:
                 n = position[p] = len(proof.paths)
                 proof.paths.append(p)
-                proof.stats.extend(taken[p][0])
+                proof.stats += packed(taken[p][0])
             indices.append(n)
         k = slot[i]
         if proof.rests(k) != indices:
@@ -320,7 +328,7 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
     for p, (key, digest, racy) in taken.items():  # as it was when digested
         n = position.get(p)
         if n is not None:
-            proof.stats[FIELDS * n:FIELDS * n + FIELDS] = array("q", key)
+            proof.stats[STAT_BYTES * n:STAT_BYTES * n + STAT_BYTES] = packed(key)
             if racy:
                 proof.racy[n] = digest
             else:
@@ -345,7 +353,7 @@ def _known(old: Proof, rests_on: dict[int, list[str]], taken: dict[str, tuple[St
 def _compacted(proof: Proof) -> Proof:
     """The proof without the files no computation rests on."""
     position: dict[int, int] = {}
-    paths, stats, racy, files_of = [], array("q"), {}, []
+    paths, stats, racy, files_of = [], bytearray(), {}, []
     for files in proof.rows():
         indices = []
         for n in files:
@@ -353,7 +361,7 @@ def _compacted(proof: Proof) -> Proof:
             if m is None:
                 m = position[n] = len(paths)
                 paths.append(proof.paths[n])
-                stats.extend(stat_of(proof.stats, n))
+                stats += proof.stats[STAT_BYTES * n:STAT_BYTES * n + STAT_BYTES]
                 if n in proof.racy:
                     racy[m] = proof.racy[n]
             indices.append(m)
@@ -394,7 +402,7 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
 def _write_stats(farmer_dir: str | os.PathLike, proof: Proof) -> None:
     head = marshal.dumps((proof.serial, proof.racy))
     write_atomically(os.path.join(farmer_dir, STATS),
-                     [len(head).to_bytes(8, "little"), head, memoryview(proof.stats).cast("B")], 0o600)
+                     [len(head).to_bytes(8, "little"), head, memoryview(proof.stats)], 0o600)
 
 
 def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str,
@@ -406,8 +414,7 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
             data = memoryview(f.read())
         length = int.from_bytes(data[:8], "little")
         serial, racy = marshal.loads(data[8:8 + length])
-        stats = array("q")
-        stats.frombytes(data[8 + length:])  # ValueError unless whole int64s
+        stats = bytearray(data[8 + length:])
         snapshot = OpenFile.open(os.path.join(farmer_dir, NAME))
         if snapshot is None:
             return None
@@ -421,7 +428,7 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets) or serial != written_as \
-            or len(stats) != FIELDS * len(paths):
+            or len(stats) != STAT_BYTES * len(paths):
         return None
     if listings:
         from farmer.matching import list_files, listing_digest

@@ -1,14 +1,14 @@
 """Which of many files changed since their stat data was recorded: the no-op proof's check
 (farmer/noop.py), shared among forked children when there are enough files and CPUs.
 
-The stat data is a flat table: FIELDS int64 per file (mtime_ns, size, inode, ctime_ns) in
-one array, which is read and written as bytes and compared as bytes, not as tens of
-thousands of tuples.
+The stat data is a flat table: FIELDS native int64s per file (mtime_ns, size, inode,
+ctime_ns) in one bytearray, read and written as bytes and compared as one list of ints, not
+as tens of thousands of tuples. (A memoryview reads it: the array module would import
+collections, 2 ms of every no-op build.)
 
 Threads would not help: the GIL serialises the stat calls. A child that cannot start or
 fails leaves its part to the parent; an interrupted check kills and reaps every child.
-Like noop.py, this is on every no-op build's path: it imports only os, sys, array and
-marshal.
+Like noop.py, this is on every no-op build's path: it imports only os, sys and marshal.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from array import array
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
@@ -25,24 +24,36 @@ if TYPE_CHECKING:
     from farmer.grains import StatKey
 
 FIELDS = 4  # int64s per file in a table
+STAT_BYTES = 8 * FIELDS  # bytes per file in a table
 _MISSING = (-1, -1, -1, -1)  # a file that cannot be statted: no recorded stat has size -1
-_BLOCK = 64  # files compared at a time when looking for the ones that differ
+_BLOCK = FIELDS * 64  # ints compared at a time when looking for the files that differ
 
 
-def table(keys: Iterable[StatKey]) -> array:
+def table(keys: Iterable[StatKey]) -> bytearray:
     """These stat keys laid flat, as `changed` compares them."""
-    flat = array("q")
+    flat = bytearray()
     for key in keys:
-        flat.extend(key)
+        flat += packed(key)
     return flat
 
 
-def stat_of(stats: array, n: int) -> StatKey:
+def packed(key: StatKey) -> bytes:
+    """One file's entry in a table."""
+    return b"".join(v.to_bytes(8, sys.byteorder, signed=True) for v in key)
+
+
+def ints(data: bytes | bytearray | memoryview, lo: int = 0, hi: int | None = None) -> list[int]:
+    """The native int64s of `data` from the `lo`th to before the `hi`th."""
+    with memoryview(data) as raw:
+        return raw[8 * lo:None if hi is None else 8 * hi].cast("q").tolist()
+
+
+def stat_of(stats: bytearray, n: int) -> StatKey:
     """The stat key of the table's `n`th file."""
-    return tuple(stats[FIELDS * n:FIELDS * n + FIELDS])  # type: ignore[return-value]
+    return tuple(ints(stats, FIELDS * n, FIELDS * n + FIELDS))  # type: ignore[return-value]
 
 
-def changed(paths: list[str], stats: array, lo: int, hi: int) -> list[int]:
+def changed(paths: list[str], stats: bytearray, lo: int, hi: int) -> list[int]:
     """The indices in [lo, hi) of the files whose stat data is not as recorded in `stats`."""
     now: list[int] = []
     add = now.extend
@@ -53,15 +64,14 @@ def changed(paths: list[str], stats: array, lo: int, hi: int) -> list[int]:
         now = []
         for p in paths[lo:hi]:
             now.extend(stat_key(p) or _MISSING)
-    mine, recorded = array("q", now).tobytes(), stats[FIELDS * lo:FIELDS * hi].tobytes()
-    if mine == recorded:
+    recorded = ints(stats, FIELDS * lo, FIELDS * hi)
+    if now == recorded:
         return []
-    size, block = 8 * FIELDS, 8 * FIELDS * _BLOCK
     found = []
-    for at in range(0, len(mine), block):  # blocks first: a few files differ among thousands
-        if mine[at:at + block] != recorded[at:at + block]:
-            found += [lo + k // size for k in range(at, min(at + block, len(mine)), size)
-                      if mine[k:k + size] != recorded[k:k + size]]
+    for at in range(0, len(now), _BLOCK):  # blocks first: a few files differ among thousands
+        if now[at:at + _BLOCK] != recorded[at:at + _BLOCK]:
+            found += [lo + k // FIELDS for k in range(at, min(at + _BLOCK, len(now)), FIELDS)
+                      if now[k:k + FIELDS] != recorded[k:k + FIELDS]]
     return found
 
 
@@ -69,7 +79,7 @@ def changed(paths: list[str], stats: array, lo: int, hi: int) -> list[int]:
 _FILES_PER_PROCESS = 3000
 
 
-def changed_in_parallel(paths: list[str], stats: array) -> set[int] | None:
+def changed_in_parallel(paths: list[str], stats: bytearray) -> set[int] | None:
     """`changed` over all files, the work shared with forked children when there are
     enough files and CPUs for it to pay (as git's preload-index shares its lstat calls
     among threads; here the GIL would serialise threads). None: check them here alone."""
@@ -98,7 +108,7 @@ def changed_in_parallel(paths: list[str], stats: array) -> set[int] | None:
     return found_all
 
 
-def _fork_checker(paths: list[str], stats: array, lo: int, hi: int) -> tuple[int, int]:
+def _fork_checker(paths: list[str], stats: bytearray, lo: int, hi: int) -> tuple[int, int]:
     """A child that writes `changed(lo, hi)`, marshalled, to the pipe it returns."""
     r, w = os.pipe2(os.O_CLOEXEC)
     try:

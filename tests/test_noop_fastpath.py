@@ -11,7 +11,7 @@ from farmer import command, grains, noop, statcheck
 
 PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}  # python -X importtime: one stderr line a module
 HEAVY = {"click", "farmer.build", "farmer.cli", "networkx", "rich", "sqlite3", "_sqlite3", "tomllib",
-         "toml_rs"}
+         "toml_rs", "array"}  # array imports collections (statcheck.py)
 
 CHAIN = """
 [task.a]

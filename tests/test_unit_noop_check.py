@@ -47,7 +47,7 @@ def test_children_find_what_one_process_finds(tree):
 
 def test_too_few_files_or_cpus_are_checked_here(tree, monkeypatch):
     paths, stats = tree
-    assert statcheck.changed_in_parallel(paths[:99], stats[:99 * statcheck.FIELDS]) is None  # fewer than 2 × 50
+    assert statcheck.changed_in_parallel(paths[:99], stats[:99 * statcheck.STAT_BYTES]) is None  # fewer than 2 × 50
     monkeypatch.setattr(statcheck.os, "sched_getaffinity", lambda pid: {0})
     assert statcheck.changed_in_parallel(paths, stats) is None
     change_some(paths)
