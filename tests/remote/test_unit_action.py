@@ -106,3 +106,30 @@ def test_settings_precedence_cli_then_environment_then_farmfile():
                 {"FARMER_REMOTE": "grpc://x:1", "FARMER_REMOTE_TIMEOUT": "soon"}):
         with pytest.raises(RemoteConfigError):
             resolve(environ=bad)
+
+
+def test_with_a_base_directory_the_input_root_is_the_base_and_the_command_runs_in_the_build_dir():
+    from farmer.basedir import BaseDir
+    from farmer.remote.merkle import flatten
+
+    def cmake(base: BaseDir):
+        return make(line="cc -I../include -c ../src/a.c -o CMakeFiles/a.o", outputs=["CMakeFiles/a.o"],
+                    depfile="CMakeFiles/a.o.d", base=base,
+                    inputs=[fd("../src/a.c", b"int a;"), fd("../include/a.h", b"#pragma once"),
+                            fd("gen/v.h", b"#define V 1"), fd("/usr/include/stdio.h", b"stdio")])
+
+    a = cmake(BaseDir("/home/me/proj", "/home/me/proj", "build"))
+    assert a.command.working_directory == "build"
+    assert list(a.command.output_paths) == ["CMakeFiles/a.o", "CMakeFiles/a.o.d"]  # relative to it
+    assert sorted(a.root.paths) == ["build/gen/v.h", "include/a.h", "src/a.c"]  # not /usr/include: the platform's
+    directories = {}
+    for blob in a.root.blobs:
+        if blob.data is not None:  # a Directory (files are read from their paths)
+            directories[blob.digest.hash] = actions.re.Directory.FromString(blob.data)
+    assert "build" in [n.name for n in directories[a.root.digest.hash].directories]
+    assert sorted(p for p, _ in flatten(a.root.digest, directories)) == sorted(a.root.paths)
+    # another checkout elsewhere with the same layout under its base: the same Action
+    b = cmake(BaseDir("/srv/ci/work/proj-2", "/srv/ci/work/proj-2", "build"))
+    assert b.digest == a.digest
+    assert cmake(BaseDir("/home/me", "/home/me", "proj/build")).digest != a.digest  # another layout
+    assert make().command.working_directory == ""  # without one: the project root, as before
