@@ -121,7 +121,7 @@ class BaseDir:
             for prefix in self._prefixes():
                 if path == prefix or path.startswith(prefix + "/"):
                     rest = os.path.normpath(path[len(prefix) + 1:] or ".")
-                    return None if _climbs(rest) else rest
+                    return None if _climbs(rest) or rest == "." else rest
             return None
         rest = os.path.normpath(os.path.join(self.workdir, path) if self.workdir else path)
         return None if _climbs(rest) or rest == "." else rest
@@ -185,9 +185,6 @@ def rewritable(command: str, base: BaseDir | None = None) -> bool:
     its absolute ones did (a compiler, an archiver, a linker, `cmake -E` copying or removing
     files), and it changes no directory (a leading `cd` into the build directory itself, as
     CMake writes its custom commands, changes none)."""
-    import re
-
-    compiler = re.compile(_COMPILER)
     commands = simple_commands(command)
     if commands and commands[0][:1] == ["cd"] and base is not None and len(commands[0]) == 2 \
             and base.relative(commands[0][1]) == ".":
@@ -199,9 +196,16 @@ def rewritable(command: str, base: BaseDir | None = None) -> bool:
         if name == "cmake":
             if words[1:2] != ["-E"] or len(words) < 3 or words[2] not in _CMAKE_FILE_COMMANDS:
                 return False
-        elif name in _DIR_CHANGERS or not (name in _TOOLS or compiler.fullmatch(name)):
+        elif name in _DIR_CHANGERS or not (name in _TOOLS or compiler_name(name)):
             return False
     return True
+
+
+def compiler_name(name: str) -> bool:
+    """Whether a program's file name is a C/C++ compiler driver's (`cc`, `gcc-12`, `clang++`...)."""
+    import re
+
+    return re.fullmatch(_COMPILER, name) is not None
 
 
 def simple_commands(command: str) -> list[list[str]]:

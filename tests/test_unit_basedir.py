@@ -10,6 +10,7 @@ import pytest
 from farmer.basedir import BaseDir, cmake_base, resolve, rewritable, tagged
 from farmer.cache.key import debug_workdir
 from farmer.errors import UsageError
+from farmer.remote.depscan import scan_argv
 
 B = BaseDir("/x/src", "/x/src", "build")
 
@@ -119,3 +120,13 @@ def test_debug_information_keys_the_directory_it_names():
     assert debug_workdir("cc -g -ffile-prefix-map=/x/src=. -c a.c", "/x/src/build") == "./build"
     assert debug_workdir("cc -g -fdebug-prefix-map=$PWD=. -c a.c", "/x/src/build") == "."
     assert debug_workdir("cc -g -fdebug-prefix-map=/y=. -c a.c", "/x/src/build") == "/x/src/build"
+
+
+def test_the_dependency_scan_of_a_compile_is_the_compile_with_minus_m_for_its_outputs():
+    cmd = "/usr/bin/cc -I../include -O3 -MD -MT a.o -MF a.o.d -o a.o -c ../src/a.c"
+    assert scan_argv(cmd) == ["/usr/bin/cc", "-I../include", "-O3", "-c", "../src/a.c", "-M"]
+    assert scan_argv("cc -c -MMD -MFa.d -oa.o a.c") == ["cc", "-c", "a.c", "-M"]
+    for cmd in ["cc a.o -o app",  # a link: no headers
+                "cc -c a.c -o a.o && touch b",  # more than a compile
+                "FOO=1 cc -c a.c", "cc -c $SRC", "cc -c a.c > log", "python3 gen.py -c x", "cc -E -c a.c"]:
+        assert scan_argv(cmd) is None, cmd

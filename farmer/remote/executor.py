@@ -13,8 +13,9 @@ Eligible: a `cmd` computation, `remote` not false, cacheable, not in the console
 outputs are under the project root, whose declared inputs are under it (or under the base
 directory, farmer/basedir.py: the input root is then the base), whose command does not name the
 root's (nor the base's) absolute path (it would not be that path on a worker), and, with a
-depfile, built before (its discovered inputs are sent too; absolute ones outside the base,
-/usr/include, are the worker's own).
+depfile, built before or a plain compile whose headers a preprocessor scan lists
+(farmer/remote/depscan.py): its discovered inputs are sent too; absolute ones outside the base,
+/usr/include, are the worker's own.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from farmer import depfile as depfiles
 from farmer.executors.base import Executor, Outcome
+from farmer.remote import depscan
 from farmer.remote import restore as restoring
 from farmer.remote.action import in_root, root_path
 from farmer.remote.cache import RemoteCache, RemoteLookup
@@ -148,9 +150,13 @@ class RemoteExecutor(Executor):
         discovered: list[str] = []
         if comp.depfile:
             trace = self.trace_of(comp.id)
-            if trace is None:
-                return None  # its inputs are known only once it ran here
-            discovered = [p for p, _ in trace.discovered]
+            if trace is not None:
+                discovered = [p for p, _ in trace.discovered]
+            else:  # never built here: a compile's headers from the preprocessor (farmer/remote/depscan.py)
+                scanned = depscan.scan(comp.action, comp.env, comp.inputs, comp.outputs)
+                if scanned is None:
+                    return None  # its inputs are known only once it ran here
+                discovered = scanned
             if any(not p.startswith("/") and root_path(p, base) is None for p in discovered):
                 return None  # a file beside the project (or the base), which a worker has not got
             # absolute ones outside the base (/usr/include/...) are the platform's: keyed by digest, not sent

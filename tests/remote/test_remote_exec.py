@@ -42,6 +42,12 @@ outputs = ["build/deps.o"]
 depfile = "build/deps.d"
 cmd = "cc -c -MD -MF {depfile} {inputs} -o {outputs}"
 
+[task.wrapped]
+inputs = ["src/main.c"]
+outputs = ["build/wrapped.o"]
+depfile = "build/wrapped.d"
+cmd = "cc -c -MD -MF {depfile} {inputs} -o {outputs} && true"
+
 [task.fails]
 inputs = ["src/util.h"]
 outputs = ["build/fails.txt"]
@@ -85,6 +91,7 @@ class Run:
         comp = self.comps[cid]
         for out in comp.outputs + ([comp.depfile] if comp.depfile else []):
             os.makedirs(os.path.dirname(out), exist_ok=True)
+        self.ex.remote_ran.discard(comp.index)  # where this run ran, not an earlier one
         self.ex.start(comp)
         until = time.monotonic() + 120
         while time.monotonic() < until:
@@ -138,12 +145,20 @@ def test_compiles_and_the_link_run_on_workers_and_the_program_works(run):
 
 def test_a_depfile_computation_runs_here_first_then_remotely_with_its_headers(run):
     r = run()
-    outcome, remote = r.build("build/deps.o")
-    assert outcome.ok and not remote  # never built: its headers are not known yet
-    os.unlink("build/deps.o")
-    outcome, remote = r.build("build/deps.o")
+    outcome, remote = r.build("build/wrapped.o")
+    assert outcome.ok and not remote  # never built and not a plain compile: its headers are not known yet
+    os.unlink("build/wrapped.o")
+    outcome, remote = r.build("build/wrapped.o")
+    assert outcome.ok and remote, r.warnings
+    assert "src/util.h" in open("build/wrapped.d").read()
+
+
+def test_a_plain_compile_never_built_runs_remotely_with_the_headers_a_scan_lists(run):
+    r = run()
+    outcome, remote = r.build("build/deps.o")  # farmer/remote/depscan.py: cc ... -M found util.h
     assert outcome.ok and remote, r.warnings
     assert "src/util.h" in open("build/deps.d").read()
+    assert not os.path.exists("deps.d") and not os.path.exists("main.d")  # the scan wrote nothing
 
 
 def test_a_depfile_naming_a_file_not_sent_discards_the_remote_result(run):
