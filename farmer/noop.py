@@ -32,9 +32,9 @@ from farmer import __version__, spec, statcheck
 from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
 from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
-from farmer.statcheck import STAT_BYTES, packed, stat_of
 from farmer.lastbuild import Counts, header, summary_line
 from farmer.lastbuild import write as write_last_build
+from farmer.statcheck import STAT_BYTES, packed, stat_of
 
 # Two files. The snapshot holds what changes only with the graph: the files, the tasks of
 # last-build.json, and per computation the files it rests on. It is three lengths (8 bytes
@@ -188,14 +188,12 @@ class Proof:
     def rest_part(self) -> tuple:
         """The snapshot's second part, as `load_rest` reads it."""
         self.load_rest()
-        rests = Flat.laid(self.files_of) if self.files_of is not None else self._rests
-        resting = self._resting if self.files_of is None else None
-        if rests is None:
-            rests = Flat.laid([])
-        if resting is None:
+        if self.files_of is None and self._rests is not None and self._resting is not None:
+            rests, resting = self._rests, self._resting  # as read: no row was replaced
+        else:
+            rests = Flat.laid(self.rows())
             resting = rests.by_row_item(len(self.paths))
-        return (rests.raw(), resting.raw(), _raw(self.ends or []), self.selected,
-                self.graph)
+        return (rests.raw(), resting.raw(), _raw(self.ends or []), self.selected, self.graph)
 
 
 class Flat:
@@ -289,11 +287,11 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
     `rank`: each selected computation's position in `old`; `entries`: without `old`, the
     last-build.json entries of `selected` when all are up to date; `graph`: its identity."""
     known = _known(old, rests_on, taken, rank) if old is not None else {}
-    changed = old.changed or set() if old is not None else set()
+    changed = old.changed if old is not None else None
 
     def kept(path: str) -> StatKey | None:  # as Proof.kept, through `known`
         n = known.get(path)
-        return None if n is None or n in changed else stat_of(old.stats, n)  # type: ignore[union-attr]
+        return None if n is None or changed is None or n in changed else stat_of(old.stats, n)  # type: ignore[union-attr]
 
     for p, (key, _, _) in taken.items():
         was = kept(p)
@@ -333,7 +331,7 @@ def update(old: Proof | None, rests_on: dict[int, list[str]],
                 proof.racy[n] = digest
             else:
                 proof.racy.pop(n, None)
-    if old is not None and any(old.paths[n] not in taken for n in changed):
+    if old is not None and any(old.paths[n] not in taken for n in changed or ()):
         proof, snapshot = _compacted(proof), True  # a changed file nothing rests on any more
     return proof, snapshot
 
