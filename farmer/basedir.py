@@ -27,8 +27,10 @@ What is rewritten is chosen so that a rewrite never changes what a command means
   `-f...-prefix-map=OLD=NEW` (OLD is matched against absolute paths);
 * a path is under the base when it is the base or starts with it and `/` (`/x/src` is not
   under `/x/sr`): the base as given, or its real path (symlinks resolved). The relative path
-  leads from the build directory's real path up to the base's real path, then down the rest as
-  written (`..` in it kept), so the kernel walks the same directories as for the absolute one.
+  climbs from the build directory's real path to the deepest directory it shares with the path
+  (no higher than the base), then follows the rest as written (`..` in it kept), so the kernel
+  walks the same directories as for the absolute one, and the path does not depend on how far
+  above the checkout the base is.
 
 A command that is not rewritten keeps its absolute paths: it is keyed with them (shared only
 between checkouts at one path) and runs locally, never a wrong output.
@@ -68,14 +70,12 @@ _SPACE = set(" \t\n;&|()<>")  # what separates words
 class BaseDir:
     """A base directory for a build directory: `given` as the user wrote it (absolute, no
     trailing `/`), `real` its real path, `workdir` the build directory's real path relative to
-    `real` ("" when they are one), `up` the relative path from the build directory to the base
-    ("." when they are one)."""
+    `real` ("" when they are one)."""
 
-    __slots__ = ("given", "real", "workdir", "up")
+    __slots__ = ("given", "real", "workdir")
 
     def __init__(self, given: str, real: str, workdir: str) -> None:
         self.given, self.real, self.workdir = given, real, workdir
-        self.up = "/".join([".."] * len(workdir.split("/"))) if workdir else "."
 
     def __repr__(self) -> str:
         return f"BaseDir({self.given!r}, real={self.real!r}, workdir={self.workdir!r})"
@@ -95,12 +95,17 @@ class BaseDir:
             j = i + len(prefix)
             if j < len(text) and text[j] != "/" and text[j] not in _END:
                 continue  # /x/srcfoo is not under /x/src
-            if self.workdir:
-                inner = prefix + "/" + self.workdir
-                k = i + len(inner)
-                if text.startswith(inner, i) and (k == len(text) or text[k] == "/" or text[k] in _END):
-                    return k, "."  # into the build directory itself
-            return j, self.up
+            # The directories it shares with the build directory's path are not climbed out
+            # of and back into: the build directory's path is real (no symlink in it), so
+            # `../lib` from /x/src/build is /x/src/lib as surely as ../../src/lib is.
+            parts = self.workdir.split("/") if self.workdir else []
+            shared = 0
+            for part in parts:
+                k = j + 1 + len(part)
+                if not (text.startswith("/" + part, j) and (k == len(text) or text[k] == "/" or text[k] in _END)):
+                    break
+                j, shared = k, shared + 1
+            return j, "/".join([".."] * (len(parts) - shared)) or "."
         return None
 
     def relative(self, path: str) -> str:

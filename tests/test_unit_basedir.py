@@ -63,6 +63,16 @@ def test_only_compilers_archivers_and_file_copies_are_rewritten():
         "cd . && /usr/bin/cmake -E copy ../v.h.in v.h"  # CMake's custom commands cd into the build dir
 
 
+def test_the_relative_path_climbs_only_out_of_what_it_does_not_share_with_the_build_directory():
+    deep = BaseDir("/x", "/x", "src/out/debug")
+    assert deep.rewrite("cc -I/x/src/include -c /x/src/out/gen.c -o /x/src/out/debug/a.o -I/x/other") == \
+        "cc -I../../include -c ../gen.c -o ./a.o -I../../../other"
+    assert deep.relative("/x/src/out/debug") == "." and deep.relative("/x/src/lib/a.c") == "../../lib/a.c"
+    assert deep.rewrite("cc -c /x/src/outer/a.c") == "cc -c ../../outer/a.c"  # outer is not out
+    # the same layout under a shallower or a deeper base: the same command, the same key
+    assert BaseDir("/x/src", "/x/src", "out/debug").rewrite("cc -c /x/src/lib/a.c") == "cc -c ../../lib/a.c"
+
+
 def test_a_symlinked_base_is_matched_by_either_path(tmp_path):
     real = tmp_path / "real"
     (real / "build").mkdir(parents=True)
@@ -72,7 +82,7 @@ def test_a_symlinked_base_is_matched_by_either_path(tmp_path):
     assert base.workdir == "build" and base.real == str(real)
     assert base.rewrite(f"cc -c {link}/a.c {real}/b.c") == "cc -c ../a.c ../b.c"
     # the relative path leads from the build directory's real place to the base's
-    assert os.path.samefile(os.path.join(link / "build", base.up), link)
+    assert os.path.samefile(os.path.join(link / "build", base.relative(str(link))), link)
 
 
 def test_a_build_directory_reached_through_a_symlink_out_of_the_base_is_refused(tmp_path):
