@@ -23,8 +23,10 @@ What is rewritten is chosen so that a rewrite never changes what a command means
   that takes a path glued to it (`-I`, `-isystem`, `-iquote`, `-idirafter`, `-L`, `-MF`,
   `-MT`, `-o`, `-include`, `@FILE`...); never `-Wl,...` nor the word after `-Xlinker` or
   `-rpath` (a run-time library path must stay absolute), never `-DNAME=/path` (a program that
-  reads a file at that path later would look for it relative to where it runs), never
-  `-f...-prefix-map=OLD=NEW` (OLD is matched against absolute paths);
+  reads a file at that path later would look for it relative to where it runs); in
+  `-f...-prefix-map=OLD=NEW` (OLD is matched against absolute paths) only an OLD that is the
+  build directory, which becomes `"$PWD"`: the shell gives it the directory the compiler runs in,
+  here or on a worker;
 * a path is under the base when it is the base or starts with it and `/` (`/x/src` is not
   under `/x/sr`): the base as given, or its real path (symlinks resolved). The relative path
   climbs from the build directory's real path to the deepest directory it shares with the path
@@ -161,6 +163,8 @@ class BaseDir:
         return "".join(out)
 
     def _rewrite_word(self, word: str) -> str:
+        if word.startswith(_PREFIX_MAPS):
+            return self._rewrite_prefix_map(word)
         head = 0
         while head < len(word) and word[head] in "'\"":
             head += 1
@@ -179,6 +183,24 @@ class BaseDir:
             return word
         end, replacement = found
         return word[:head] + replacement + word[end:]
+
+
+    def _rewrite_prefix_map(self, word: str) -> str:
+        """`-ffile-prefix-map=OLD=NEW` with OLD the build directory: OLD becomes `"$PWD"`,
+        which the shell makes the directory the compiler runs in (here or on a worker), the one
+        the option has to match (the compiler compares it with absolute paths: a relative OLD
+        would match nothing); any other OLD is left as written."""
+        option, _, rest = word.partition("=")
+        old, sep, new = rest.partition("=")
+        if not sep:
+            return word
+        found = self._match(old, 0) if old.startswith("/") else None
+        if found is None or found[0] != len(old) or found[1] != ".":
+            return word
+        return f'{option}="$PWD"={new}'
+
+
+_PREFIX_MAPS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map=")
 
 
 def _climbs(path: str) -> bool:

@@ -31,13 +31,13 @@ FILES = {
 COMPILES = {"CMakeFiles/parts.dir/src/part.c.o", "CMakeFiles/demo.dir/src/main.c.o"}
 
 
-def checkout(top: Path, build_type: str = "Release") -> Path:
+def checkout(top: Path, build_type: str = "Release", *extra: str) -> Path:
     for rel, text in FILES.items():
         (top / rel).parent.mkdir(parents=True, exist_ok=True)
         (top / rel).write_text(text)
     (top / "build").mkdir()
-    subprocess.run(["cmake", "-G", "Ninja", f"-DCMAKE_BUILD_TYPE={build_type}", str(top)], cwd=top / "build",
-                   check=True, capture_output=True)
+    subprocess.run(["cmake", "-G", "Ninja", f"-DCMAKE_BUILD_TYPE={build_type}", *extra, str(top)],
+                   cwd=top / "build", check=True, capture_output=True)
     return top / "build"
 
 
@@ -81,6 +81,23 @@ def test_debug_objects_are_shared_only_at_one_path(tmp_path):
     r = farmer(second, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(statuses(second).values()) == {("ran", None)}  # -g: the objects name their directory
+
+
+def test_debug_objects_with_the_build_directory_mapped_away_are_shared(tmp_path):
+    env = {"FARMER_BASE_DIR": "auto", "FARMER_CACHE": "1", "FARMER_CACHE_DIR": str(tmp_path / "cache")}
+
+    def mapped(top: Path) -> Path:  # each checkout maps its own build directory
+        return checkout(top, "Debug", f"-DCMAKE_C_FLAGS=-ffile-prefix-map={top / 'build'}=.")
+
+    first = mapped(tmp_path / "one")
+    assert farmer(first, env=env).returncode == 0
+    second = mapped(tmp_path / "two")
+    r = farmer(second, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(statuses(second).values()) == {("cached", "local")}
+    for obj in COMPILES:  # the objects restored name neither checkout's directory
+        data = (second / obj).read_bytes()
+        assert str(tmp_path).encode() not in data, obj
 
 
 def test_the_no_op_holds_only_for_the_setting_it_was_taken_with(tmp_path):

@@ -50,6 +50,14 @@ def test_what_a_program_keeps_for_later_is_never_rewritten():
     assert B.rewrite(cmd) == cmd
 
 
+def test_a_prefix_map_of_the_build_directory_maps_the_directory_the_compiler_runs_in():
+    cmd = "cc -g -ffile-prefix-map=/x/src/build=. -fdebug-prefix-map=/x/src/build/sub=s -c /x/src/a.c"
+    rewritten = B.rewrite(cmd)
+    assert rewritten == 'cc -g -ffile-prefix-map="$PWD"=. -fdebug-prefix-map=/x/src/build/sub=s -c ../a.c'
+    # what the key holds for the debug information: `.`, the same in every checkout
+    assert debug_workdir(rewritten, "/x/src/build") == debug_workdir(rewritten, "/elsewhere/build") == "."
+
+
 def test_only_compilers_archivers_and_file_copies_are_rewritten():
     assert rewritable("/usr/bin/x86_64-linux-gnu-gcc-12 -c a.c")
     assert rewritable(": && /usr/bin/c++ a.o -o app && :")

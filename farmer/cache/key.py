@@ -147,7 +147,7 @@ def describe(comp: Computation, world: str | None, inputs: list[tuple[str, str]]
 
 
 _PREFIX_MAPS = ("-fdebug-prefix-map=", "-ffile-prefix-map=")
-_PWD = {"$PWD", "${PWD}", "$(pwd)", "`pwd`"}
+_PWD = {"$PWD", "${PWD}", "$(pwd)", "`pwd`"}  # (quotes are gone from a token: "$PWD" is $PWD)
 
 
 def debug_workdir(command: str, cwd: str) -> str | None:
