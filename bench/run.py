@@ -14,6 +14,8 @@ sources, outputs and state. Scenarios (same -j for all tools):
   change  append a line to one source that feeds a chain, then build
   cache   (farmer only, not by default) a clean build with the output cache on and empty,
           then a clean build with every output restored from it
+  memory  (not by default) clean builds like full, every one launched through GNU time:
+          each tool's peak RSS (the highest of the runs), wall and CPU time
 
 Times are wall-clock (perf_counter around the child), the median of the repeats. Peak
 RSS comes from os.wait4 on the tool's own process. Correctness is checked as we go:
@@ -562,7 +564,7 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-SIZED = ("full", "noop", "change", "cache")
+SIZED = ("full", "noop", "change", "cache", "memory")
 ONCE = ("version", "real-noop", "meson-series")
 
 
@@ -711,6 +713,29 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
                     if last:
                         rss_runs[t.name] = r
         record("full", runs, rss_runs)
+        full_built = True
+
+    # ---- memory: every clean build through GNU time, for each tool's peak RSS ------------
+    if "memory" in args.only:
+        reps = args.repeat if n < 10000 else min(args.repeat, 3) if n < 100000 else 1
+        runs = {t.name: [] for t in tools}
+        rss_runs = {}
+        for _ in range(reps):
+            for t in tools:  # the tools take turns, so that each sees the same machine
+                def one(t=t):
+                    t.clean()
+                    r = t.build(args.timeout, rss=True)
+                    verify_full(t)
+                    return r
+                r = attempt(t, one)
+                if r:
+                    runs[t.name].append(r)
+                    if r.maxrss_kb is not None and (t.name not in rss_runs or
+                                                    r.maxrss_kb > rss_runs[t.name].maxrss_kb):
+                        rss_runs[t.name] = r  # the highest peak of the runs
+        record("memory", runs, rss_runs)
+        log(f"[n={n}] memory: " + "  ".join(
+            f"{name}: peak {fmt_mb(r.maxrss_kb)} MB, cpu {r.cpu:.1f} s" for name, r in rss_runs.items()))
         full_built = True
 
     if not full_built and ({"noop", "change"} & set(args.only)):
@@ -912,8 +937,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per scenario")
     ap.add_argument("--jobs", "-j", type=int, default=2)
     ap.add_argument("--only", default="full,noop,change",
-                    help="scenarios: full,noop,change,cache (per size; cache: farmer's full build with "
-                         "the output cache off, on and cold, and with every output restored); version,real-noop,meson-series "
+                    help="scenarios: full,noop,change,cache,memory (per size; cache: farmer's full build with "
+                         "the output cache off, on and cold, and with every output restored; memory: clean builds, "
+                         "each tool's peak RSS through GNU time); version,real-noop,meson-series "
                          "(once)")
     ap.add_argument("--meson-count", type=int, default=55,
                     help="meson-series: how many of Meson's test projects (default 55)")
@@ -995,7 +1021,7 @@ def main(argv: list[str] | None = None) -> int:
               f"Median wall time in seconds over the timed runs (`-j {args.jobs}`, "
               f"`--repeat {args.repeat}`; full builds use min(repeat, 3) runs at ≥10 000 steps, "
               "one at ≥100 000). "
-              "RSS: peak resident set of the tool's own process (GNU time %M; for full the last run, "
+              "RSS: peak resident set of the tool's own process (GNU time %M; for full the last run, for memory the highest of its runs, "
               "for noop and change one extra untimed run). "
               "`change (K steps)`: one source edited, K outputs downstream of it rebuilt.", "",
               render_table(results, args.tools, markdown=True), "",
