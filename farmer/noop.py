@@ -91,8 +91,14 @@ class Proof:
         for entry in entries:
             at += 1 + len(entry)  # "[" or ","
             ends.append(at)
-        return Proof([], bytearray(), {}, ("[" + ",".join(entries) + "]").encode(), len(selected),
-                     [[] for _ in selected], ends, selected)
+        # Joined a thousand at a time: the whole as one str, then bytes, is twice 22 MB more
+        # at 100 000 computations.
+        tasks = bytearray(b"[")
+        for k in range(0, len(entries), 1000):
+            tasks += (b"," if k else b"") + ",".join(entries[k:k + 1000]).encode()
+        tasks += b"]"
+        return Proof([], bytearray(), {}, bytes(tasks), len(selected), [[] for _ in selected], ends,
+                     selected)
 
     def check(self) -> set[int]:
         """Stat every file (and hash the racy ones that kept their stat): the indices of

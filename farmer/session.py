@@ -247,6 +247,7 @@ class Session:
             entries = report.last_build_json_each(comps, redo, {}, {})
         updated = noop.update(old, rests_on, taken, written, self.selected, self.rank, entries,
                               self.graph.identify())
+        del rests_on, taken, entries  # in the proof now: not held while it is written
         if updated is not None:
             proof, snapshot = updated
             noop.write(farmer_dir, self.spec.path, self.spec.digest, targets, self.graph.listings,
