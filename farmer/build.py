@@ -31,21 +31,29 @@ from farmer.worlds.sweep import sweep as sweep_fifo_dirs
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from farmer.graph import Graph
     from farmer.spec import Spec
+    from farmer.state import State
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
               proof: noop.Proof | None = None, executor: Executor | None = None,
-              cache: RunCache | None = None) -> int:
+              cache: RunCache | None = None, state: State | None = None,
+              later: list[Callable[[], None]] | None = None) -> int:
     """`lock`: the project's, when the caller holds it already (it is released here);
     `proof`: the no-op proof the caller checked; `executor`: what runs the computations
     instead of processes and worlds (a fake one in tests, as ninja's FakeCommandRunner);
-    `cache`: where outputs are looked up before a run and stored after (recorder.py)."""
+    `cache`: where outputs are looked up before a run and stored after (recorder.py);
+    `state`: state.db as the caller opened it (closed here); `later`: work done (and
+    taken from the list) once the first commands have started, or at the end of a build
+    that ran none, under the lock."""
     farmer_dir = os.path.join(spec.root, ".farmer")
     build = _Build(opts, farmer_dir, cache)
+    build.later = later if later is not None else []
     lock = lock or ProjectLock(farmer_dir)
     if not opts.dry_run:
         if lock.fd is None:
@@ -55,11 +63,14 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
         build.early = lock.early  # a signal since the lock was taken stops this build
         lock.defer_signals()
     try:
-        build.session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof)
+        build.session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof,
+                                     state=state)
         if not opts.dry_run:
             noop.forget(farmer_dir)  # read above; this build may change what it rests on
         try:
             code = build.run(executor)
+            while build.later:  # nothing started, so nothing came before it
+                build.later.pop()()
             build.conclude()
             return code
         finally:
@@ -72,7 +83,7 @@ class _Build:
     """One build, from its session to its summary line."""
 
     __slots__ = ("opts", "farmer_dir", "cache", "started_at", "t0", "early", "session", "prediction",
-                 "groups", "ending")
+                 "groups", "ending", "later")
 
     def __init__(self, opts: BuildOptions, farmer_dir: str, cache: RunCache | None) -> None:
         self.opts = opts
@@ -115,6 +126,7 @@ class _Build:
         recorder = Recorder(session, reporter.message, cache)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.signal = self.early[0] if self.early else None  # one that came since the check above
+        hooks.later = self.later
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)

@@ -16,6 +16,8 @@ from farmer.session import BuildOptions, Session
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from farmer.graph import Computation
 
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
@@ -50,6 +52,11 @@ class BuildHooks(Hooks):
         self._eta: float | None = None
         self._last_eta = 0.0
         self._unprinted: tuple[Computation, str] | None = None
+        self.later: list[Callable[[], None]] = []  # run once the first commands have started
+
+    def idle(self) -> None:
+        while self.later:
+            self.later.pop()()
 
     def check(self, index: int, producers_ran: bool) -> str | None:
         if not producers_ran:

@@ -68,9 +68,12 @@ def is_ninja(farmfile: str, ninja: bool) -> bool:
 
 
 def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja: bool = False,
-                 farmfile_given: bool = True, base_dir: str | None = None) -> tuple[Spec, Graph]:
+                 farmfile_given: bool = True, base_dir: str | None = None,
+                 later: list[Callable[[], None]] | None = None) -> tuple[Spec, Graph]:
     """Read the Farmfile (or with `ninja`, a ninja manifest: docs/ninja.md) and traverse it;
-    the project root becomes the working directory. `base_dir`: --base-dir (a manifest's)."""
+    the project root becomes the working directory. `base_dir`: --base-dir (a manifest's).
+    `later`: where a Farmfile's graph cache write goes instead of being done now (a build's
+    first commands need not wait for it)."""
     enter(directory)
     if is_ninja(farmfile, ninja):
         from pathlib import Path
@@ -80,7 +83,13 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
         return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache, base_dir)
     from farmer import project
 
-    return project.load(find_farmfile(farmfile, farmfile_given), write_cache)
+    path = find_farmfile(farmfile, farmfile_given)
+    if later is None or not write_cache:
+        return project.load(path, write_cache)
+    spec, graph, save = project.load_later(path)
+    if save is not None:
+        later.append(save)
+    return spec, graph
 
 
 def _interrupted_before_planning(lock: ProjectLock, started_at: float, jobs: int) -> None:
@@ -118,7 +127,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         cache_switch(os.environ)
     started_at = time.time()
     trace_file = os.path.abspath(trace_file) if trace_file else None
-    proof = None
+    proof = state = None
     try:
         if not dry_run and not trace_file and not is_ninja(farmfile, ninja):
             # First, the cheap proof that nothing changed (farmer/noop.py), under the lock
@@ -151,7 +160,9 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                 return _built(code)
         from farmer.build import BuildOptions, run_build
 
-        spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given, base_dir)
+        later: list[Callable[[], None]] = []  # work the first commands need not wait for
+        spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given, base_dir,
+                                   later)
         if not dry_run and not is_ninja(farmfile, ninja):
             from farmer import stale
             from farmer.lock import ProjectLock
@@ -162,7 +173,10 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                 lock.acquire()
                 lock.defer_signals(stop_now=True)
             reload = lambda: load_project(None, os.fspath(spec.path), True)  # noqa: E731
-            spec, graph, _ = stale.sweep(spec, graph, reload)
+            state = stale.open_state(lock.dir)  # the build's too: state.db opened once
+            spec, graph, removed = stale.sweep(spec, graph, reload, state)
+            if removed:
+                later.clear()  # the graph was made again, and its cache written
         live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
         opts = BuildOptions(targets=targets, jobs=slots, load=load, keep_going=keep_going,
                             dry_run=dry_run, explain=explain, no_worlds=no_worlds,
@@ -170,7 +184,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
                             cache=use_cache, cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
                             remote=remote, base_dir=base_dir)
         if not is_ninja(farmfile, ninja) or dry_run:
-            code = run_build(spec, graph, opts, lock, proof, executor, cache)
+            code = run_build(spec, graph, opts, lock, proof, executor, cache, state, later)
             return code if dry_run else _built(code, graph)
         from farmer import ninja as manifest  # as ninja: remake the manifest first
 
@@ -193,6 +207,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
 
         raise locate(e, farmfile) from None
     finally:
+        if state is not None:
+            state.close()  # the build closed it, unless it ended before the build began
         if lock is not None:
             lock.release()
 

@@ -10,10 +10,24 @@ from farmer.grains import hash_bytes
 from farmer.graph import Graph
 from farmer.spec import Spec, read
 
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
     """Read the Farmfile at `path` and expand it; the project root becomes the working
     directory. Only commands that hold the lock write the cache (`write_cache`)."""
+    spec, graph, save = load_later(path)
+    if write_cache and save is not None:
+        save()
+    return spec, graph
+
+
+def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None] | None]:
+    """As `load`, with the graph cache's write handed back (None: the graph came from the
+    cache): a build makes it once its first commands have started, since only the next
+    build reads it."""
     path = os.fspath(path)
     root = os.path.dirname(path) or "."
     text = read(path)
@@ -22,7 +36,7 @@ def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
     if cached is not None:
         os.chdir(root)
         cached[0].digest = hash_bytes(text)
-        return cached
+        return cached[0], cached[1], None
     # Here: a build from the graph cache never parses (farmfile.py, tomllib) nor traverses.
     from farmer import farmfile
     from farmer.traversal import traverse
@@ -35,6 +49,4 @@ def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
     # What the tasks declared is in the graph now; a spec from the cache has no tasks either
     # (100 000 TaskSpecs are about 40 MB a build would hold to its end).
     spec.tasks = {}
-    if write_cache:
-        graphcache.save(farmer_dir, path, text, spec, graph)
-    return spec, graph
+    return spec, graph, lambda: graphcache.save(farmer_dir, path, text, spec, graph)

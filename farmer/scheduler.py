@@ -45,6 +45,10 @@ class Hooks:
         """The signal that asks the build to stop, if one arrived."""
         return None
 
+    def idle(self) -> None:
+        """Everything that can start has started, and the scheduler is about to wait: the
+        moment for work that need not come before the first commands."""
+
 
 class Span:
     """Where and when a computation ran: its CPU slots (the first names its row in a
@@ -126,6 +130,7 @@ class Scheduler:
                 if self.stopping or not self._ready:
                     break
             held_back = bool(self._ready) and not self.stopping and bool(self._free_slots)
+            self.hooks.idle()
             for outcome in self.executor.wait(0.5 if held_back else None):
                 self._complete(outcome)
         self._settle_rest()

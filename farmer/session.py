@@ -256,12 +256,14 @@ class Session:
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: str | os.PathLike, targets: list[str],
                  readonly: bool = False, proof: noop.Proof | None = None,
-                 from_scratch: bool = False) -> Session:
+                 from_scratch: bool = False, state: State | None = None) -> Session:
     """`proof`: the no-op proof as the no-op check read and checked it, if it did;
-    `from_scratch`: look at every selected computation (`plan --from-scratch`)."""
-    state = State(farmer_dir, readonly=readonly)
-    for warning in state.warnings:
-        print(f"farmer: warning: {warning}", file=sys.stderr)
+    `from_scratch`: look at every selected computation (`plan --from-scratch`); `state`:
+    state.db as the caller opened it (for the stale-output sweep), if it did."""
+    if state is None:
+        state = State(farmer_dir, readonly=readonly)
+        for warning in state.warnings:
+            print(f"farmer: warning: {warning}", file=sys.stderr)
     if from_scratch:
         return Session.full(spec, graph, state, select_targets(spec, graph, targets))
     if proof is None or not noop.matches(proof, spec.path, spec.digest, targets):

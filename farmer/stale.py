@@ -80,23 +80,15 @@ def remove_stale(spec: Spec, graph: Graph, state: State, force: bool = False) ->
     return removed
 
 
-def sweep(spec: Spec, graph: Graph, reload: Callable[[], tuple[Spec, Graph]],
+def sweep(spec: Spec, graph: Graph, reload: Callable[[], tuple[Spec, Graph]], state: State,
           force: bool = False) -> tuple[Spec, Graph, int]:
-    """Remove stale outputs (the caller holds the lock), and make the graph again while
-    that changed what it matched (`reload()` makes it); the graph and how many went.
-    `force`: look even when the graph's key is the one recorded (`clean --dead`)."""
-    from farmer.state import State
-
-    farmer_dir = os.path.join(spec.root, ".farmer")
+    """Remove stale outputs (the caller holds the lock and has `state` open: the build's
+    own, so that state.db is opened once), and make the graph again while that changed
+    what it matched (`reload()` makes it); the graph and how many went. `force`: look even
+    when the graph's key is the one recorded (`clean --dead`)."""
     count = 0
     for _ in range(_ROUNDS):
-        state = State(farmer_dir)
-        try:
-            for warning in state.warnings:
-                print(f"farmer: warning: {warning}", file=sys.stderr)
-            removed = remove_stale(spec, graph, state, force)
-        finally:
-            state.close()
+        removed = remove_stale(spec, graph, state, force)
         if not removed:
             break
         count += len(removed)
@@ -104,10 +96,25 @@ def sweep(spec: Spec, graph: Graph, reload: Callable[[], tuple[Spec, Graph]],
     return spec, graph, count
 
 
+def open_state(farmer_dir: str) -> State:
+    """The build's state.db (farmer/state.py), its warnings said on stderr."""
+    from farmer.state import State
+
+    state = State(farmer_dir)
+    for warning in state.warnings:
+        print(f"farmer: warning: {warning}", file=sys.stderr)
+    return state
+
+
 def clean_dead(spec: Spec, graph: Graph, reload: Callable[[], tuple[Spec, Graph]]) -> str:
     """`farmer clean --dead`: only the stale outputs; the summary line."""
     from farmer.lock import ProjectLock
 
-    with ProjectLock(os.path.join(spec.root, ".farmer")):
-        count = sweep(spec, graph, reload, force=True)[2]
+    farmer_dir = os.path.join(spec.root, ".farmer")
+    with ProjectLock(farmer_dir):
+        state = open_state(farmer_dir)
+        try:
+            count = sweep(spec, graph, reload, state, force=True)[2]
+        finally:
+            state.close()
     return f"farmer: removed {count} stale outputs"

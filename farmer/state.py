@@ -10,6 +10,10 @@ checkpoint and a journalled header write: each switch costs more syncs than a sm
 one batch). A connection that only reads (the stale-output check of a cached graph) changes
 nothing. A database that cannot be read is moved aside and farmer starts afresh: removing
 state only ever costs rebuilding.
+
+A project without state.db reads as empty, and the file is made by the first write (its
+schema in one transaction): a first build starts its commands without waiting for SQLite
+to create a database and its tables, which hold nothing yet.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ CREATE TABLE IF NOT EXISTS declared (
     farmfile TEXT NOT NULL, path TEXT NOT NULL, id TEXT NOT NULL,
     PRIMARY KEY (farmfile, path)) WITHOUT ROWID;
 """
+# What _SCHEMA makes: a database that has all of them needs none of its statements run.
+_SCHEMA_NAMES = {"meta", "stat", "trace", "history", "history_id", "history_task", "sha256", "declared"}
 SHA256_KEEP = 200_000  # rows of the SHA-256 side table (farmer/remote/shas.py); the oldest go
 
 
@@ -111,7 +117,9 @@ class State:
         self.write_failed = False
         self.wal = False  # in WAL mode now (switched back to DELETE at `close`)
         self.batches = 0  # write transactions begun on this connection
-        self.db = self._open_readonly() if readonly else self._open()
+        # set_declared's rows while there is no database yet: written with the first batch
+        self._declared: tuple | None = None
+        self.db: sqlite3.Connection | None = self._open_readonly() if readonly else self._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
         """For commands that must write nothing (`plan`): the state as it is, or none."""
@@ -128,10 +136,16 @@ class State:
         db.executescript(_SCHEMA)
         return db
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> sqlite3.Connection | None:
+        """The database, or None when there is none yet (made by the first write)."""
         make_dir(self.dir)
         for suffix in ("", "-wal", "-shm"):  # SQLite follows links: a planted one is removed
             unlink_link(self.path + suffix)
+        if not (os.path.lexists(self.path) or os.path.lexists(self.path + "-wal")):
+            return None
+        return self._open_now()
+
+    def _open_now(self) -> sqlite3.Connection:
         try:
             return self._connect()
         except sqlite3.DatabaseError as e:
@@ -162,7 +176,15 @@ class State:
         print(f"farmer: warning: {self._set_aside(e)}", file=sys.stderr)
         self.db = self._connect()
 
+    def _writable(self) -> sqlite3.Connection:
+        """The database, made now if there is none yet."""
+        if self.db is None:
+            self.db = self._open_now()
+        return self.db
+
     def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
+        if self.db is None:
+            return []  # no database yet: nothing was recorded
         try:
             return self.db.execute(query, params).fetchall()
         except sqlite3.DatabaseError as e:
@@ -176,15 +198,19 @@ class State:
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            names = dict(db.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'index')"))
+            tables = {name for name, kind in names.items() if kind == "table"}
             if tables and "meta" not in tables:  # somebody else's database
                 raise sqlite3.DatabaseError(f"not a farmer database: tables {', '.join(sorted(tables))}")
             db.execute("PRAGMA synchronous=NORMAL")
             # WAL already: left so by a farmer that died before it closed the file.
             self.wal = db.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
-            if not tables:  # a new database: the schema is its first batch of many
+            if not tables:  # a new database: the schema is its first batch of many, in one transaction
                 self._begin_writing(db, many=True)
-            db.executescript(_SCHEMA)
+                db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT INTO meta VALUES ('schema', "
+                                 f"'{SCHEMA_VERSION}'); COMMIT;")
+            elif not _SCHEMA_NAMES <= names.keys():  # an older farmer's: what it lacks
+                db.executescript(_SCHEMA)
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -286,7 +312,7 @@ class State:
         if not rows or self.readonly:
             return
         try:
-            self._begin_writing(self.db)
+            self._begin_writing(self._writable())
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany("INSERT OR REPLACE INTO sha256 VALUES (?,?,?)",
                                 [(d, sha, size) for d, (sha, size) in rows.items()])
@@ -299,18 +325,19 @@ class State:
     def set_declared(self, farmfile: str, before: dict[str, str], now: dict[str, str], key: str,
                      forget: list[str]) -> None:
         """Record what the Farmfile's graph declares `now` (the rows hold `before`), and
-        forget the traces of computations that are gone."""
+        forget the traces of computations that are gone. Without a database yet, nothing
+        was declared, traced or written by an earlier build: the rows go into the first
+        batch `save` writes (or are written by `close`), so no trace is ever recorded
+        without them."""
+        if self.db is None:
+            self._declared = (farmfile, before, now, key, forget)
+            return
         db = self.db
         try:
             self._begin_writing(db)
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany("DELETE FROM declared WHERE farmfile=? AND path=?",
-                               [(farmfile, p) for p in before if p not in now])
-                db.executemany("INSERT OR REPLACE INTO declared VALUES (?,?,?)",
-                               [(farmfile, p, cid) for p, cid in now.items() if before.get(p) != cid])
-                db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
-                db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", ("declared:" + farmfile, key))
+                self._write_declared(farmfile, before, now, key, forget)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -322,10 +349,20 @@ class State:
                 raise
             self._corruption_found(e)  # a fresh database: the next build records it
 
+    def _write_declared(self, farmfile: str, before: dict[str, str], now: dict[str, str], key: str,
+                        forget: list[str]) -> None:
+        db = self.db
+        db.executemany("DELETE FROM declared WHERE farmfile=? AND path=?",
+                       [(farmfile, p) for p in before if p not in now])
+        db.executemany("INSERT OR REPLACE INTO declared VALUES (?,?,?)",
+                       [(farmfile, p, cid) for p, cid in now.items() if before.get(p) != cid])
+        db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", ("declared:" + farmfile, key))
+
     def save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
              stats: dict[str, tuple[StatKey, str] | None]) -> None:
-        """Write one batch in one transaction."""
-        if not (traces or forget or samples or stats):
+        """Write one batch in one transaction (with the declared outputs, if they wait)."""
+        if not (traces or forget or samples or stats or self._declared):
             return
         try:
             self._save(traces, forget, samples, stats)
@@ -338,10 +375,12 @@ class State:
 
     def _save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
               stats: dict[str, tuple[StatKey, str] | None]) -> None:
-        db = self.db
+        db = self._writable()
         self._begin_writing(db)
         db.execute("BEGIN IMMEDIATE")
         try:
+            if self._declared is not None:
+                self._write_declared(*self._declared)
             if forget:
                 db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
             if traces:
@@ -365,13 +404,19 @@ class State:
                 if keep:
                     db.executemany("INSERT OR REPLACE INTO stat VALUES (?,?,?,?,?,?)", keep)
             db.execute("COMMIT")
+            self._declared = None
         except BaseException:
             if db.in_transaction:  # a failed COMMIT may have rolled back already
                 db.execute("ROLLBACK")
             raise
 
     def close(self) -> None:
+        """Write what waits (the declared outputs) and close; closing twice does nothing."""
         try:
+            if self._declared is not None and not self.write_failed:
+                self.save([], [], [], {})
+            if self.db is None:
+                return
             if self.wal and not self.readonly:
                 # Leave a self-contained file behind (no -wal/-shm), so that read-only
                 # commands (`plan`, `query`) can open it without creating anything.
@@ -380,6 +425,9 @@ class State:
         except sqlite3.Error as e:  # closing never decides a build's outcome
             if not self.write_failed:
                 print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
+        finally:
+            self._declared = None
+            self.db = None
 
 
 def _corrupt(e: sqlite3.DatabaseError) -> bool:

@@ -5,6 +5,8 @@ no-op proof around them (SPEC §2)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from test_cli_incremental import CHAIN
 
@@ -63,3 +65,38 @@ def test_a_cache_hit_restores_outputs_instead_of_running(chain):
     assert chain.read("out/b.txt") == "alpha\nalpha\n"
     again = chain.build_in_process(cache=cache)  # what was restored is recorded: up to date
     assert again.runner.ran == [] and again.summary()["up to date"] == 3, again
+
+
+def test_a_clean_build_starts_its_first_command_before_writing_state(chain):
+    """The graph cache and state.db are for later builds: a first build writes them once its
+    first commands have started (state.db with its first batch of traces)."""
+    from fakes import FakeRunner
+
+    class Watching(FakeRunner):
+        def __init__(self, root):
+            super().__init__(root)
+            self.seen: list[tuple[bool, bool]] = []
+
+        def start(self, comp):
+            farmer_dir = os.path.join(self.root, ".farmer")
+            self.seen.append((os.path.exists(os.path.join(farmer_dir, "graph.cache")),
+                              os.path.exists(os.path.join(farmer_dir, "state.db"))))
+            super().start(comp)
+
+    runner = Watching(chain.root)
+    r = chain.build_in_process("-j", "1", runner=runner)
+    assert r.returncode == 0, r
+    assert runner.seen[0] == (False, False)
+    assert runner.seen[1][0]  # written while the first command ran
+    assert (chain.root / ".farmer" / "graph.cache").is_file()
+    again = chain.build_in_process()
+    assert again.returncode == 0 and again.runner.ran == [], again
+
+
+def test_a_build_that_runs_nothing_still_writes_the_graph_cache(chain):
+    assert chain.build_in_process().returncode == 0
+    chain.write("Farmfile", chain.read("Farmfile") + "\n# a comment: the graph is made again\n")
+    os.unlink(chain.root / ".farmer" / "graph.cache")
+    r = chain.build_in_process()
+    assert r.returncode == 0 and r.runner.ran == [], r
+    assert (chain.root / ".farmer" / "graph.cache").is_file()

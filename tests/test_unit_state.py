@@ -35,11 +35,51 @@ def sample(tid: str, at: float, wall: float = 1.0, task: str = "t") -> Sample:
     return Sample(tid, task, at, wall, 0.5, 1024, 100)
 
 
-def test_fresh_state_is_empty_and_created(farmer_dir):
+def test_fresh_state_is_empty_and_made_by_the_first_write(farmer_dir):
+    """A first build reads nothing and starts its commands before SQLite makes a file."""
     s = State(farmer_dir)
-    assert (farmer_dir / "state.db").is_file()
     assert s.traces() == {} and s.history() == {} and s.stat_cache() == {}
+    assert s.declared("Farmfile") == {} and s.trace("x") is None
     assert s.warnings == []
+    assert not (farmer_dir / "state.db").exists()
+    s.save([trace("x")], [], [], {})
+    assert (farmer_dir / "state.db").is_file()
+    s = reopen(s)
+    assert set(s.traces()) == {"x"}
+    s.close()
+    s.close()  # closing twice does nothing
+    assert not (farmer_dir / "state.db-wal").exists()
+
+
+def test_declared_outputs_wait_for_the_first_batch_without_a_database(farmer_dir):
+    """Without state.db, what the graph declares is written in the same transaction as the
+    first traces (no trace is ever recorded without them), or when the state is closed."""
+    s = State(farmer_dir)
+    s.set_declared("/p/Farmfile", {}, {"out/a": "out/a"}, "k1", [])
+    assert not (farmer_dir / "state.db").exists()
+    s.save([trace("out/a")], [], [], {})
+    db = sqlite3.connect(farmer_dir / "state.db")
+    assert db.execute("SELECT path, id FROM declared").fetchall() == [("out/a", "out/a")]
+    assert db.execute("SELECT count(*) FROM trace").fetchone() == (1,)
+    db.close()
+    s.close()
+    other = farmer_dir.parent / "other" / ".farmer"
+    s = State(other)
+    s.set_declared("/p/Farmfile", {}, {"out/b": "out/b"}, "k2", [])
+    s.close()
+    s = State(other)
+    assert s.declared("/p/Farmfile") == {"out/b": "out/b"} and s.declared_key("/p/Farmfile") == "k2"
+    s.close()
+
+
+def test_an_existing_database_records_declared_outputs_at_once(farmer_dir):
+    s = State(farmer_dir)
+    s.save([trace("x")], [], [], {})
+    s.set_declared("/p/Farmfile", {}, {"out/a": "out/a"}, "k1", ["x"])
+    db = sqlite3.connect(farmer_dir / "state.db")
+    assert db.execute("SELECT path FROM declared").fetchall() == [("out/a",)]
+    assert db.execute("SELECT count(*) FROM trace").fetchone() == (0,)
+    db.close()
     s.close()
 
 
@@ -113,6 +153,7 @@ def test_history_of_some_tasks_is_found_by_index(farmer_dir):
     an index, not by scanning every measured run of the project (10 000 rows at 10k steps,
     also in a state.db made before the index existed)."""
     s = State(farmer_dir)
+    s.save([], [], [sample("first", 0.0)], {})
     s.db.execute("DROP INDEX history_task")  # as an older farmer left it
     s.save([], [], [sample(f"x{n}", float(n), task=f"t{n % 50}") for n in range(500)], {})
     s = reopen(s)
@@ -287,7 +328,9 @@ def test_every_batch_is_kept_and_the_file_is_left_self_contained(farmer_dir, bat
     """However many batches a build writes (none: the stale check of a cached graph; one: a
     small incremental build, in the rollback journal; more: in WAL, switched back at the
     end), they are all there afterwards and the file needs no -wal or -shm."""
-    State(farmer_dir).close()
+    s = State(farmer_dir)
+    s.save([], [], [sample("made", 0.0)], {})  # the file exists (a first write makes it)
+    s.close()
     s = State(farmer_dir)
     for k in range(batches):
         s.save([trace(f"out/{k}")], [], [sample(f"out/{k}", 1.0)], {f"src/{k}": ((1, 2, 3, 4), "d")})
