@@ -188,3 +188,22 @@ def test_a_planted_link_at_a_silent_runs_log_is_removed_not_followed(executor, t
     executor.start(c)
     assert wait_all(executor)[0].ok
     assert not os.path.lexists(log) and victim.read_text() == "precious\n"
+
+
+def test_programs_are_found_on_path_as_execvp_finds_them(executor, tmp_path, monkeypatch):
+    """A command run without a shell is looked up on PATH once a build, in PATH's order,
+    skipping files that are not executable; one found nowhere still fails as it would."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "farmer-unit-tool").write_text("#!/bin/sh\necho not executable\n")
+    (second / "farmer-unit-tool").write_text("#!/bin/sh\necho from second\n")
+    (second / "farmer-unit-tool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{first}:{second}:{os.environ['PATH']}")
+    ok = comp(0, f"farmer-unit-tool > {tmp_path / 'o.txt'}")
+    missing = comp(1, "farmer-unit-no-such-tool x")
+    executor.start(ok)
+    executor.start(missing)
+    got = wait_all(executor)
+    assert got[0].ok and (tmp_path / "o.txt").read_text() == "from second\n"
+    assert got[1].reason == "exit 127"

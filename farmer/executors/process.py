@@ -123,6 +123,16 @@ def drop_empty_log(log: str) -> None:
         pass
 
 
+def _on_path(name: str) -> str | None:
+    """The first executable regular file called `name` in the directories of PATH, as
+    execvp looks (an empty entry is the working directory), or None."""
+    for folder in os.environ.get("PATH", "/bin:/usr/bin").split(":"):
+        path = os.path.join(folder, name) if folder else name
+        if os.access(path, os.X_OK) and os.path.isfile(path):
+            return path if folder else "./" + name
+    return None
+
+
 def keep_log(log: str) -> None:
     """An empty log where a run has none: a failure's message names its log, and a command
     that printed nothing and exited 0 can still fail (a declared output missing)."""
@@ -166,6 +176,7 @@ class ProcessExecutor(Executor):
         self._finished: list[Outcome] = []
         self._use_pidfd = hasattr(os, "pidfd_open")
         self._env = dict(os.environ)
+        self._programs: dict[str, str | None] = {}  # name -> where PATH finds it, this build
         self.groups: GroupLog | None = None  # where the groups it starts are recorded
 
     def running(self) -> int:
@@ -197,9 +208,11 @@ class ProcessExecutor(Executor):
             plain = direct(comp.action) if comp.kind == "cmd" and not console and comp.action else None
             if plain is not None:
                 try:  # no shell needed: one exec instead of two
-                    pid = os.posix_spawnp(plain.argv[0], plain.argv, env,
-                                          file_actions=_direct_actions(plain, output, log), **group,
-                                          setsigdef=_RESET_SIGNALS, setsigmask=())
+                    program = self._program(plain.argv[0])
+                    spawn = os.posix_spawnp if program is None else os.posix_spawn
+                    pid = spawn(program or plain.argv[0], plain.argv, env,
+                                file_actions=_direct_actions(plain, output, log), **group,
+                                setsigdef=_RESET_SIGNALS, setsigmask=())
                 except OSError:
                     pass  # let the shell run it and say what is wrong, as it would have
             if pid is None:
@@ -226,6 +239,17 @@ class ProcessExecutor(Executor):
             self.groups.started(pid)
         if pidfd is not None:
             self.selector.register(pidfd, selectors.EVENT_READ, run)
+
+    def _program(self, name: str) -> str | None:
+        """Where posix_spawnp would find `name` on farmer's PATH, looked up once a build:
+        the child, which farmer waits for until it execs, then makes one exec instead of
+        one per PATH entry before it. None: not found (posix_spawnp then says so)."""
+        if "/" in name:
+            return name
+        found = self._programs.get(name, "")
+        if found == "":
+            found = self._programs[name] = _on_path(name)
+        return found
 
     def wait(self, timeout: float | None) -> list[Outcome]:
         if self._finished:
