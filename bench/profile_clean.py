@@ -2,16 +2,20 @@
 """Where a clean build of the bench's graph spends its time before its first command, or
 its memory.
 
-    python bench/profile_clean.py [--size 1000] [--memory] [--top 40]
+    python bench/profile_clean.py [--size 1000] [--memory] [--top 40] [--repeat N]
 
 Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
 process:
-  default   under cProfile until the first `os.posix_spawnp` (the first started command);
+  default   under cProfile until the first `os.posix_spawn` or `os.posix_spawnp` (the
+            first started command);
             prints the CPU and wall time to it and the top entries by cumulative time
   --memory  under tracemalloc (one frame): the traced memory around each phase (load,
             session, prediction, the scheduler's runs, the proof) and the 20 lines that
             hold the most at the end of the run
+  --repeat  N fresh processes without the profiler, each to its first command: the median
+            CPU and wall time to it (bench/run.py's first-command column also counts the
+            interpreter's start)
 """
 from __future__ import annotations
 
@@ -56,24 +60,47 @@ def build() -> None:
         sys.stdout = out
 
 
-def first_command(top: int) -> None:
+def first_command(top: int, profile: bool = True) -> None:
     prof = cProfile.Profile()
-    real, first = os.posix_spawnp, {}
+    first: dict[str, float] = {}
     c0, w0 = time.process_time(), time.perf_counter()
 
-    def spawn(*a, **k):
-        if not first:
-            prof.disable()
-            first.update(cpu=time.process_time() - c0, wall=time.perf_counter() - w0)
-        return real(*a, **k)
+    def spawning(real):
+        def spawn(*a, **k):
+            if not first:
+                prof.disable()
+                first.update(cpu=time.process_time() - c0, wall=time.perf_counter() - w0)
+            return real(*a, **k)
+        return spawn
 
-    os.posix_spawnp = spawn
-    prof.enable()
+    # posix_spawn for a command found on PATH, posix_spawnp for the shell and the rest
+    os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_spawnp)
+    if profile:
+        prof.enable()
     build()
     prof.disable()
+    if not profile:  # one of --repeat's runs
+        print(f"{first['cpu']} {first['wall']}")
+        return
     print(f"first command after {first['cpu'] * 1000:.1f} ms of CPU, {first['wall'] * 1000:.1f} ms "
           "of wall time (in this process, after the interpreter's start; under cProfile)")
     pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+
+
+def repeated(size: int, repeat: int) -> None:
+    """Fresh processes, without the profiler: CPU and wall to the first command."""
+    import statistics
+    import subprocess
+
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, __file__, "--size", str(size), "--plain"], check=True,
+                             capture_output=True, text=True).stdout.split()
+        runs.append((float(out[0]), float(out[1])))
+    print(f"load average {os.getloadavg()[0]:.1f}; {repeat} runs, medians: first command after "
+          f"{statistics.median(r[0] for r in runs) * 1000:.1f} ms of CPU and "
+          f"{statistics.median(r[1] for r in runs) * 1000:.1f} ms of wall time (in the build's "
+          "process, after the interpreter's start)")
 
 
 def memory() -> None:
@@ -118,9 +145,18 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--repeat", type=int, default=0)
+    ap.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)  # one of --repeat's runs
     args = ap.parse_args()
+    if args.repeat:
+        project(args.size, bench.BENCH_DIR / "work")
+        repeated(args.size, args.repeat)
+        return 0
     os.chdir(project(args.size, bench.BENCH_DIR / "work"))
-    memory() if args.memory else first_command(args.top)
+    if args.memory:
+        memory()
+    else:
+        first_command(args.top, profile=not args.plain)
     return 0
 
 

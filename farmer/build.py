@@ -119,6 +119,7 @@ class _Build:
             check_inside(session.spec.root, [comps[i] for i in to_run])
 
         logs = os.path.join(self.farmer_dir, "logs")
+        logs_new = not os.path.lexists(logs)  # a first build: no log of an older run to remove
         make_dir(logs)
         live = opts.live and not any(comps[i].ninja and comps[i].ninja.console for i in to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
@@ -132,7 +133,8 @@ class _Build:
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         if not hasattr(os, "pidfd_open"):
             signal.signal(signal.SIGCHLD, lambda *_: None)
-        executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message)
+        executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message,
+                                                                  logs_new)
         executor, jobs = self._remote_executor(executor, cache, given is not None)
         alongside = getattr(cache, "lookups_alongside", None)  # remote lookups many at once
         if alongside is not None and given is None:
@@ -214,13 +216,14 @@ class _Build:
         return (RemoteExecutor(executor, engine, self.opts.jobs, self.t0, cache.describe, self.session.trace,
                                cache.log_of, cache.warn), self.opts.jobs + settings.jobs)
 
-    def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn) -> Executor:
+    def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,
         where each runs in a fresh python3). Every computation that can run is in the plan,
         so a plan without world tasks needs no world, nor the modules that drive them."""
         opts, comps = self.opts, self.session.graph.computations
         executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
         executor.groups = self.groups
+        executor.logs_new = logs_new
         if opts.no_worlds or all(comps[i].world is None for i in to_run):
             return executor
         from farmer.executors.composite import with_worlds

@@ -73,17 +73,19 @@ def _memory_file() -> int | None:
         os.close(fd)
 
 
-def _keep_output(output: int, log: str, failed: bool) -> None:
+def _keep_output(output: int, log: str, failed: bool, older: bool) -> None:
     """Copy a run's output from its memory file into its log; a run that printed nothing
-    and succeeded leaves no log (an older run's is removed). A log that cannot be written
-    (a full disk) costs only the log, as it did when the command wrote it."""
+    and succeeded leaves no log (an older run's is removed; `older`: there may be one). A
+    log that cannot be written (a full disk) costs only the log, as it did when the
+    command wrote it."""
     try:
         size = os.fstat(output).st_size
         if size == 0 and not failed:
-            try:
-                os.unlink(log)
-            except FileNotFoundError:
-                pass
+            if older:
+                try:
+                    os.unlink(log)
+                except FileNotFoundError:
+                    pass
             return
         fd = open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -177,6 +179,7 @@ class ProcessExecutor(Executor):
         self._use_pidfd = hasattr(os, "pidfd_open")
         self._env = dict(os.environ)
         self._programs: dict[str, str | None] = {}  # name -> where PATH finds it, this build
+        self.logs_new = False  # the logs folder was made for this build: no older log in it
         self.groups: GroupLog | None = None  # where the groups it starts are recorded
 
     def running(self) -> int:
@@ -325,7 +328,7 @@ class ProcessExecutor(Executor):
         else:
             ok, reason = False, f"exit {code}"
         if run.output is not None:
-            _keep_output(run.output, run.log, not ok)
+            _keep_output(run.output, run.log, not ok, not self.logs_new)
         self._finished.append(Outcome(
             index=run.index, ok=ok, reason=reason,
             exit_code=code if code is not None and code >= 0 else None,  # a signal is no exit
