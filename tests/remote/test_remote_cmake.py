@@ -84,6 +84,8 @@ def program(build: str) -> str:
     return subprocess.run([os.path.join(build, "demo")], capture_output=True, text=True, check=True).stdout
 
 
+# (the custom command, `cd BUILD && cmake -E copy ...` rewritten, may run on a worker too, when a
+# remote slot is free as it starts)
 COMPILES = {"CMakeFiles/shapes.dir/src/area.c.o", "CMakeFiles/shapes.dir/src/scale.c.o",
             "CMakeFiles/demo.dir/src/main.c.o"}
 LINKS = {"libshapes.a", "demo"}
@@ -96,13 +98,13 @@ def test_compiles_and_links_of_a_cmake_build_run_on_the_workers(tmp_path, reapi)
     r = farmer(build, *remote)  # never built: the compiles' headers from a preprocessor scan
     assert "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
     ran = tasks(build)
-    assert {cid for cid, t in ran.items() if t["executor"] == "remote"} == COMPILES | LINKS, ran
+    assert {cid for cid, t in ran.items() if t["executor"] == "remote"} >= COMPILES | LINKS, ran
     assert program(build) == "v1 12 ../src/main.c\n"
     (tmp_path / "proj" / "include" / "common.h").write_text(f'#define SALT "{salt}-2"\n#define UNIT 5\n')
     r = farmer(build, *remote)  # and with their depfiles' headers
     assert "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
     ran = tasks(build)
-    assert {cid for cid, t in ran.items() if t["executor"] == "remote"} == COMPILES | LINKS, ran
+    assert {cid for cid, t in ran.items() if t["executor"] == "remote"} >= COMPILES | LINKS, ran
     assert program(build) == "v1 30 ../src/main.c\n"  # __FILE__ is the path the command names
     r = farmer(build, *remote)
     assert "ran 0" in r.stdout and "cached 0" in r.stdout  # a no-op: every result has its trace
