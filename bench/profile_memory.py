@@ -3,7 +3,7 @@
 
     python bench/profile_memory.py [--size 20000] [--trace] [--top 25]
 
-Generates bench/run.py's graph (one `[task]` per step) into bench/work/memory-n{size}/,
+Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
 process, printing at the start and end of each phase (parse, traversal, graph cache,
 session, prediction, the scheduler's run, the end's simulation, the proof) the process's
@@ -16,28 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as bench  # noqa: E402  (bench/run.py: the generator)
-
-sys.path.insert(0, str(bench.REPO_ROOT))
-
-
-def project(size: int, work: Path) -> Path:
-    d = work / f"memory-n{size}"
-    if not (d / "Farmfile").exists():
-        shutil.rmtree(d, ignore_errors=True)
-        g = bench.make_graph(size)
-        bench.write_project(g, d, {"farmer": bench.farmfile_text(g), "ninja": bench.ninja_text(g),
-                                   "make": bench.makefile_text(g)}, "farmer")
-    for name in ("out", ".farmer"):
-        shutil.rmtree(d / name, ignore_errors=True)
-    return d
+import profile_clean  # noqa: E402  (the same project, and its build in this process)
+import run as bench  # noqa: E402
 
 
 def status() -> dict[str, int]:
@@ -57,7 +43,7 @@ def main() -> int:
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    os.chdir(project(args.size, bench.BENCH_DIR / "work"))
+    os.chdir(profile_clean.project(args.size, bench.BENCH_DIR / "work"))
     if args.trace:
         tracemalloc.start(1)
     import farmer.build as build_mod
@@ -67,8 +53,6 @@ def main() -> int:
     import farmer.scheduler as scheduler_mod
     import farmer.session as session_mod
     import farmer.traversal as traversal_mod
-    from farmer import command
-
     marks, snaps = [], {}
 
     def mark(label: str) -> None:
@@ -98,14 +82,7 @@ def main() -> int:
     wrap(session_mod.Session, "write_proof")
     wrap(noop_mod, "update", snap=True)
     mark("start")
-    out, sys.stdout = sys.stdout, open(os.devnull, "w")  # the build's progress lines
-    try:
-        command.main(lambda: command.build(["all"], jobs=2))
-    except SystemExit:
-        pass
-    finally:
-        sys.stdout.close()
-        sys.stdout = out
+    profile_clean.build()
     mark("end")
     print(f"clean build of {args.size} steps in process" + (", under tracemalloc" if args.trace else ""))
     previous = marks[0][3]
