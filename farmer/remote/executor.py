@@ -20,15 +20,14 @@ depfile, built before or a plain compile whose headers a preprocessor scan lists
 
 from __future__ import annotations
 
-import collections
 import os
 import queue
-import selectors
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from farmer import depfile as depfiles
-from farmer.executors.base import Executor, Outcome
+from farmer.executors.base import Outcome
+from farmer.executors.relay import RelayExecutor
 from farmer.remote import depscan
 from farmer.remote import restore as restoring
 from farmer.remote.action import in_root, root_path
@@ -60,29 +59,23 @@ class _Plan:
         self.comp, self.found, self.action, self.sent = comp, found, action, sent
 
 
-class RemoteExecutor(Executor):
+class RemoteExecutor(RelayExecutor):
     """`describe(comp)` is the computation's action description; `trace_of(id)` its last trace;
     `log_of(comp)` its log's path; `warn(text)` prints a line (on the build's thread)."""
 
     def __init__(self, local: ProcessExecutor, remote: RemoteCache, local_jobs: int, t0: float,
                  describe: Callable, trace_of: Callable[[str], Trace | None], log_of: Callable,
                  warn: Callable[[str], None]) -> None:
-        self.local, self.remote, self.local_jobs, self.t0 = local, remote, local_jobs, t0
-        self.load = local.load
+        super().__init__(local, local_jobs, t0)
+        self.remote = remote
         self.describe, self.trace_of, self.log_of, self.warn = describe, trace_of, log_of, warn
         self.jobs = remote.settings.jobs
         self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="farmer-remote-exec")
         self.inflight: dict[int, object] = {}
-        self.waiting: collections.deque[Computation] = collections.deque()  # for a local slot
         self.results: queue.SimpleQueue = queue.SimpleQueue()
         self.remote_ran: set[int] = set()  # indices that ran remotely (last-build.json's executor)
         self.fallbacks = 0
         self._warned: set[str] = set()
-        self._stopping = False
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        # the build's one event loop: the process executor's (inside the composite one with worlds)
-        self.selector = getattr(local, "selector", None) or local.process.selector
-        self.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
 
     # -- Executor ---------------------------------------------------------------------------------
 
@@ -91,22 +84,15 @@ class RemoteExecutor(Executor):
         if not self._stopping and len(self.inflight) < self.jobs and not self.remote.off:
             plan = self._plan(comp)
         if plan is None:
-            self._start_local(comp)
+            self._start_inner(comp)
             return
         started = time.monotonic()
         future = self.pool.submit(self._run, plan)
         self.inflight[comp.index] = future
         future.add_done_callback(lambda f, c=comp, s=started: self._finished(c, s, f))
 
-    def wait(self, timeout: float | None) -> list[Outcome]:
-        done = self._collect()
-        if not done:
-            done = self.local.wait(timeout) + self._collect()
-        self._start_waiting()
-        return done
-
     def running(self) -> int:
-        return self.local.running() + len(self.waiting) + len(self.inflight) + self.results.qsize()
+        return self.inner.running() + len(self.waiting) + len(self.inflight) + self.results.qsize()
 
     def stop(self) -> None:
         self._stopping = True
@@ -117,21 +103,12 @@ class RemoteExecutor(Executor):
         while self.waiting:
             comp = self.waiting.popleft()
             self.results.put((comp, Outcome(comp.index, False, "interrupted", None, now, now), None))
-        self.local.stop()
-
-    def discard(self, index: int) -> None:
-        self.local.discard(index)
+        self.inner.stop()
 
     def close(self) -> None:
         self.stop()
         self.pool.shutdown(wait=True, cancel_futures=True)
-        try:
-            self.selector.unregister(self._wake_r)
-        except (KeyError, ValueError):
-            pass
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-        self.local.close()
+        super().close()
 
     # -- on the build's thread ----------------------------------------------------------------------
 
@@ -174,16 +151,6 @@ class RemoteExecutor(Executor):
             return None
         return _Plan(comp, found, action, action.root.paths)
 
-    def _start_local(self, comp: Computation) -> None:
-        if self.local.running() < self.local_jobs:
-            self.local.start(comp)
-        else:
-            self.waiting.append(comp)
-
-    def _start_waiting(self) -> None:
-        while self.waiting and self.local.running() < self.local_jobs and not self._stopping:
-            self.local.start(self.waiting.popleft())
-
     def _collect(self) -> list[Outcome]:
         out = []
         while True:
@@ -208,14 +175,7 @@ class RemoteExecutor(Executor):
                 now = time.monotonic() - self.t0
                 out.append(Outcome(comp.index, False, "interrupted", None, now, now))
             else:
-                self._start_local(comp)
-
-    def _woken(self, fd: int) -> None:
-        try:
-            while os.read(fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
+                self._start_inner(comp)
 
     def _once(self, kind: str, text: str) -> None:
         if kind not in self._warned:
@@ -232,10 +192,7 @@ class RemoteExecutor(Executor):
             self.results.put((comp, outcome, None))
         else:
             self.results.put((comp, None, error))
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
+        self._wake()
 
     def _run(self, plan: _Plan) -> None:
         comp, client = plan.comp, self.remote.connected()

@@ -15,12 +15,10 @@ computation that has a remote key.
 
 from __future__ import annotations
 
-import collections
-import os
-import selectors
 import time
 
 from farmer.executors.base import Executor, Outcome
+from farmer.executors.relay import RelayExecutor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,23 +28,16 @@ if TYPE_CHECKING:
 LOOKUPS = 16  # computations looked up at once, beyond the slots that run them (more made BuildGrid slower here)
 
 
-class LookupExecutor(Executor):
+class LookupExecutor(RelayExecutor):
     """`inner` runs what is not restored, at most `inner_jobs` at a time; `cache` keys each
     computation as it is prepared and keeps it in `cache.pending` for `start`."""
 
     def __init__(self, inner: Executor, inner_jobs: int, cache: RemoteRunCache, t0: float) -> None:
-        self.inner, self.inner_jobs, self.cache, self.t0 = inner, inner_jobs, cache, t0
-        self.load = inner.load
+        super().__init__(inner, inner_jobs, t0)
+        self.cache = cache
         self.looking: dict[int, Computation] = {}  # at the restorer now
-        self.waiting: collections.deque[Computation] = collections.deque()  # misses, for an inner slot
         self.done: list[Outcome] = []  # decided here, not yet reported
         self.restorer = None  # farmer.remote.restorer.Restorer, made with the first remote key
-        self._stopping = False
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        # the build's one event loop (RemoteExecutor and ProcessExecutor have it; the composite
-        # executor's is its process executor's)
-        self.selector: selectors.BaseSelector = getattr(inner, "selector", None) or inner.process.selector
-        self.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
 
     # -- Executor ---------------------------------------------------------------------------------
 
@@ -67,13 +58,6 @@ class LookupExecutor(Executor):
         self.looking[comp.index] = comp
         self.restorer.submit(Request(comp, found, self.cache.log_of(comp), time.monotonic()))
 
-    def wait(self, timeout: float | None) -> list[Outcome]:
-        done = self._collect()
-        if not done:
-            done = self.inner.wait(timeout) + self._collect()
-        self._start_waiting()
-        return done
-
     def running(self) -> int:
         return self.inner.running() + len(self.looking) + len(self.waiting) + len(self.done)
 
@@ -87,15 +71,6 @@ class LookupExecutor(Executor):
             self.done.append(Outcome(comp.index, False, "interrupted", None, now, now))
         self.inner.stop()
 
-    def discard(self, index: int) -> None:
-        self.inner.discard(index)
-
-    def worlds_setting_up(self) -> dict[str, float]:
-        return self.inner.worlds_setting_up()
-
-    def worlds_set_up(self) -> dict[str, float | None]:
-        return self.inner.worlds_set_up()
-
     def close(self) -> None:
         if self.running():  # the build ended early (an exception): nothing may go on after it
             self.stop()
@@ -103,13 +78,7 @@ class LookupExecutor(Executor):
             self.restorer.close()
             self._stopping = True
             self._collect()  # what the build no longer waits for: staged files removed
-        try:
-            self.selector.unregister(self._wake_r)
-        except (KeyError, ValueError):
-            pass
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-        self.inner.close()
+        super().close()
 
     # -- on the build's thread ----------------------------------------------------------------------
 
@@ -154,26 +123,3 @@ class LookupExecutor(Executor):
                 self._start_inner(comp)
         remote.drain()
         return out
-
-    def _start_inner(self, comp: Computation) -> None:
-        if self.inner.running() < self.inner_jobs and not self.waiting:
-            self.inner.start(comp)
-        else:
-            self.waiting.append(comp)
-
-    def _start_waiting(self) -> None:
-        while self.waiting and self.inner.running() < self.inner_jobs and not self._stopping:
-            self.inner.start(self.waiting.popleft())
-
-    def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
-
-    def _woken(self, fd: int) -> None:
-        try:
-            while os.read(fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
