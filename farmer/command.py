@@ -163,7 +163,7 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         later: list[Callable[[], None]] = []  # work the first commands need not wait for
         spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given, base_dir,
                                    later)
-        if not dry_run and not is_ninja(farmfile, ninja):
+        if not dry_run:
             from farmer import stale
             from farmer.lock import ProjectLock
 
@@ -172,8 +172,9 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             if lock.fd is None:
                 lock.acquire()
                 lock.defer_signals(stop_now=True)
-            reload = lambda: load_project(None, os.fspath(spec.path), True)  # noqa: E731
             state = stale.open_state(lock.dir)  # the build's too: state.db opened once
+        if not dry_run and not is_ninja(farmfile, ninja):
+            reload = lambda: load_project(None, os.fspath(spec.path), True)  # noqa: E731
             spec, graph, removed = stale.sweep(spec, graph, reload, state)
             if removed:
                 later.clear()  # the graph was made again, and its cache written
@@ -191,10 +192,10 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         # Taken before the regeneration edge is checked: a change after it is seen next time.
         regenerated_from = manifest.regeneration_inputs(spec, graph)
         read_spec = spec
-        spec, graph, code = manifest.regenerate(spec, graph, opts)
+        spec, graph, state, code = manifest.regenerate(spec, graph, opts, lock, state)
         if code:
             return code
-        code = run_build(spec, graph, opts, lock, proof, executor, cache)
+        code = run_build(spec, graph, opts, lock, proof, executor, cache, state, later)
         if code == 0 and spec is read_spec and regenerated_from is not None and not trace_file:
             manifest.stamp(spec, regenerated_from)
         return _built(code, graph)

@@ -18,6 +18,12 @@ from farmer.errors import UsageError
 from farmer.spec import Spec
 from farmer.graph import Graph
 
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from farmer.graph import Computation
+    from farmer.lock import ProjectLock
+    from farmer.state import State
+
 _MAX_REGENERATIONS = 3
 
 
@@ -58,9 +64,13 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
     return spec, graph
 
 
-def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
+def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock | None = None,
+               state: State | None = None) -> tuple[Spec, Graph, State | None, int]:
     """Bring the manifest up to date when an edge makes it, and read it again when that edge
-    ran. Returns the (new) spec and graph and the exit code of the regeneration (0: go on)."""
+    ran. Returns the (new) spec and graph, the state still open for the build, and the exit
+    code of the regeneration (0: go on). `lock`, `state`: the project's lock and state.db as
+    the caller holds them (a first build then opens state.db once); a regeneration's own
+    build closes both, and the state returned is then None (the build opens its own)."""
     from farmer.build import run_build
 
     name = os.path.basename(spec.path)
@@ -68,21 +78,23 @@ def regenerate(spec: Spec, graph: Graph, opts) -> tuple[Spec, Graph, int]:
         i = graph.producer.get(name)
         if i is None or graph.computations[i].kind is None:
             break
-        to_run = _plan(spec, graph, name)
+        to_run = _plan(spec, graph, name, state)
         # Made by the user (`cmake -G Ninja`, `cmake -DX=1 .`) after its inputs changed.
-        if i in to_run and _adopt(spec, graph, i):
-            to_run = _plan(spec, graph, name)
+        if i in to_run and _adopt(spec, graph, i, state=state):
+            to_run = _plan(spec, graph, name, state)
         if not to_run:
             break
-        code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None))
+        code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None), lock,
+                         state=state)
+        state = None  # closed by that build, as the lock was released
         if code != 0:
-            return spec, graph, code
+            return spec, graph, None, code
         spec, graph = load(spec.path, write_cache=True, base_dir=opts.base_dir)
         # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
         j = graph.producer.get(name)
         if j is not None and graph.computations[j].kind is not None:
             _adopt(spec, graph, j, ran=True)
-    return spec, graph, 0
+    return spec, graph, state, 0
 
 
 def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | None:
@@ -109,26 +121,25 @@ def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
     ninjastamp.write(farmer_dir, spec.path, spec.digest, files + regenerated_from)
 
 
-def _plan(spec: Spec, graph: Graph, target: str) -> dict[int, str]:
+def _plan(spec: Spec, graph: Graph, target: str, state: State | None = None) -> dict[int, str]:
+    """What a build of `target` would run; `state`: the caller's (left open), else read alone."""
     from farmer.session import open_session
 
-    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target], readonly=True)
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target],
+                           readonly=state is None, state=state)
     try:
         return session.to_run()
     finally:
-        session.state.close()
+        if state is None:
+            session.state.close()
 
 
-def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
+def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | None = None) -> bool:
     """A generator edge out of date for farmer (never run by it, or an input changed: the user
     ran cmake) whose outputs are all newer than its inputs, as ninja judges it, is taken as
     built: its trace is recorded now, so the build does not rerun the generator. Its inputs must be source files (or phony aliases).
-    `ran`: the edge just ran (in the manifest before this one): record it as it is now."""
-    from farmer.grains import Digests, NotAFile
-    from farmer.lock import ProjectLock
-    from farmer.state import State, Trace
-    from farmer.uptodate import timed_outputs
-
+    `ran`: the edge just ran (in the manifest before this one): record it as it is now.
+    `state`: the caller's, who holds the lock (left open); else both are taken here."""
     comps = graph.computations
     comp = comps[i]
     if not ran:
@@ -141,23 +152,37 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False) -> bool:
             return False
         if newest_input > oldest_output:
             return False
+    if state is not None:
+        _record_now(graph, comp, state)
+        return True
+    from farmer.lock import ProjectLock
+    from farmer.state import State
+
     farmer_dir = os.path.join(spec.root, ".farmer")
     with ProjectLock(farmer_dir):
         state = State(farmer_dir)
         try:
-            digests = Digests(state.stat_cache())
-            digests.timed = timed_outputs(graph)
-
-            def digest(path: str) -> str:
-                try:
-                    return digests.digest(path) or "missing"
-                except NotAFile:
-                    return "not-a-file"
-
-            trace = Trace(comp.id, comp.fingerprint, None,
-                          [(p, digest(p)) for p in comp.inputs], [],
-                          [(p, digest(p)) for p in comp.outputs])
-            state.save([trace], [], [], digests.changed)
+            _record_now(graph, comp, state)
         finally:
             state.close()
     return True
+
+
+def _record_now(graph: Graph, comp: Computation, state: State) -> None:
+    """Save `comp`'s trace as its inputs and outputs are now."""
+    from farmer.grains import Digests, NotAFile
+    from farmer.state import Trace
+    from farmer.uptodate import timed_outputs
+
+    digests = Digests(state.stat_cache())
+    digests.timed = timed_outputs(graph)
+
+    def digest(path: str) -> str:
+        try:
+            return digests.digest(path) or "missing"
+        except NotAFile:
+            return "not-a-file"
+
+    trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs], [],
+                  [(p, digest(p)) for p in comp.outputs])
+    state.save([trace], [], [], digests.changed)

@@ -13,7 +13,6 @@ makes its consumers always run, like ninja's `build FORCE: phony`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from farmer.errors import UsageError
 from farmer.spec import Spec
@@ -120,14 +119,17 @@ def _pool(manifest: Manifest, edge: Edge, env: _EdgeEnv) -> str | None:
     return name
 
 
-@dataclass(slots=True)
 class FileChecks:
     """What of a graph depends on which files exist now, not on the manifest: kept apart so
     that a cached graph can be brought up to date without reading the manifest again."""
 
-    needed: list[list[str]]  # per computation: paths nobody makes, which must exist
-    force: list[list[str]]  # per computation: inputs made by a phony without inputs
-    defaults: list[str] | None  # the `default` targets as written
+    __slots__ = ("needed", "force", "defaults")
+
+    def __init__(self, needed: list[list[str]], force: list[list[str]],
+                 defaults: list[str] | None) -> None:
+        self.needed = needed  # per computation: paths nobody makes, which must exist
+        self.force = force  # per computation: inputs made by a phony without inputs
+        self.defaults = defaults  # the `default` targets as written
 
 
 def build_graph(manifest: Manifest) -> tuple[Spec, Graph, FileChecks]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import xxhash
@@ -65,27 +64,34 @@ class Scope:
         return None
 
 
-@dataclass(slots=True)
 class Rule:
-    name: str
-    bindings: dict[str, EvalString]
+    __slots__ = ("name", "bindings")
+
+    def __init__(self, name: str, bindings: dict[str, EvalString]) -> None:
+        self.name = name
+        self.bindings = bindings
 
 
 PHONY = Rule("phony", {})
 
 
-@dataclass(slots=True)
 class Edge:
-    rule: Rule
-    outs: list[str]  # canonical; explicit outputs first, then implicit ones
-    explicit_outs: int
-    ins: list[str]  # explicit, then implicit, then order-only inputs
-    explicit_ins: int
-    implicit_ins: int
-    validations: list[str]
-    scope: Scope  # the edge's own bindings (or the file scope when it has none)
-    lexer: Lexer  # of the file it is in, and where in it: for `where`, made only when needed
-    pos: int
+    __slots__ = ("rule", "outs", "explicit_outs", "ins", "explicit_ins", "implicit_ins",
+                 "validations", "scope", "lexer", "pos")
+
+    def __init__(self, rule: Rule, outs: list[str], explicit_outs: int, ins: list[str],
+                 explicit_ins: int, implicit_ins: int, validations: list[str], scope: Scope,
+                 lexer: Lexer, pos: int) -> None:
+        self.rule = rule
+        self.outs = outs  # canonical; explicit outputs first, then implicit ones
+        self.explicit_outs = explicit_outs
+        self.ins = ins  # explicit, then implicit, then order-only inputs
+        self.explicit_ins = explicit_ins
+        self.implicit_ins = implicit_ins
+        self.validations = validations
+        self.scope = scope  # the edge's own bindings (or the file scope when it has none)
+        self.lexer = lexer  # of the file it is in, and where in it: for `where`, made when needed
+        self.pos = pos
 
     @property
     def where(self) -> str:
@@ -101,21 +107,24 @@ class Edge:
         return self.rule is PHONY
 
 
-@dataclass(slots=True)
 class Manifest:
-    path: Path  # the top manifest, absolute
-    root: Path  # its directory: where commands run and paths start
-    edges: list[Edge] = field(default_factory=list)
-    producer: dict[str, int] = field(default_factory=dict)  # path -> edge index
-    nodes: set[str] = field(default_factory=set)  # every path any statement named
-    pools: dict[str, int] = field(default_factory=dict)
-    defaults: list[str] = field(default_factory=list)
-    has_default: bool = False
-    files: list[str] = field(default_factory=list)  # every manifest file read, in order
-    digest: str = ""  # of every manifest file's name and bytes, in the order read
-    names: set[str] = field(default_factory=set)  # every variable name bound anywhere
-    stats: list[tuple[str, tuple, int]] = field(default_factory=list)  # (path, stat, when), per file
-    warnings: list[str] = field(default_factory=list)
+    __slots__ = ("path", "root", "edges", "producer", "nodes", "pools", "defaults",
+                 "has_default", "files", "digest", "names", "stats", "warnings")
+
+    def __init__(self, path: Path, root: Path) -> None:
+        self.path = path  # the top manifest, absolute
+        self.root = root  # its directory: where commands run and paths start
+        self.edges: list[Edge] = []
+        self.producer: dict[str, int] = {}  # path -> edge index
+        self.nodes: set[str] = set()  # every path any statement named
+        self.pools: dict[str, int] = {}
+        self.defaults: list[str] = []
+        self.has_default = False
+        self.files: list[str] = []  # every manifest file read, in order
+        self.digest = ""  # of every manifest file's name and bytes, in the order read
+        self.names: set[str] = set()  # every variable name bound anywhere
+        self.stats: list[tuple[str, tuple, int]] = []  # (path, stat, when), per file
+        self.warnings: list[str] = []
 
 
 def canonical(path: str) -> str:
