@@ -72,15 +72,16 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
                  later: list[Callable[[], None]] | None = None) -> tuple[Spec, Graph]:
     """Read the Farmfile (or with `ninja`, a ninja manifest: docs/ninja.md) and traverse it;
     the project root becomes the working directory. `base_dir`: --base-dir (a manifest's).
-    `later`: where a Farmfile's graph cache write goes instead of being done now (a build's
-    first commands need not wait for it)."""
+    `later`: where the graph cache's write goes instead of being done now (a build's first
+    commands need not wait for it)."""
     enter(directory)
     if is_ninja(farmfile, ninja):
         from pathlib import Path
 
         from farmer import ninja as manifest
 
-        return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache, base_dir)
+        return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache, base_dir,
+                             later)
     from farmer import project
 
     path = find_farmfile(farmfile, farmfile_given)
@@ -195,6 +196,8 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
         spec, graph, state, code = manifest.regenerate(spec, graph, opts, lock, state)
         if code:
             return code
+        if spec is not read_spec:
+            later.clear()  # the manifest was read again, and its cache written
         code = run_build(spec, graph, opts, lock, proof, executor, cache, state, later)
         if code == 0 and spec is read_spec and regenerated_from is not None and not trace_file:
             manifest.stamp(spec, regenerated_from)

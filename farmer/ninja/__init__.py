@@ -20,6 +20,8 @@ from farmer.graph import Graph
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from farmer.graph import Computation
     from farmer.lock import ProjectLock
     from farmer.state import State
@@ -31,11 +33,15 @@ def is_manifest(name: str) -> bool:
     return name.endswith(".ninja")
 
 
-def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | None = None) -> tuple[Spec, Graph]:
+def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | None = None,
+         later: list[Callable[[], None]] | None = None) -> tuple[Spec, Graph]:
     """Read the manifest at `path` and make its graph (from the graph cache while no manifest
     file changed); the manifest's directory becomes the working directory, as with
     `ninja -C`. Only commands that hold the lock write the cache (`write_cache`).
-    `base_dir`: --base-dir (else FARMER_BASE_DIR): the commands are rewritten (farmer/basedir.py)."""
+    `base_dir`: --base-dir (else FARMER_BASE_DIR): the commands are rewritten (farmer/basedir.py).
+    `later`: where the cache's write goes instead of being done now (command.load_project)."""
+    from functools import partial
+
     from farmer.ninja import cache
     from farmer.ninja.graph import build_graph
     from farmer.ninja.parser import parse_manifest
@@ -53,7 +59,11 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
         spec, graph, checks = build_graph(manifest)
         warnings = manifest.warnings
         if write_cache:
-            cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
+            save = partial(cache.save, farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
+            if later is None or basedir.setting(base_dir)[0]:  # saved before the rebase below
+                save()
+            else:
+                later.append(save)
     for w in warnings:
         print(f"farmer: warning: {w}", file=sys.stderr)
     given, source = basedir.setting(base_dir)

@@ -34,8 +34,9 @@ _EDGE_FIELDS = NinjaEdge.__slots__
 
 def _code_stamp() -> list:
     """The reader's own sources: a farmer that reads manifests differently ignores the cache."""
-    here = Path(__file__).parent
-    return [tuple(stat_key(os.stat(p))) for p in sorted(here.glob("*.py"))]
+    here = os.path.dirname(__file__)  # listed, not globbed: a glob compiles a pattern each run
+    return [tuple(stat_key(os.stat(os.path.join(here, name))))
+            for name in sorted(os.listdir(here)) if name.endswith(".py")]
 
 
 def _key(manifest: Path) -> str:
