@@ -200,7 +200,6 @@ def _traverse(spec: Spec) -> Graph:
     for name in spec.tasks:
         by_task.setdefault(name, [])
     order = topological_order(comps)
-    _warn_empty(spec, by_task_inst, resolver)
     for target in spec.default or []:
         name = target[1:] if target.startswith("@") else target
         if name not in by_task and os.path.normpath(target) not in producer and target not in by_id:
@@ -208,6 +207,7 @@ def _traverse(spec: Spec) -> Graph:
             at = f"{file}:{spec.default_line}" if spec.default_line else file
             raise UsageError(f"{at}: default target {target!r} is not a task, a declared output "
                              "or a computation id; fix the name in [farmer] default")
+    _warn_empty(spec, by_task_inst, resolver)  # after the errors: a bad Farmfile gets one line
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
                  order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
 
