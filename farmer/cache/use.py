@@ -18,6 +18,7 @@ from farmer.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.cache.restore import BadBlob, restore_files
 from farmer.cache.store import CacheError, Changed, Entry, FileRecord, LocalCache
 from farmer.grains import hash_file, stat_key
+from farmer.queued import take_queued
 from farmer.recorder import RunCache
 from farmer.uptodate import digest_or_changed
 
@@ -207,16 +208,10 @@ class LocalRunCache(RunCache):
         failed = False
         try:
             while jobs:
-                batch = [self._jobs.get()]  # what else is queued goes in the same transaction
-                while batch[-1] is not None and len(batch) < _BATCH:
-                    try:
-                        batch.append(self._jobs.get_nowait())
-                    except queue.Empty:
-                        break
-                last = batch[-1] is None
+                batch, last = take_queued(self._jobs, _BATCH)  # what is queued: one transaction
                 if not failed:
                     try:
-                        self._write(store, db, [job for job in batch if job is not None])
+                        self._write(store, db, batch)
                     except CacheError as e:  # CacheFull too
                         failed = True
                         self._messages.put(("write", f"farmer: warning: cache: {e}; storing nothing more this build"))

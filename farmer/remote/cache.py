@@ -21,6 +21,7 @@ from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
 from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
+from farmer.queued import take_queued
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas
@@ -325,14 +326,7 @@ class RemoteCache:
         BatchUpdateBlobs for a batch's blobs, then its entries at once), until None."""
         last = False
         while not last:
-            jobs = [self._jobs.get()]
-            while jobs[-1] is not None and len(jobs) < _UPLOAD_BATCH:
-                try:
-                    jobs.append(self._jobs.get_nowait())
-                except queue.Empty:
-                    break
-            last = jobs[-1] is None
-            jobs = [job for job in jobs if job is not None]
+            jobs, last = take_queued(self._jobs, _UPLOAD_BATCH)
             if not jobs or self._upload_off or self._off:
                 continue
             try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 
+from farmer.queued import take_queued
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.cache import RemoteCache, RemoteLookup, variants_blob
@@ -82,15 +83,7 @@ class Restorer:
     def _loop(self) -> None:
         last = False
         while not last:
-            batch: list[Request] = []
-            item = self._todo.get()
-            while item is not None:
-                batch.append(item)
-                try:
-                    item = self._todo.get_nowait()
-                except queue.Empty:
-                    break
-            last = item is None
+            batch, last = take_queued(self._todo)
             if batch:
                 try:
                     self._round(batch)
