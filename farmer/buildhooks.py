@@ -83,7 +83,7 @@ class BuildHooks(Hooks):
             self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.where or 'local'} cache")
         outcome = self.recorder.record(comp, outcome)
         log = log_path(self.logs, comp.id)
-        output = "" if outcome.cached else report.read_output(log)
+        output = "" if outcome.cached or outcome.printed is False else report.read_output(log)
         if outcome.ok:
             self._unprinted = (comp, output)
         else:

@@ -72,6 +72,8 @@ class Recorder:
         self._pending_traces: list[Trace] = []
         self._pending_samples: list[Sample] = []
         self._last_flush = time.monotonic()
+        # Output folders made (or found) in this build: one mkdir and stat each, not one a run.
+        self._folders: set[str] = set()
 
     def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
         """Ready `comp` to run. An Outcome when it is done without running (restored from
@@ -92,8 +94,9 @@ class Recorder:
             return done
         for out in comp.outputs:
             parent = os.path.dirname(out)
-            if parent:
+            if parent and parent not in self._folders:
                 os.makedirs(parent, exist_ok=True)
+                self._folders.add(parent)
         if comp.depfile and os.path.dirname(comp.depfile):
             os.makedirs(os.path.dirname(comp.depfile), exist_ok=True)
         edge = comp.ninja
@@ -176,9 +179,10 @@ class Recorder:
         before = self._inputs_before.get(comp.index, ())
         unsure = False
         for k, (path, digest) in enumerate(before):
-            if digests.moved(path):
+            since = digests.since(path)
+            if since is True:
                 changed = True
-            elif digests.moved(path, strict=True):
+            elif since is None:  # racy: only its content can tell
                 digests.forget(path)
                 changed = digest_text(digests, path) != digest
             else:

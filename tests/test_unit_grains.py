@@ -205,3 +205,17 @@ def test_hash_text_separates_parts():
     assert hash_text("ab", "c") != hash_text("a", "bc")
     assert hash_text("x") == hash_text("x")
     assert hash_text("a\udcff") != hash_text("a")  # surrogate-escaped bytes hash fine
+
+
+def test_since_tells_a_changed_stat_from_a_racy_one_in_one_stat(tmp_path):
+    old = write(tmp_path / "old", b"v1", OLD_NS)
+    fresh = write(tmp_path / "fresh", b"v1")  # written just now: racy
+    d = Digests(settled_cache_entry(old, "digest-from-last-build"))  # its stat vouches for it
+    d.digest(old)
+    d.digest(fresh)
+    assert d.since(old) is False and not d.moved(old, strict=True)
+    assert d.since(fresh) is None  # its stat cannot vouch for it: only its content can
+    assert not d.moved(fresh) and d.moved(fresh, strict=True)
+    write(tmp_path / "old", b"v2 longer", OLD_NS)
+    assert d.since(old) is True and d.moved(old)
+    assert d.since(str(tmp_path / "never-digested")) is False

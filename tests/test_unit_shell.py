@@ -17,6 +17,7 @@ from farmer.executors.shell import Direct, direct
     ('cp "a b" c', ["cp", "a b", "c"], None, False),
     ("cp '' x", ["cp", "", "x"], None, False),
     ("tool 'it''s' done", ["tool", "its", "done"], None, False),
+    ("cat  a   b  >  out ", ["cat", "a", "b"], "out", False),
 ])
 def test_plain_commands_are_split_as_the_shell_would(cmd, argv, stdout, append, tmp_path):
     assert direct(cmd) == Direct(argv, stdout, append)
@@ -42,6 +43,10 @@ def test_plain_commands_are_split_as_the_shell_would(cmd, argv, stdout, append, 
     "sort a > b c",         # a redirection in the middle
     "cmd >&2",
     "~/bin/tool",
+    "cat a>b",              # `>` glued to a word
+    "cmd >>> x",
+    "> x",                  # no program
+    "cat a >",              # nowhere to go
     "",
     "true",
 ])

@@ -25,7 +25,7 @@ class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
     __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb",
-                 "cached", "where")
+                 "cached", "where", "printed")
 
     def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
                  start_s: float, end_s: float, cpu_s: float | None = None,
@@ -40,6 +40,7 @@ class Outcome:
         self.max_rss_kb = max_rss_kb
         self.cached = False  # its outputs were restored from a cache: it did not run
         self.where: str | None = None  # "local" or "remote": the cache it came from, or where it ran
+        self.printed: bool | None = None  # whether it printed anything (None: its log tells)
 
     def __repr__(self) -> str:
         return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "

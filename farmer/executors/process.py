@@ -73,11 +73,12 @@ def _memory_file() -> int | None:
         os.close(fd)
 
 
-def _keep_output(output: int, log: str, failed: bool, older: bool) -> None:
+def _keep_output(output: int, log: str, failed: bool, older: bool) -> bool | None:
     """Copy a run's output from its memory file into its log; a run that printed nothing
     and succeeded leaves no log (an older run's is removed; `older`: there may be one). A
     log that cannot be written (a full disk) costs only the log, as it did when the
-    command wrote it."""
+    command wrote it. Whether it printed anything (None: not known)."""
+    size = None
     try:
         size = os.fstat(output).st_size
         if size == 0 and not failed:
@@ -86,7 +87,7 @@ def _keep_output(output: int, log: str, failed: bool, older: bool) -> None:
                     os.unlink(log)
                 except FileNotFoundError:
                     pass
-            return
+            return False
         fd = open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             offset = 0
@@ -103,6 +104,7 @@ def _keep_output(output: int, log: str, failed: bool, older: bool) -> None:
         pass
     finally:
         os.close(output)
+    return None if size is None else size > 0
 
 
 def log_path(logs: str | os.PathLike, comp_id: str) -> str:
@@ -327,15 +329,16 @@ class ProcessExecutor(Executor):
             ok, reason = False, f"signal {-code}"
         else:
             ok, reason = False, f"exit {code}"
-        if run.output is not None:
-            _keep_output(run.output, run.log, not ok, not self.logs_new)
-        self._finished.append(Outcome(
+        printed = None if run.output is None else _keep_output(run.output, run.log, not ok, not self.logs_new)
+        outcome = Outcome(
             index=run.index, ok=ok, reason=reason,
             exit_code=code if code is not None and code >= 0 else None,  # a signal is no exit
             start_s=run.start - self.t0, end_s=end - self.t0,
             cpu_s=(usage.ru_utime + usage.ru_stime) if usage else None,
             max_rss_kb=usage.ru_maxrss if usage else None,
-        ))
+        )
+        outcome.printed = printed
+        self._finished.append(outcome)
 
 
 def _drain(fd: int) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 # Characters that mean something to the shell outside quotes (`>` is handled on its own).
 _SPECIAL = set("$`\\|&;()<*?[]~#{}!\n\t\r")
+# Neither quotes nor those: a command split at its spaces.
+_UNQUOTED = _SPECIAL | {"'", '"'}
 # Inside double quotes the shell still expands these.
 _SPECIAL_IN_DOUBLE = set("$`\\!")
 # Words that dash runs itself (or parses as syntax): never replaced by a program.
@@ -45,6 +47,21 @@ class Direct:
 def _words(cmd: str) -> list[tuple[str, bool]] | None:
     """Split like the shell would, or None when the shell would do more than split.
     Each word comes with whether it was a bare `>` or `>>` operator."""
+    if _UNQUOTED.isdisjoint(cmd):  # most commands: words between spaces, split in C
+        words = []
+        for w in cmd.split(" "):
+            if ">" in w:
+                if w != ">" and w != ">>":
+                    return _scanned(cmd)  # `a>b`, `>out`: the scan below knows them
+                words.append((w, True))
+            elif w:
+                words.append((w, False))
+        return words
+    return _scanned(cmd)
+
+
+def _scanned(cmd: str) -> list[tuple[str, bool]] | None:
+    """`_words`, character by character: quotes, and `>` glued to a word."""
     words: list[tuple[str, bool]] = []
     word: list[str] = []
     in_word = False
