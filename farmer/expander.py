@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 
 from farmer import template
 from farmer.errors import TaskError, UsageError
 from farmer.farmfile import Spec, TaskSpec
 from farmer.graph import NO_NAMES
-from farmer.matching import Files, pattern_regex
+from farmer.matching import Files, has_control, pattern_regex
 
 # Anything that makes traversal.normalize do more than return its argument, in paths joined
 # and framed by "\n": `//`, `./` (so `../` too), a trailing `/` or `.`, an empty or absolute
@@ -51,12 +50,9 @@ def all_plain_inputs(paths: list[str]) -> bool:
     return _clean(paths, _NOT_PLAIN)
 
 
-_SHELL_UNSAFE = re.compile(r"[^\w@%+=:,./-]", re.ASCII).search  # as shlex.quote's test
-
-
 def all_shell_safe(paths: list[str]) -> bool:
     """True when shlex.quote(p) is p for every p: a command line can take them as they are."""
-    return "" not in paths and _SHELL_UNSAFE("/".join(paths)) is None
+    return "" not in paths and template.shell_safe("/".join(paths))
 
 
 def wildcard_names(task: TaskSpec) -> frozenset[str]:
@@ -110,9 +106,6 @@ class TaskExpander:
         self.env = template.compile_list(list(task.env.values()), names, files, variables, False)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
 def normalize(path: str, task: str, what: str) -> str:
     """A project-relative path, or an error when it leaves the root."""
     if not path:
@@ -126,7 +119,7 @@ def normalize(path: str, task: str, what: str) -> str:
     if norm == ".." or norm.startswith("../"):
         raise TaskError(f"task {task!r}: {what} path {path!r} is outside the project root; "
                         "use a path inside it", task)
-    if _CONTROL.search(norm):
+    if not (norm.isascii() and norm.isprintable()) and has_control(norm):
         raise TaskError(f"task {task!r}: {what} path {path!r} contains a control character; "
                         "rename the file", task)
     if len(norm) > 63 and any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in norm.split("/")):
@@ -167,6 +160,8 @@ def _foreach_instances(task: TaskSpec, files: Files, outputs: dict[str, str]) ->
         dirs = tuple(d + "/" if d else "" for _, d in own)
         found = [m for m in found if not (m.string.startswith(dirs)
                                           and any(r.match(m.string) for r, _ in own))]
+    import re  # imported by pattern_regex already
+
     return list(map(re.Match.groupdict, found))
 
 

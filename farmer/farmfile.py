@@ -7,10 +7,8 @@ table header and the key (`_Lines`), which is exact for the ordinary one-key-per
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
-import re
 
 from farmer import template
 from farmer.errors import TaskError, UsageError
@@ -18,6 +16,7 @@ from farmer.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, read  
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from collections.abc import Iterator
 
 TASK_KEYS = {
@@ -29,20 +28,92 @@ TOP_KEYS = {"farmer", "vars", "pools", "world", "task", "cache", "remote"}
 FARMER_KEYS = {"default"}
 CACHE_KEYS = {"dir", "max_size", "env"}
 REMOTE_KEYS = {"url", "instance", "execute", "upload", "jobs", "platform", "salt", "path", "timeout"}
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
-_DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")  # parts of a dotted TOML key
 _MAX_SECONDS = 1e9  # cost and timeout: finite, and small enough for any timer
-_KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
+
+# Start-up rule (docs/performance.md): the plain forms of names, headers and keys, which are
+# what Farmfiles are written with, are read by string methods; these patterns (and `re`)
+# only where a line is not of those forms.
+_HEADER = r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$"
+_DOTTED = r""""[^"]*"|'[^']*'|[^.\s"']+"""  # parts of a dotted TOML key
+_KEY = r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*="""
+_BARE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"  # a bare key's characters
+_BARE_DOTTED = (_BARE + ".").encode()  # a task or world name's too
+# What str.isspace() (and so the patterns' \s) takes for blank, but the line break itself.
+_BLANKS = "\t\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006" \
+          "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _pattern(source: str) -> re.Pattern[str]:
+    import re
+
+    return re.compile(source)  # re keeps what it compiled
+
+
+def _only(text: str, allowed: bytes) -> bool:
+    """Whether every character of `text` is one of the ASCII characters `allowed`."""
+    return text.isascii() and not text.encode("ascii").translate(None, allowed)
+
+
+def _header_path(line: str) -> tuple[str, ...] | None:
+    """The table path `[a."b".c]` declares, its parts unquoted; () for a header with no key
+    (`[ ]`, invalid TOML); None when the line is no table header."""
+    inner = line.strip()
+    if not inner.startswith("["):
+        return None
+    inner = inner[1:-1] if inner.endswith("]") else ""
+    if inner and _only(inner, _BARE_DOTTED):  # [task.NAME]
+        parts = inner.split(".")
+        if "" not in parts:
+            return tuple(parts)
+    m = _pattern(_HEADER).match(line)
+    if not m:
+        return None
+    return tuple(q.strip("\"'") for q in _pattern(_DOTTED).findall(m.group(1)))
+
+
+def is_name(name: str) -> bool:
+    """A task, world or wildcard name: letters, digits, '_', '.' and '-', not starting with
+    '.' or '-'."""
+    return name[:1] not in ("", ".", "-") and _only(name, _BARE_DOTTED)
+
+
+def _key_name(line: str) -> str | None:
+    """The key a line `key = ...` sets, unquoted, or None when it sets none (or a dotted one)."""
+    rest = line.lstrip()
+    if not rest.startswith(("\"", "'")):
+        bare = rest[: len(rest) - len(rest.lstrip(_BARE))]
+        return bare if bare and rest[len(bare):].lstrip().startswith("=") else None
+    m = _pattern(_KEY).match(line)
+    return None if m is None else next(g for g in m.groups() if g is not None)
+
+
+def _bracket_lines(text: str) -> list[int]:
+    """The offsets of the lines of `text` (broken at "\n" only) that start with `[` after
+    blanks, in order; found by str.find at C speed, as `^[^\S\n]*\[` would find them."""
+    starts = []
+    at = text.find("\n[")
+    while at >= 0:
+        starts.append(at + 1)
+        at = text.find("\n[", at + 2)
+    for blank in _BLANKS if not text.isascii() else " \t\x1f":
+        if blank not in text:
+            continue
+        at = text.find("\n" + blank)
+        while at >= 0:
+            end = text.find("\n", at + 1)
+            if text[at + 1:end if end >= 0 else len(text)].lstrip().startswith("["):
+                starts.append(at + 1)
+            at = text.find("\n" + blank, at + 2)
+    end = text.find("\n")
+    if text[:end if end >= 0 else len(text)].lstrip().startswith("["):
+        starts.append(0)
+    starts.sort()
+    return starts
 
 
 # Line breaks other than "\n" and "\r\n" that str.splitlines() also breaks at.
 _ODD_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 _TABLES = {name: name for name in ("task", "world", "vars", "pools", "farmer")}
-# A line that starts with `[`: the first line, and any other (a literal "\n" first is found
-# at C speed, where a pattern starting with `^` is tried at every character).
-_BRACKET_LINE = re.compile(r"([^\S\n]*\[[^\n]*)")
-_BRACKET_LINE_AFTER = re.compile(r"\n([^\S\n]*\[[^\n]*)")
 
 
 class _Lines:
@@ -65,27 +136,24 @@ class _Lines:
             return
         self._lines = None
         number, at = 1, 0
-        first = _BRACKET_LINE.match(text)
-        for m in itertools.chain([first] if first else [], _BRACKET_LINE_AFTER.finditer(text)):
-            number += text.count("\n", at, m.start(1))
-            at = m.start(1)
-            line = m.group(1)
+        for start in _bracket_lines(text):
+            number += text.count("\n", at, start)
+            at = start
+            end = text.find("\n", start)
+            line = text[start:end] if end >= 0 else text[start:]
             parts = self._header(line[:-1] if line.endswith("\r") else line, number, at)
             self.brackets.append((parts if "\\" not in line else (), at))
 
     def _header(self, line: str, number: int, offset: int) -> tuple[str, ...]:
-        m = _HEADER.match(line)
-        if not m:
+        parts = _header_path(line)
+        if not parts:
             return ()
-        first, *more = _DOTTED.findall(m.group(1))
-        first = first.strip("\"'")
         # One string for the `task` of every [task.NAME]: 100 000 of them are kept a while.
-        parts = (_TABLES.get(first, first), *(q.strip("\"'") for q in more))
+        parts = (_TABLES.get(parts[0], parts[0]), *parts[1:])
         if parts not in self.headers:
             self.headers[parts] = number
             self._offsets[number] = offset
         return parts
-
     def _after(self, start: int):
         """(number, line) of each line after line `start` (0: every line)."""
         if self._lines is not None:
@@ -114,12 +182,9 @@ class _Lines:
                 return min(found)
         start = self.headers.get(table, 0) if table else 0
         for number, line in self._after(start):
-            if number > start + 1 and _HEADER.match(line) and table:
+            if (not table or number > start + 1) and _header_path(line) is not None:
                 break
-            if table == () and _HEADER.match(line):
-                break
-            m = _KEY.match(line)
-            if m and key in m.groups():
+            if _key_name(line) == key:
                 return number
         return self.headers.get(table) if table else None
 
@@ -208,7 +273,7 @@ class _Reader:
                 )
 
     def name(self, kind: str, name: str) -> str:
-        if not _NAME.match(name):
+        if not is_name(name):
             raise self.fail(
                 self.where.table(kind, name),
                 f"{kind} name {name!r} may only use letters, digits, '_', '.' and '-'",
@@ -270,6 +335,8 @@ def parse_text(path: str | os.PathLike, raw: bytes) -> Spec:
 
 def _toml_error(name: str, text: str, error: str) -> str:
     """tomllib's message, with its line, in words a reader of the Farmfile knows."""
+    import re
+
     m = re.search(r"\(at line (\d+), column (\d+)\)", error)
     message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", error).replace("\n", " ")
     line = m.group(1) if m else None
@@ -285,6 +352,8 @@ def _toml_error(name: str, text: str, error: str) -> str:
 
 def _unclosed_multiline(text: str) -> int | None:
     """The line where the multi-line string that is never closed opens."""
+    import re
+
     opened = None
     for number, line in enumerate(text.splitlines(), 1):
         for quote in re.findall(r'\"\"\"|\'\'\'', line):
@@ -517,7 +586,7 @@ def _foreach(r: _Reader, table: tuple[str, ...], value: object) -> str | dict[st
     if isinstance(value, dict) and value:
         out = {}
         for k, v in value.items():
-            if not _NAME.match(k) or k in template.FILE_KEYS:
+            if not is_name(k) or k in template.FILE_KEYS:
                 raise r.fail(line, f"{'.'.join(table)}.foreach: {k!r} cannot be a wildcard name")
             out[k] = r.strings(table, "foreach", v)
         return out

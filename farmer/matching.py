@@ -65,7 +65,8 @@ def _is_link(entry: os.DirEntry, doubt: bool) -> bool:
         return doubt
 
 
-def _has_control(path: str) -> bool:
+def has_control(path: str) -> bool:
+    """Whether `path` has a control character (C0 or DEL)."""
     return any(c < " " or c == "\x7f" for c in path)
 
 
@@ -117,7 +118,7 @@ class Files:
             listed = self.under(prefix)
             joined = "".join(listed)
             bad = self._control[prefix] = [] if joined.isprintable() else [
-                p for p in listed if not p.isprintable() and _has_control(p)]
+                p for p in listed if not p.isprintable() and has_control(p)]
         for path in bad:
             if pattern.match(path.replace("\n", "\x01")):  # `.` takes no newline
                 raise UsageError(f"{what} matches the file {path!r}, whose name has a control "

@@ -9,15 +9,19 @@ rendering a command line; vars are the Farmfile author's own and go in as they a
 
 from __future__ import annotations
 
-import re
-import shlex
 from functools import lru_cache
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 FILE_KEYS = ("inputs", "outputs", "depfile")
 
-_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[(-?\d+)\]|\[(-?\d*):(-?\d*)\])?\}|[{}]")
+# Start-up rule (docs/performance.md): `re` is imported only to parse a template that has
+# braces; a Farmfile written out in full (as generators write them) has none.
+_TOKEN = r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[(-?\d+)\]|\[(-?\d*):(-?\d*)\])?\}|[{}]"
 # What a `{...}` that is not a reference looks like when it meant to be an indexed one.
-_BAD_INDEX = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]\}")
+_BAD_INDEX = r"\{[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]\}"
 
 
 class TemplateError(Exception):
@@ -60,10 +64,12 @@ def parse(text: str) -> tuple[Part, ...]:
 
 @lru_cache(maxsize=None)  # a Farmfile has few distinct templates; 100k expansions reuse them
 def _parse(text: str) -> tuple[Part, ...]:
+    import re
+
     parts: list[Part] = []
     literal: list[str] = []
     pos = 0
-    for m in _TOKEN.finditer(text):
+    for m in re.finditer(_TOKEN, text):
         literal.append(text[pos : m.start()])
         token = m.group(0)
         if token == "{{":
@@ -102,7 +108,9 @@ def _brace_error(text: str, at: int) -> str:
     if end < 0:
         return f"unbalanced '{{' {where}; write {{{{ for a literal brace"
     block = text[at : end + 1]
-    if _BAD_INDEX.fullmatch(block):
+    import re
+
+    if re.fullmatch(_BAD_INDEX, block):
         return (f"{block} {where} has an index farmer does not take; write a number or a "
                 "slice, like [0], [-1] or [1:]")
     return (f"{block!r} {where} is not a {{name}} to substitute; for literal braces (awk, a "
@@ -139,7 +147,7 @@ def render(
     fast = _format_string(text)
     if fast is not None and fast[1] <= wildcards.keys():
         # Every name is a wildcard: C does the work.
-        return fast[0].format_map({k: shlex.quote(wildcards[k]) for k in fast[1]} if quote else wildcards)
+        return fast[0].format_map({k: shell_quote(wildcards[k]) for k in fast[1]} if quote else wildcards)
     out: list[str] = []
     for part in parts:
         if isinstance(part, str):
@@ -147,7 +155,7 @@ def render(
             continue
         name, index = part.name, part.index
         if index is None and name in wildcards:
-            out.append(shlex.quote(wildcards[name]) if quote else wildcards[name])
+            out.append(shell_quote(wildcards[name]) if quote else wildcards[name])
         elif name in files:
             values = files[name]
             if isinstance(index, tuple):
@@ -158,7 +166,7 @@ def render(
                         f"{{{name}[{index}]}} is out of range: there are {len(values)} {name}"
                     )
                 values = [values[index]]
-            out.append(" ".join(shlex.quote(v) for v in values) if quote else " ".join(values))
+            out.append(" ".join(shell_quote(v) for v in values) if quote else " ".join(values))
         elif index is None and name in variables:
             out.append(variables[name])
         elif name in FILE_KEYS:
@@ -186,17 +194,33 @@ def _unknown(text: str, name: str, index: Index | None) -> str:
 # where it is not available) is not compiled, and an index past the end raises IndexError:
 # in both cases the caller renders with `render`, which gives the error its words.
 
-# shlex.quote leaves a string alone when it has only these characters; the space is the
-# separator of a joined list (checked apart).
-_UNSAFE = re.compile(r"[^\w@%+=:,./ -]", re.ASCII).search
+# What shlex.quote leaves as it is: a string of only these characters. (Its test is a
+# pattern; this one is str.translate's, and imports neither shlex nor re.)
+_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-"
+
+
+def shell_safe(text: str, also: bytes = b"") -> bool:
+    """Whether shlex.quote would leave every character of `text` as it is (`also`: more
+    characters taken as safe)."""
+    return text.isascii() and not text.encode("ascii").translate(None, _SAFE + also)
+
+
+def shell_quote(text: str) -> str:
+    """shlex.quote(text): the text as one shell word."""
+    if not text:
+        return "''"
+    if shell_safe(text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def quote_join(paths: list[str]) -> str:
-    """`" ".join(shlex.quote(p) for p in paths)`, checking the whole list at once."""
+    """`" ".join(shlex.quote(p) for p in paths)`, checking the whole list at once (the space
+    is the separator of the joined list, checked apart)."""
     joined = " ".join(paths)
-    if _UNSAFE(joined) is None and joined.count(" ") == len(paths) - 1 and "" not in paths:
+    if shell_safe(joined, b" ") and joined.count(" ") == len(paths) - 1 and "" not in paths:
         return joined
-    return " ".join(shlex.quote(p) for p in paths)
+    return " ".join(shell_quote(p) for p in paths)
 
 
 def compile_list(texts: list[str], wildcards: frozenset[str], files: tuple[str, ...],
@@ -211,7 +235,7 @@ def compile_list(texts: list[str], wildcards: frozenset[str], files: tuple[str, 
         if expr is None:
             return None
         items.append(expr)
-    namespace = {"_quote": shlex.quote, "_quote_join": quote_join, "_join": " ".join}
+    namespace = {"_quote": shell_quote, "_quote_join": quote_join, "_join": " ".join}
     # eval of code made only from repr()s of literals and of names checked above
     return eval(f"lambda w, inputs, outputs, depfile: [{', '.join(items)}]", namespace)  # noqa: S307
 

@@ -15,6 +15,7 @@ a sixth of that.
 
 from __future__ import annotations
 
+import sys
 from itertools import accumulate
 
 TYPE_CHECKING = False
@@ -40,11 +41,45 @@ def nesting_bound(text: str) -> int:
 
 
 def _toml_rs():
-    try:
-        import toml_rs
-    except ImportError:
+    """toml_rs's parser, `(text) -> dict` held to TOML 1.0, or None where it is not installed.
+
+    Start-up rule (docs/performance.md): its Rust extension module is loaded without the
+    package's `__init__`, whose wrappers import `typing` and `pathlib` for their annotations
+    (about 10 ms of a cold build); the package's `loads` only checks that it gets a str and
+    calls the extension's `_loads`, as this does."""
+    if sys.modules.get("toml_rs", False) is None:  # `import toml_rs` would fail (tests say so)
         return None
-    return toml_rs
+    extension = sys.modules.get("toml_rs._toml_rs") or _load_extension()
+    loads = getattr(extension, "_loads", None)
+    if loads is None:  # not where this toml_rs keeps it: through the package, as documented
+        try:
+            import toml_rs
+        except ImportError:
+            return None
+        loads = toml_rs.loads
+    return lambda text: loads(text, parse_float=float, toml_version="1.0.0")
+
+
+def _load_extension():
+    """toml_rs._toml_rs, loaded as `import toml_rs._toml_rs` would load it but for the
+    package's own code; None where the package is no plain directory on sys.path."""
+    from importlib.machinery import ExtensionFileLoader, PathFinder
+
+    package = PathFinder.find_spec("toml_rs")
+    if package is None or not package.submodule_search_locations:
+        return None
+    spec = PathFinder.find_spec("toml_rs._toml_rs", package.submodule_search_locations)
+    if spec is None or not isinstance(spec.loader, ExtensionFileLoader):
+        return None
+    try:
+        module = spec.loader.create_module(spec)
+    except ImportError:  # a broken install: `import toml_rs` says so, or tomllib reads
+        return None
+    # Registered, so that `import toml_rs` later (its error path does) finds it loaded: a
+    # PyO3 module cannot be initialised twice in one process.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def loads(text: str) -> dict:
@@ -53,7 +88,7 @@ def loads(text: str) -> dict:
     toml_rs = _toml_rs()
     if toml_rs is not None and nesting_bound(text) <= _MAX_DEPTH:
         try:
-            return toml_rs.loads(text, toml_version="1.0.0")
+            return toml_rs(text)
         except Exception:  # noqa: BLE001 - tomllib says what is wrong, below
             pass
     import tomllib
@@ -78,12 +113,11 @@ class Streamed:
         self.rest, self._text, self._batches = rest, text, batches
 
     def tasks(self) -> Iterator[tuple[str, object]]:
-        import toml_rs
-
+        toml_rs = _toml_rs()
         seen: set[str] = set()
         for start, end, names in self._batches:
             try:
-                table = toml_rs.loads(self._text[start:end], toml_version="1.0.0")
+                table = toml_rs(self._text[start:end])
             except Exception:  # noqa: BLE001 - not TOML: `loads` of the whole text says why
                 raise NotStreamable from None
             tasks = table.get("task")
@@ -108,7 +142,10 @@ def stream(text: str, headers: list[tuple[tuple[str, ...], int]] | None) -> Stre
     the batches' dicts merged are the document's. Where the text is not valid TOML, a
     batch fails to parse (a construct open at its end) or the checks fail: NotStreamable.
     """
-    if len(text) < STREAM_FROM or headers is None or _toml_rs() is None:
+    if len(text) < STREAM_FROM or headers is None:
+        return None
+    toml_rs = _toml_rs()
+    if toml_rs is None:
         return None
     if '"""' in text or "'''" in text or "\\u0000" in text or "\\U00000000" in text:
         return None  # multi-line strings; NULs are looked for in the whole document
@@ -123,11 +160,9 @@ def stream(text: str, headers: list[tuple[tuple[str, ...], int]] | None) -> Stre
         return None  # a table declared twice, or [task.a] with [task.a.env]
     if nesting_bound(text) > _MAX_DEPTH:
         return None
-    import toml_rs
-
     start = headers[first][1]
     try:
-        rest = toml_rs.loads(text[:start], toml_version="1.0.0")
+        rest = toml_rs(text[:start])
     except Exception:  # noqa: BLE001 - `loads` says why
         return None
     if "task" in rest:

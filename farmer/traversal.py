@@ -9,12 +9,8 @@ input either an existing file or somebody's output, and no cycles.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shlex
 import sys
-from pathlib import Path
 
 from farmer import template
 from farmer.errors import TaskError, UsageError
@@ -25,7 +21,11 @@ from farmer.inside import check_inside
 from farmer.matching import Files, glob_regex
 from farmer.uptodate import action_fingerprint
 
-GLOB_CHARS = re.compile(r"[*?\[]")  # what makes an input path a glob
+
+def glob_start(path: str) -> int:
+    """Where the first glob character (`*`, `?`, `[`) of an input path is; -1: it is no glob."""
+    found = [at for at in (path.find("*"), path.find("?"), path.find("[")) if at >= 0]
+    return min(found) if found else -1
 
 
 def _chain(names: list[str]) -> str:
@@ -120,10 +120,10 @@ class _Resolver:
     def resolve(self, raw: str, task: str, own_outputs: set[str]) -> list[str]:
         if raw.startswith("@"):
             return self.task_ref(raw[1:], task)
-        if GLOB_CHARS.search(raw):
+        if glob_start(raw) >= 0:
             norm = normalize(raw, task, "input")
             pattern = glob_regex(norm)
-            prefix = norm[: GLOB_CHARS.search(norm).start()].rpartition("/")[0]
+            prefix = norm[: glob_start(norm)].rpartition("/")[0]
             self.files.refuse_control(prefix, pattern, f"task {task!r}: input {raw!r}")
             matched = {p for p in self.files.under(prefix) if pattern.match(p)}
             # Declared outputs match too, so a clean build sees the same inputs as a rebuild.
@@ -280,6 +280,8 @@ def _add_scripts(comps: list[Computation], producer: dict[str, int], root: str) 
     for comp in comps:
         if comp.kind != "python":
             continue
+        import shlex  # start-up rule (docs/performance.md): only for a python line
+
         runs = python_script(shlex.split(comp.action))
         if runs is None:
             continue
@@ -343,6 +345,8 @@ def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander:
     except (IndexError, KeyError):
         return None  # {inputs[N]} past the end
     if kind == "python":
+        import shlex
+
         try:
             for comp in made:
                 shlex.split(comp.action)
@@ -389,6 +393,8 @@ def _computations(spec: Spec, insts: list[Instance], start: int, expander: TaskE
             action = render_list(compiled, [text], [kind], task, wildcards, spec, True, inputs,
                                   outputs, depfiles)[0]
         if kind == "python":
+            import shlex
+
             try:  # it is split into an argv, not given to a shell: it must split
                 shlex.split(action)
             except ValueError as e:
@@ -485,6 +491,8 @@ def _world_inputs(spec: Spec, files: Files, producer: dict[str, int]) -> dict[st
 def _world_setup(spec: Spec, name: str | None) -> str | None:
     if name is None:
         return None
+    import json  # worlds only
+
     return json.dumps([(w.name, w.setup) for w in _world_chain(spec, name)])
 
 

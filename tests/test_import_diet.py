@@ -23,6 +23,13 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
     "farmer.depfile",  # no computation here has a depfile
 }
 
+# Nor before the first command of a first build (no .farmer/) of a Farmfile written out in
+# full, one [task] per step, as a generator writes it: parsing and traversing it take string
+# methods, toml_rs's extension without its package (which imports typing and pathlib).
+NOT_BEFORE_THE_FIRST_COMMAND = NOT_ON_AN_INCREMENTAL_BUILD - {
+    "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander"} | {
+    "contextlib", "toml_rs._lib", "difflib"}
+
 FARMFILE = """
 [task.compile]
 foreach = "src/{stem}.c"
@@ -79,6 +86,50 @@ def test_an_incremental_build_imports_no_heavy_module(project):
     tasks = project.tasks()
     assert tasks["out/b.o"]["status"] == "ran" and tasks["out/a.o"]["status"] == "up-to-date"
     assert project.build().summary()["ran"] == 0  # and the proof it left holds
+
+
+def modules_at_the_first_command(project, *args: str) -> set[str]:
+    """What `farmer build` (without the site module, as above) has imported when it starts
+    its first command: a wrapper of posix_spawn writes sys.modules to stderr."""
+    path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
+    script = (
+        "import os, sys\n"
+        "real = os.posix_spawn, os.posix_spawnp\n"
+        "def spawning(spawn):\n"
+        "    def first(*a, **k):\n"
+        "        os.write(2, ('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n').encode())\n"
+        "        os.posix_spawn, os.posix_spawnp = real\n"
+        "        return spawn(*a, **k)\n"
+        "    return first\n"
+        "os.posix_spawn, os.posix_spawnp = map(spawning, real)\n"
+        "sys.argv = ['farmer', 'build', *sys.argv[1:]]\n"
+        "from farmer.__main__ import run\n"
+        "run()\n")
+    cp = subprocess.run([sys.executable, "-S", "-c", script, *args], cwd=project.root,
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                        env=farmer_env({"PYTHONPATH": path}))
+    assert cp.returncode == 0, cp.stderr
+    return set(next(line for line in cp.stderr.splitlines() if line.startswith("MODULES ")).split()[1:])
+
+
+def test_a_first_build_of_a_generated_farmfile_imports_no_heavy_module_before_its_first_command(project):
+    steps = [f'[task.s{k}]\ninputs = ["src/s{k}.txt"]\noutputs = ["out/s{k}.txt"]\n'
+             f'cmd = "cat src/s{k}.txt > out/s{k}.txt"\n' for k in range(20)]
+    roots = "".join(f'  "out/s{k}.txt",\n' for k in range(20))
+    project.farmfile("# generated — do not edit\n" + "\n".join(steps) + f"\n[task.all]\ninputs = [\n{roots}]\n")
+    for k in range(20):
+        project.write(f"src/s{k}.txt", f"{k}\n")
+    modules = modules_at_the_first_command(project, "-j", "2", "all")
+    assert {"farmer.farmfile", "farmer.traversal", "farmer.build"} <= modules, sorted(modules)
+    assert not NOT_BEFORE_THE_FIRST_COMMAND & modules, sorted(NOT_BEFORE_THE_FIRST_COMMAND & modules)
+    try:
+        import toml_rs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        assert "toml_rs._toml_rs" in modules  # parsed by toml_rs, not by tomllib
+    assert project.read("out/s7.txt") == "7\n"
+    assert project.build().summary()["ran"] == 0
 
 
 def test_without_the_site_module_the_heavy_modules_are_not_imported_at_start_up():

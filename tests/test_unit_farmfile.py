@@ -488,3 +488,57 @@ def test_cache_table(tmp_path):
     assert at_line(msg, 3) and "unknown key 'salt' in [cache]" in msg
     assert at_line(error(tmp_path, "[cache]", 'env = ["A=B"]'), 2)
     assert "must be a list of strings" in error(tmp_path, "[cache]", "env = 3")
+
+
+# -- lines found by string methods, as the patterns they stand for find them ---------------
+# The patterns farmfile.py used to match every line with (it now takes them only where a
+# line is not of the plain forms): each text's headers, bracket lines and key lines must
+# come out as these say.
+_REF_BRACKET = re.compile(r"\n([^\S\n]*\[[^\n]*)")
+_REF_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$")
+_REF_DOTTED = re.compile(r""""[^"]*"|'[^']*'|[^.\s"']+""")
+_REF_KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*=""")
+
+
+def _reference_brackets(text: str) -> list[tuple[tuple[str, ...], int]]:
+    found = []
+    for m in _REF_BRACKET.finditer("\n" + text):
+        line = m.group(1)
+        h = _REF_HEADER.match(line[:-1] if line.endswith("\r") else line)
+        parts = tuple(q.strip("\"'") for q in _REF_DOTTED.findall(h.group(1))) if h else ()
+        found.append((parts if "\\" not in line else (), m.start(1) - 1))
+    return found
+
+
+def _pieces_texts(count: int) -> list[str]:
+    import random
+
+    pieces = ["[", "]", "task", ".", "a", "b-c", '"q.x"', "'s'", " ", "\t", "\n", "\r\n", "#", "=",
+              "x = 1", "\u3000", "\xa0", "\x1f", "é", "[[", "]]", "\\", "  [task.b]", "[task.a]",
+              "[ ]", "[]", '""', "env", "cmd"]
+    rnd = random.Random(17)
+    return ["".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 25))) for _ in range(count)]
+
+
+def test_header_and_key_lines_are_found_as_the_patterns_find_them():
+    for text in _pieces_texts(3000):
+        lines = farmfile._Lines(text)
+        if lines.brackets is None:
+            continue  # an odd line break: numbered by splitlines, never streamed
+        assert lines.brackets == _reference_brackets(text), repr(text)
+        for number, line in enumerate(text.split("\n"), 1):
+            line = line[:-1] if line.endswith("\r") else line
+            assert (farmfile._header_path(line) is not None) == bool(_REF_HEADER.match(line)), repr(line)
+            m = _REF_KEY.match(line)
+            assert farmfile._key_name(line) == (next(g for g in m.groups() if g is not None) if m else None), repr(line)
+
+
+def test_a_header_without_a_key_is_invalid_toml_not_a_crash(tmp_path):
+    assert error(tmp_path, "[ ]") == "Farmfile:1: invalid TOML: Invalid initial character for a key part"
+
+
+def test_a_task_name_may_not_end_in_a_line_break(tmp_path):
+    msg = error(tmp_path, '[task."a\\n"]', 'cmd = "true"')  # (an escaped name's line is not found)
+    assert msg == "Farmfile: task name 'a\\n' may only use letters, digits, '_', '.' and '-'"
+    assert farmfile.is_name("a.b-c_1") and not farmfile.is_name(".a") and not farmfile.is_name("-a")
+    assert not farmfile.is_name("") and not farmfile.is_name("é") and not farmfile.is_name("a b")

@@ -170,3 +170,11 @@ def test_shell_variable_gets_the_doubled_braces_hint():
     with pytest.raises(TemplateError) as e:
         render("for f in *; do echo ${f}; done")
     assert "${{f}}" in str(e.value)
+
+
+def test_shell_quote_is_shlex_quote():
+    words = ["", "a", "src/a.c", "a b", "it's", "$HOME", "é", "a\nb", "-x", "@%+=:,./-_", "a*", "~", "'"]
+    for word in words:
+        assert template.shell_quote(word) == shlex.quote(word), repr(word)
+    for pair in ([w, v] for w in words for v in words):
+        assert template.quote_join(pair) == " ".join(map(shlex.quote, pair)), pair

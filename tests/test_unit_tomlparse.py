@@ -66,6 +66,19 @@ def test_every_kind_of_value_reads_as_tomllib_reads_it(parser):
     assert tomlparse.loads(EVERY_KIND) == tomllib.loads(EVERY_KIND)
 
 
+def test_toml_rs_s_extension_parses_without_its_package():
+    """tomlparse loads toml_rs's extension module itself (its package's wrappers import
+    typing and pathlib): the parser it hands back reads every kind of value and rejects
+    TOML 1.1, as toml_rs.loads held to 1.0 does, rather than failing for every text
+    (each failure would be read again by tomllib, slowly but with the same result)."""
+    toml_rs = pytest.importorskip("toml_rs")
+    parse = tomlparse._toml_rs()
+    assert parse(EVERY_KIND) == tomllib.loads(EVERY_KIND) == toml_rs.loads(EVERY_KIND, toml_version="1.0.0")
+    for text in TOML_1_1_ONLY:
+        with pytest.raises(toml_rs.TOMLDecodeError):
+            parse(text)
+
+
 @pytest.mark.parametrize("text", TOML_1_1_ONLY)
 def test_toml_1_1_is_rejected_with_tomllib_s_message(parser, text):
     with pytest.raises(tomllib.TOMLDecodeError) as info:
