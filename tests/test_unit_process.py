@@ -207,3 +207,31 @@ def test_programs_are_found_on_path_as_execvp_finds_them(executor, tmp_path, mon
     got = wait_all(executor)
     assert got[0].ok and (tmp_path / "o.txt").read_text() == "from second\n"
     assert got[1].reason == "exit 127"
+
+
+def test_the_event_loop_reports_what_is_ready_with_its_data():
+    from farmer.executors.events import READ, event_loop
+
+    loop = event_loop()
+    r, w = os.pipe()
+    try:
+        key = loop.register(r, READ, "mine")
+        with pytest.raises(KeyError):
+            loop.register(r, READ, "twice")
+        started = time.monotonic()
+        assert loop.select(0.05) == []  # nothing to read: it waited, and says so
+        assert time.monotonic() - started >= 0.04
+        os.write(w, b"x")
+        [(ready, events)] = loop.select(None)
+        assert (ready.fd, ready.data, events) == (r, "mine", READ) and ready is key
+        os.close(w)
+        w = -1
+        os.read(r, 1)
+        assert [k.data for k, _ in loop.select(0)] == ["mine"]  # hung up: readable (EOF)
+        assert loop.unregister(r) is key
+        assert loop.select(0) == []
+    finally:
+        loop.close()
+        os.close(r)
+        if w >= 0:
+            os.close(w)

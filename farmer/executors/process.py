@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 import os
-import selectors
 import time
 
 from farmer.executors.base import Executor, Outcome
+from farmer.executors.events import READ, event_loop
 from farmer.executors.shell import Direct, direct
 from farmer.graph import Computation
 from farmer.private import open_file, unlink_link
@@ -172,10 +172,10 @@ class ProcessExecutor(Executor):
         self.load = load
         self.t0 = t0  # monotonic time of the build's start
         self.default_timeout = timeout
-        self.selector = selectors.DefaultSelector()
+        self.selector = event_loop()
         self.wake_fd = wake_fd
         if wake_fd is not None:
-            self.selector.register(wake_fd, selectors.EVENT_READ, None)
+            self.selector.register(wake_fd, READ, None)
         self.by_pid: dict[int, _Running] = {}
         self._finished: list[Outcome] = []
         self._use_pidfd = hasattr(os, "pidfd_open")
@@ -243,7 +243,7 @@ class ProcessExecutor(Executor):
         if self.groups is not None and run.group:
             self.groups.started(pid)
         if pidfd is not None:
-            self.selector.register(pidfd, selectors.EVENT_READ, run)
+            self.selector.register(pidfd, READ, run)
 
     def _program(self, name: str) -> str | None:
         """Where posix_spawnp would find `name` on farmer's PATH, looked up once a build:
