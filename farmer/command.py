@@ -76,12 +76,9 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
     commands need not wait for it)."""
     enter(directory)
     if is_ninja(farmfile, ninja):
-        from pathlib import Path
-
         from farmer import ninja as manifest
 
-        return manifest.load(Path(farmfile if farmfile_given else "build.ninja").absolute(), write_cache, base_dir,
-                             later)
+        return manifest.load(farmfile if farmfile_given else "build.ninja", write_cache, base_dir, later)
     from farmer import project
 
     path = find_farmfile(farmfile, farmfile_given)

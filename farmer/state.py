@@ -119,6 +119,11 @@ class State:
         self.batches = 0  # write transactions begun on this connection
         # set_declared's rows while there is no database yet: written with the first batch
         self._declared: tuple | None = None
+        # save_later's traces and stat data while there is no database yet: the same
+        self._held_traces: dict[str, Trace] = {}
+        self._held_stats: dict[str, tuple[StatKey, str] | None] = {}
+        self._fresh = False  # no state.db: the first batch makes it (`_make`)
+        self._reopen = False  # made by `_make`: connected again when next read or written
         self.db: sqlite3.Connection | None = self._open_readonly() if readonly else self._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
@@ -142,6 +147,7 @@ class State:
         for suffix in ("", "-wal", "-shm"):  # SQLite follows links: a planted one is removed
             unlink_link(self.path + suffix)
         if not (os.path.lexists(self.path) or os.path.lexists(self.path + "-wal")):
+            self._fresh = True
             return None
         return self._open_now()
 
@@ -170,7 +176,8 @@ class State:
         if self.readonly or not _corrupt(e):
             raise e
         try:
-            self.db.close()
+            if self.db is not None:
+                self.db.close()
         except sqlite3.Error:
             pass
         print(f"farmer: warning: {self._set_aside(e)}", file=sys.stderr)
@@ -179,12 +186,44 @@ class State:
     def _writable(self) -> sqlite3.Connection:
         """The database, made now if there is none yet."""
         if self.db is None:
+            if self._fresh:
+                self._make(None)
             self.db = self._open_now()
         return self.db
 
+    def _make(self, batch: tuple | None) -> None:
+        """The first write of a project without state.db: the schema and `batch` (`_write`'s
+        arguments) in one transaction, into a new file beside it, which becomes state.db by a
+        rename once committed: one sync, no journal file, no switch to WAL and back. A farmer
+        killed before the rename leaves no state.db (the file beside it is replaced next
+        time): as if that batch had not been written. A build that writes once (a small
+        first build, at its end) never connects again; the next read or write connects."""
+        new = self.path + ".new"
+        for suffix in ("", "-journal"):
+            try:
+                os.unlink(new + suffix)
+            except FileNotFoundError:
+                pass
+        db = sqlite3.connect(new, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=MEMORY")  # a rollback needs no file: nobody reads it yet
+            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT INTO meta VALUES ('schema', '{SCHEMA_VERSION}');")
+            if batch is not None:
+                self._write(db, *batch)
+            db.execute("COMMIT")  # synced (synchronous=FULL, SQLite's default) before the rename
+        finally:
+            db.close()
+        os.replace(new, self.path)
+        self._committed()
+        self._fresh = False
+        self._reopen = True
+        self.batches += 1
+
     def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
         if self.db is None:
-            return []  # no database yet: nothing was recorded
+            if not self._reopen:
+                return []  # no database yet: nothing was recorded
+            self.db = self._open_now()
         try:
             return self.db.execute(query, params).fetchall()
         except sqlite3.DatabaseError as e:
@@ -234,15 +273,16 @@ class State:
 
     # -- reading ----------------------------------------------------------------------
 
+    # What save_later holds is read back as if written (there is no database yet).
+
     def stat_cache(self) -> dict[str, tuple[StatKey, str]]:
-        return {
-            path: ((m, s, i, c), d)
-            for path, m, s, i, c, d in self._rows(
-                "SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat")
-        }
+        out = {path: entry for path, entry in self._held_stats.items() if entry is not None}
+        for path, m, s, i, c, d in self._rows("SELECT path, mtime_ns, size, ino, ctime_ns, digest FROM stat"):
+            out[path] = ((m, s, i, c), d)
+        return out
 
     def traces(self) -> dict[str, Trace]:
-        out = {}
+        out = dict(self._held_traces)
         for tid, data in self._rows("SELECT id, data FROM trace"):
             try:
                 out[tid] = Trace(tid, *marshal.loads(data))
@@ -251,6 +291,8 @@ class State:
         return out
 
     def trace(self, cid: str) -> Trace | None:
+        if cid in self._held_traces:
+            return self._held_traces[cid]
         rows = self._rows("SELECT data FROM trace WHERE id=?", (cid,))
         try:
             return Trace(cid, *marshal.loads(rows[0][0])) if rows else None
@@ -258,6 +300,8 @@ class State:
             return None  # unreadable: as if never built
 
     def stat_entry(self, path: str) -> tuple[StatKey, str] | None:
+        if path in self._held_stats:
+            return self._held_stats[path]
         rows = self._rows("SELECT mtime_ns, size, ino, ctime_ns, digest FROM stat WHERE path=?", (path,))
         return ((rows[0][0], rows[0][1], rows[0][2], rows[0][3]), rows[0][4]) if rows else None
 
@@ -329,15 +373,15 @@ class State:
         was declared, traced or written by an earlier build: the rows go into the first
         batch `save` writes (or are written by `close`), so no trace is ever recorded
         without them."""
-        if self.db is None:
+        if self._fresh:
             self._declared = (farmfile, before, now, key, forget)
             return
-        db = self.db
         try:
+            db = self._writable()
             self._begin_writing(db)
             db.execute("BEGIN IMMEDIATE")
             try:
-                self._write_declared(farmfile, before, now, key, forget)
+                self._write_declared(db, farmfile, before, now, key, forget)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -349,9 +393,8 @@ class State:
                 raise
             self._corruption_found(e)  # a fresh database: the next build records it
 
-    def _write_declared(self, farmfile: str, before: dict[str, str], now: dict[str, str], key: str,
-                        forget: list[str]) -> None:
-        db = self.db
+    def _write_declared(self, db: sqlite3.Connection, farmfile: str, before: dict[str, str],
+                        now: dict[str, str], key: str, forget: list[str]) -> None:
         db.executemany("DELETE FROM declared WHERE farmfile=? AND path=?",
                        [(farmfile, p) for p in before if p not in now])
         db.executemany("INSERT OR REPLACE INTO declared VALUES (?,?,?)",
@@ -359,10 +402,24 @@ class State:
         db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
         db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", ("declared:" + farmfile, key))
 
+    def save_later(self, traces: list[Trace], stats: dict[str, tuple[StatKey, str] | None]) -> None:
+        """Traces and stat data that may wait for the next batch (or `close`) while there is
+        no database yet, and are read back meanwhile as if written: the generator a first
+        build of a build.ninja takes as run (farmer/ninja/) need not make state.db before the
+        first command. A farmer killed before that batch loses them with it. With a
+        database, written now."""
+        if not self._fresh:
+            self.save(traces, [], [], stats)
+            return
+        self._held_traces.update((t.id, t) for t in traces)
+        self._held_stats.update(stats)
+
     def save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
              stats: dict[str, tuple[StatKey, str] | None]) -> None:
-        """Write one batch in one transaction (with the declared outputs, if they wait)."""
-        if not (traces or forget or samples or stats or self._declared):
+        """Write one batch in one transaction (with the declared outputs and what
+        save_later holds, if they wait)."""
+        if not (traces or forget or samples or stats or self._declared or self._held_traces
+                or self._held_stats):
             return
         try:
             self._save(traces, forget, samples, stats)
@@ -375,45 +432,63 @@ class State:
 
     def _save(self, traces: list[Trace], forget: list[str], samples: list[Sample],
               stats: dict[str, tuple[StatKey, str] | None]) -> None:
+        if self.db is None and self._fresh:
+            self._make((traces, forget, samples, stats))
+            return
         db = self._writable()
         self._begin_writing(db)
         db.execute("BEGIN IMMEDIATE")
         try:
-            if self._declared is not None:
-                self._write_declared(*self._declared)
-            if forget:
-                db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
-            if traces:
-                db.executemany(
-                    "INSERT OR REPLACE INTO trace VALUES (?,?)",
-                    [(t.id, marshal.dumps((t.action, t.world, t.inputs, t.discovered, t.outputs)))
-                     for t in traces])
-            if samples:
-                db.executemany(
-                    "INSERT INTO history VALUES (?,?,?,?,?,?,?)",
-                    [(s.id, s.task, s.at, s.wall_s, s.cpu_s, s.max_rss_kb, s.input_bytes) for s in samples])
-                db.executemany(
-                    "DELETE FROM history WHERE id=? AND at < (SELECT at FROM history WHERE id=? "
-                    "ORDER BY at DESC LIMIT 1 OFFSET ?)",
-                    [(i, i, HISTORY_KEEP - 1) for i in {s.id for s in samples}])
-            if stats:
-                gone = [(p,) for p, e in stats.items() if e is None]
-                keep = [(p, *e[0], e[1]) for p, e in stats.items() if e is not None]
-                if gone:
-                    db.executemany("DELETE FROM stat WHERE path=?", gone)
-                if keep:
-                    db.executemany("INSERT OR REPLACE INTO stat VALUES (?,?,?,?,?,?)", keep)
+            self._write(db, traces, forget, samples, stats)
             db.execute("COMMIT")
-            self._declared = None
+            self._committed()
         except BaseException:
             if db.in_transaction:  # a failed COMMIT may have rolled back already
                 db.execute("ROLLBACK")
             raise
 
+    def _write(self, db: sqlite3.Connection, traces: list[Trace], forget: list[str],
+               samples: list[Sample], stats: dict[str, tuple[StatKey, str] | None]) -> None:
+        """One batch's statements, in the caller's transaction, with what waits for it
+        (forgotten once the caller's COMMIT has succeeded: `_committed`)."""
+        if self._declared is not None:
+            self._write_declared(db, *self._declared)
+        if self._held_traces:
+            traces = [*self._held_traces.values(), *traces]
+        if self._held_stats:
+            stats = {**self._held_stats, **stats}
+        if forget:
+            db.executemany("DELETE FROM trace WHERE id=?", [(i,) for i in forget])
+        if traces:
+            db.executemany(
+                "INSERT OR REPLACE INTO trace VALUES (?,?)",
+                [(t.id, marshal.dumps((t.action, t.world, t.inputs, t.discovered, t.outputs)))
+                 for t in traces])
+        if samples:
+            db.executemany(
+                "INSERT INTO history VALUES (?,?,?,?,?,?,?)",
+                [(s.id, s.task, s.at, s.wall_s, s.cpu_s, s.max_rss_kb, s.input_bytes) for s in samples])
+            db.executemany(
+                "DELETE FROM history WHERE id=? AND at < (SELECT at FROM history WHERE id=? "
+                "ORDER BY at DESC LIMIT 1 OFFSET ?)",
+                [(i, i, HISTORY_KEEP - 1) for i in {s.id for s in samples}])
+        if stats:
+            gone = [(p,) for p, e in stats.items() if e is None]
+            keep = [(p, *e[0], e[1]) for p, e in stats.items() if e is not None]
+            if gone:
+                db.executemany("DELETE FROM stat WHERE path=?", gone)
+            if keep:
+                db.executemany("INSERT OR REPLACE INTO stat VALUES (?,?,?,?,?,?)", keep)
+
+    def _committed(self) -> None:
+        """What waited for a batch is in the database now."""
+        self._declared = None
+        self._held_traces, self._held_stats = {}, {}
+
     def close(self) -> None:
         """Write what waits (the declared outputs) and close; closing twice does nothing."""
         try:
-            if self._declared is not None and not self.write_failed:
+            if (self._declared is not None or self._held_traces or self._held_stats) and not self.write_failed:
                 self.save([], [], [], {})
             if self.db is None:
                 return
@@ -422,12 +497,13 @@ class State:
                 # commands (`plan`, `query`) can open it without creating anything.
                 self.db.execute("PRAGMA journal_mode=DELETE")
             self.db.close()
-        except sqlite3.Error as e:  # closing never decides a build's outcome
+        except (sqlite3.Error, OSError) as e:  # closing never decides a build's outcome
             if not self.write_failed:
                 print(f"farmer: warning: closing {self.path}: {e}", file=sys.stderr)
         finally:
-            self._declared = None
+            self._committed()  # (or lost with the batch that failed)
             self.db = None
+            self._reopen = False
 
 
 def _corrupt(e: sqlite3.DatabaseError) -> bool:

@@ -116,17 +116,19 @@ build build.ninja: regen meson.build
 
 def test_a_first_build_of_a_configured_manifest_runs_only_its_commands(project):
     """As after `meson setup`: build.ninja is newer than what makes it, so the generator is
-    taken as run, and the manifest's graph cache is written once the first command has
-    started; the next build runs nothing."""
+    taken as run (its trace waits for the build's first batch: state.db is made then), and
+    the manifest's graph cache is written once the first command has started; the next
+    build runs nothing."""
     from fakes import FakeRunner
 
     class Watching(FakeRunner):
         def __init__(self, root):
             super().__init__(root)
-            self.cached: list[bool] = []
+            self.cached: list[tuple[bool, bool]] = []
 
         def start(self, comp):
-            self.cached.append((project.root / ".farmer" / "ninja-graph.cache").exists())
+            farmer_dir = project.root / ".farmer"
+            self.cached.append(((farmer_dir / "ninja-graph.cache").exists(), (farmer_dir / "state.db").exists()))
             super().start(comp)
 
     project.write("meson.build", "project('x')\n")
@@ -138,7 +140,9 @@ def test_a_first_build_of_a_configured_manifest_runs_only_its_commands(project):
     runner = Watching(project.root)
     r = project.build_in_process(runner=runner, farmfile="build.ninja")
     assert r.returncode == 0, r
-    assert runner.ran == ["out.txt"] and runner.cached == [False], r
+    assert runner.ran == ["out.txt"] and runner.cached == [(False, False)], r
+    assert sorted(os.listdir(project.root / ".farmer")).count("state.db") == 1
+    assert not (project.root / ".farmer" / "state.db.new").exists()
     assert project.read("out.txt") == "alpha\n" and project.read("build.ninja") == MESON_LIKE
     assert (project.root / ".farmer" / "ninja-graph.cache").is_file()
     again = project.build_in_process(farmfile="build.ninja")

@@ -112,3 +112,13 @@ def test_an_unreadable_cache_is_ignored(root):
     (root / ".farmer" / cache.NAME).write_bytes(b"garbage")
     _, graph = ninja.load(root / "build.ninja", write_cache=True)
     assert "out.txt" in graph.by_id
+
+
+@pytest.mark.parametrize("given", ["build.ninja", "./build.ninja", "sub//./b.ninja", "sub/../build.ninja",
+                                   "/abs/./x//y.ninja", "//net/b.ninja", "///root.ninja", "/"])
+def test_the_manifest_path_is_named_as_pathlib_names_it(root, given):
+    """The cache's key and the build's spec name the manifest as `Path(p).absolute()` did
+    before pathlib left the build.ninja path: a cache written by one farmer is read by the next."""
+    from pathlib import Path
+
+    assert ninja.absolute(given) == str(Path(given).absolute())

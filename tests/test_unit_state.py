@@ -72,6 +72,58 @@ def test_declared_outputs_wait_for_the_first_batch_without_a_database(farmer_dir
     s.close()
 
 
+def test_what_may_wait_is_read_back_and_written_with_the_first_batch(farmer_dir):
+    """save_later without state.db (a first build's adopted generator, farmer/ninja/): read
+    back as if written, made into state.db with the first batch, in its transaction, or by
+    close; lost with it when the farmer dies first. With a database, written at once."""
+    s = State(farmer_dir)
+    s.save_later([trace("build.ninja")], {"meson.build": ((1, 2, 3, 4), "dm")})
+    assert not (farmer_dir / "state.db").exists()
+    assert set(s.traces()) == {"build.ninja"} and s.trace("build.ninja") == trace("build.ninja")
+    assert s.stat_cache() == {"meson.build": ((1, 2, 3, 4), "dm")}
+    assert s.stat_entry("meson.build") == ((1, 2, 3, 4), "dm")
+    s.save([trace("out/a")], [], [], {})
+    db = sqlite3.connect(farmer_dir / "state.db")
+    assert sorted(db.execute("SELECT id FROM trace")) == [("build.ninja",), ("out/a",)]
+    assert db.execute("SELECT path FROM stat").fetchall() == [("meson.build",)]
+    db.close()
+    assert set(s.traces()) == {"build.ninja", "out/a"}  # connected again to read
+    s.save_later([trace("later")], {})  # a database now: written at once
+    s.close()
+    s = State(farmer_dir)
+    assert set(s.traces()) == {"build.ninja", "out/a", "later"}
+    s.close()
+    other = farmer_dir.parent / "other" / ".farmer"
+    s = State(other)
+    s.save_later([trace("build.ninja")], {})
+    s.close()
+    assert set(State(other).traces()) == {"build.ninja"}
+    dead = farmer_dir.parent / "dead" / ".farmer"
+    s = State(dead)
+    s.save_later([trace("build.ninja")], {})
+    s.db = None  # as a farmer killed now leaves it: nothing written
+    assert not (dead / "state.db").exists() and State(dead).traces() == {}
+
+
+def test_the_first_batch_makes_state_db_whole_or_not_at_all(farmer_dir):
+    """state.db is made under another name and renamed once its first batch is committed:
+    a farmer killed while writing it leaves no state.db, only a file the next one replaces."""
+    farmer_dir.mkdir()
+    (farmer_dir / "state.db.new").write_bytes(b"half a database" * 100)
+    s = State(farmer_dir)
+    s.set_declared("/p/Farmfile", {}, {"out/a": "out/a"}, "k1", [])
+    s.save([trace("out/a")], [], [sample("out/a", 1.0)], {"src/a": ((1, 2, 3, 4), "d")})
+    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    assert journal_mode(farmer_dir) == "delete"
+    s.save([trace("out/b")], [], [], {})  # the next batch connects again
+    s.close()
+    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    s = State(farmer_dir)
+    assert sorted(s.traces()) == ["out/a", "out/b"] and s.declared("/p/Farmfile") == {"out/a": "out/a"}
+    assert set(s.history()) == {"out/a"} and set(s.stat_cache()) == {"src/a"}
+    s.close()
+
+
 def test_an_existing_database_records_declared_outputs_at_once(farmer_dir):
     s = State(farmer_dir)
     s.save([trace("x")], [], [], {})
@@ -154,6 +206,7 @@ def test_history_of_some_tasks_is_found_by_index(farmer_dir):
     also in a state.db made before the index existed)."""
     s = State(farmer_dir)
     s.save([], [], [sample("first", 0.0)], {})
+    s = reopen(s)
     s.db.execute("DROP INDEX history_task")  # as an older farmer left it
     s.save([], [], [sample(f"x{n}", float(n), task=f"t{n % 50}") for n in range(500)], {})
     s = reopen(s)
@@ -230,6 +283,7 @@ def test_corrupt_db_is_moved_aside_with_warning(farmer_dir):
 def test_other_schema_version_is_moved_aside(farmer_dir):
     s = State(farmer_dir)
     s.save([trace("a")], [], [], {})
+    s = reopen(s)
     s.db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION + 1),))
     s = reopen(s)
     assert len(s.warnings) == 1 and "schema" in s.warnings[0]
@@ -303,6 +357,7 @@ def test_readonly_corrupt_db_warns_and_is_not_moved(farmer_dir):
 def test_readonly_other_schema_plans_from_scratch(farmer_dir):
     s = State(farmer_dir)
     s.save([trace("a")], [], [], {})
+    s = reopen(s)
     s.db.execute("UPDATE meta SET value='99' WHERE key='schema'")
     s.close()
     r = State(farmer_dir, readonly=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from farmer import basedir
 from farmer.errors import UsageError
@@ -33,6 +32,18 @@ def is_manifest(name: str) -> bool:
     return name.endswith(".ninja")
 
 
+def absolute(path: str | os.PathLike) -> str:
+    """`path` from the root, as pathlib's `Path(path).absolute()` gives it (what the graph
+    cache's key has always named; pathlib itself, with `fnmatch`, `re` and `urllib.parse`,
+    is not imported for it): relative to the working directory, without `.` components
+    and doubled slashes, `..` kept (folding it would skip a symlink)."""
+    path = os.fspath(path)
+    if not path.startswith("/"):
+        path = os.path.join(os.getcwd(), path)
+    lead = "//" if path.startswith("//") and not path.startswith("///") else "/"
+    return lead + "/".join(p for p in path.split("/") if p and p != ".")
+
+
 def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | None = None,
          later: list[Callable[[], None]] | None = None) -> tuple[Spec, Graph]:
     """Read the manifest at `path` and make its graph (from the graph cache while no manifest
@@ -46,11 +57,12 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
     from farmer.ninja.graph import build_graph
     from farmer.ninja.parser import parse_manifest
 
-    path = Path(path).absolute()
-    farmer_dir = path.parent / ".farmer"
-    if not path.parent.is_dir():
+    path = absolute(path)
+    root = os.path.dirname(path)
+    farmer_dir = os.path.join(root, ".farmer")
+    if not os.path.isdir(root):
         raise UsageError(f"{path}: cannot read the ninja manifest: no such directory")
-    os.chdir(path.parent)
+    os.chdir(root)
     cached = cache.load(farmer_dir, path)
     if cached is not None:
         spec, graph, warnings = cached
@@ -68,7 +80,7 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
         print(f"farmer: warning: {w}", file=sys.stderr)
     given, source = basedir.setting(base_dir)
     if given:
-        base = basedir.resolve(given, str(path.parent), source)
+        base = basedir.resolve(given, root, source)
         basedir.rebase(graph, base)
         spec.digest = basedir.tagged(spec.digest, base)
     return spec, graph
@@ -124,7 +136,7 @@ def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
     from farmer.ninja import cache
 
     farmer_dir = os.path.join(spec.root, ".farmer")
-    files = cache.manifest_files(Path(farmer_dir), Path(spec.path))
+    files = cache.manifest_files(farmer_dir, spec.path)
     if files is None:  # not cached (read too soon after it changed): the next build stamps
         ninjastamp.forget(farmer_dir)
         return
@@ -195,4 +207,5 @@ def _record_now(graph: Graph, comp: Computation, state: State) -> None:
 
     trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs], [],
                   [(p, digest(p)) for p in comp.outputs])
-    state.save([trace], [], [], digests.changed)
+    # A first build makes state.db with its first batch, after its first commands have started.
+    state.save_later([trace], digests.changed)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from pathlib import Path
 
 from farmer import __version__
 from farmer.atomic import save_marshalled
@@ -39,15 +38,20 @@ def _code_stamp() -> list:
             for name in sorted(os.listdir(here)) if name.endswith(".py")]
 
 
-def _key(manifest: Path) -> str:
-    return hash_text(str(manifest), __version__, sys.version, ",".join(_FIELDS), ",".join(_EDGE_FIELDS), str(_FORMAT),
+def _key(manifest: str) -> str:
+    return hash_text(manifest, __version__, sys.version, ",".join(_FIELDS), ",".join(_EDGE_FIELDS), str(_FORMAT),
                      repr(_code_stamp()))
 
 
-def load(farmer_dir: Path, manifest: Path) -> tuple[Spec, Graph, list[str]] | None:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def load(farmer_dir: str, manifest: str) -> tuple[Spec, Graph, list[str]] | None:
     """The cached spec, graph and warnings, or None when any manifest file changed."""
     try:
-        data = marshal.loads((farmer_dir / NAME).read_bytes())
+        data = marshal.loads(_read(os.path.join(farmer_dir, NAME)))
         (fmt, key, files, warnings, (pools, digest), rows, producer, by_task, order, by_id,
          (needed, force, defaults)) = data
     except (OSError, EOFError, ValueError, TypeError):
@@ -62,7 +66,7 @@ def load(farmer_dir: Path, manifest: Path) -> tuple[Spec, Graph, list[str]] | No
         return None
     comps = [Computation(*row[:-1], ninja=None if row[-1] is None else NinjaEdge(*row[-1]))
              for row in rows]
-    root = manifest.parent
+    root = os.path.dirname(manifest)
     spec = Spec(path=manifest, root=root, default=None, vars={}, pools=pools, worlds={},
                 tasks={}, digest=digest)
     graph = Graph(root=root, computations=comps, producer=producer, by_task=by_task,
@@ -71,11 +75,11 @@ def load(farmer_dir: Path, manifest: Path) -> tuple[Spec, Graph, list[str]] | No
     return spec, graph, warnings
 
 
-def manifest_files(farmer_dir: Path, manifest: Path) -> list[tuple[str, tuple]] | None:
+def manifest_files(farmer_dir: str, manifest: str) -> list[tuple[str, tuple]] | None:
     """The manifest files the cache was made from, with the stat data each had before it
     was read; None without a cache this farmer can use."""
     try:
-        data = marshal.loads((farmer_dir / NAME).read_bytes())
+        data = marshal.loads(_read(os.path.join(farmer_dir, NAME)))
         fmt, key, files = data[:3]
     except (OSError, EOFError, ValueError, TypeError):
         return None
@@ -84,7 +88,7 @@ def manifest_files(farmer_dir: Path, manifest: Path) -> list[tuple[str, tuple]] 
     return [(path, tuple(recorded)) for path, recorded in files]
 
 
-def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
+def save(farmer_dir: str, manifest: str, files: list[tuple[str, tuple, int]],
          warnings: list[str], spec: Spec, graph: Graph, checks: FileChecks) -> None:
     """Write the cache atomically, unless a manifest file was read too soon after it changed.
     `files`: (absolute path, stat key, ns time the stat was taken) of every manifest file."""
@@ -96,4 +100,4 @@ def save(farmer_dir: Path, manifest: Path, files: list[tuple[str, tuple, int]],
     data = (_FORMAT, _key(manifest), [(p, k) for p, k, _ in files], warnings,
             (spec.pools, spec.digest), rows, graph.producer, graph.by_task, graph.order,
             graph.by_id, (checks.needed, checks.force, checks.defaults))
-    save_marshalled(farmer_dir / NAME, data)  # without it the next build only parses again
+    save_marshalled(os.path.join(farmer_dir, NAME), data)  # without it the next build only parses again

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 
 import xxhash
 
@@ -111,7 +110,7 @@ class Manifest:
     __slots__ = ("path", "root", "edges", "producer", "nodes", "pools", "defaults",
                  "has_default", "files", "digest", "names", "stats", "warnings")
 
-    def __init__(self, path: Path, root: Path) -> None:
+    def __init__(self, path: str, root: str) -> None:
         self.path = path  # the top manifest, absolute
         self.root = root  # its directory: where commands run and paths start
         self.edges: list[Edge] = []
@@ -175,20 +174,21 @@ class Parser:
     # -- files ----------------------------------------------------------------------------
 
     def load(self, name: str, scope: Scope, parent: Lexer | None = None) -> None:
-        path = Path(name) if os.path.isabs(name) else self.m.root / name
+        path = os.path.join(self.m.root, name)  # (`name` itself when absolute)
         if len(self._stack) >= _MAX_INCLUDE_DEPTH or name in self._stack:
             raise parent.error(f"include cycle: {' -> '.join(self._stack + [name])}")
         try:
             st = os.stat(path)  # before reading: a change after it shows in the next stat
             taken = time.time_ns()
-            raw = path.read_bytes()
+            with open(path, "rb") as f:
+                raw = f.read()
         except OSError as e:
             reason = e.strerror or str(e)
             if parent is None:
                 raise UsageError(f"{name}: cannot read the ninja manifest: {reason}") from None
             raise parent.error(f"loading '{name}': {reason}") from None
         self.m.files.append(name)
-        self.m.stats.append((str(path), stat_key(st), taken))
+        self.m.stats.append((path, stat_key(st), taken))
         self._hash.update(name.encode("utf-8", "surrogateescape") + b"\0")
         self._hash.update(raw)
         self._hash.update(b"\0")
@@ -397,13 +397,13 @@ class Parser:
                             valid_paths, edge_scope, lexer, start))
 
 
-def parse_manifest(path: Path) -> Manifest:
-    """Read the manifest at `path` (and what it includes) into edges, pools and defaults."""
-    path = path.absolute()
-    manifest = Manifest(path=path, root=path.parent)
+def parse_manifest(path: str) -> Manifest:
+    """Read the manifest at `path` (absolute, as `farmer.ninja.absolute` makes it, and what
+    it includes) into edges, pools and defaults."""
+    manifest = Manifest(path=path, root=os.path.dirname(path))
     top = Scope()
     top.rules["phony"] = PHONY
     parser = Parser(manifest)
-    parser.load(path.name, top)
+    parser.load(os.path.basename(path), top)
     manifest.digest = parser._hash.hexdigest()
     return manifest
