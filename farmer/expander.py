@@ -199,15 +199,53 @@ def render_list(compiled, texts: list[str], whats: list[str], task: TaskSpec,
 
 
 class Instance:
-    __slots__ = ("task", "wildcards", "raw_inputs", "outputs", "plain", "safe")
+    __slots__ = ("task", "wildcards", "raw_inputs", "outputs", "plain", "safe", "literal")
 
     def __init__(self, task: TaskSpec, wildcards: dict[str, str], raw_inputs: list[str],
-                 outputs: list[str], plain: bool = False, safe: bool = False) -> None:
+                 outputs: list[str], plain: bool = False, safe: bool = False,
+                 literal: bool = False) -> None:
         self.task, self.wildcards = task, wildcards
         self.raw_inputs = raw_inputs  # after substitution, before resolving @refs and globs
         self.outputs = outputs
         self.plain = plain  # every raw input is a normal path: resolving changes nothing
         self.safe = safe  # plain, and no input or output path needs shell quotes
+        self.literal = literal  # plain, and the task's texts are as written (`is_literal`)
+
+
+def is_literal(task: TaskSpec) -> bool:
+    """Whether `task` has one computation whose every text is as written: no foreach, no
+    brace in a template (a generator writing out each step makes such tasks)."""
+    if task.foreach is not None:
+        return False
+    texts = "".join([*task.inputs, *task.outputs, task.cmd or "", task.python or "", task.depfile or "",
+                     *task.env.values()])
+    return "{" not in texts and "}" not in texts
+
+
+def _literal_instances(spec: Spec) -> dict[str, list[Instance]]:
+    """The instance of each literal task whose outputs are normal and inputs plain, so that
+    rendering and resolving them changes nothing: checked in one batch, or task by task
+    when some path needs a look. The others take the general way, which words the errors
+    (in order: a literal task taken here has none to report)."""
+    tasks = [task for task in spec.tasks.values() if is_literal(task)]
+    if not (all_normal([p for task in tasks for p in task.outputs])
+            and all_plain_inputs([p for task in tasks for p in task.inputs])):
+        tasks = [task for task in tasks if all_normal(task.outputs) and all_plain_inputs(task.inputs)]
+    # Not `safe`: with nothing substituted, there is no quoting to decide.
+    return {task.name: [Instance(task, NO_NAMES, task.inputs, list(task.outputs), True, False, True)]
+            for task in tasks}
+
+
+class Expanders(dict):
+    """Each task's `TaskExpander`, made when first asked for: a literal task never needs one."""
+
+    def __init__(self, spec: Spec) -> None:
+        super().__init__()
+        self.spec = spec
+
+    def __missing__(self, name: str) -> TaskExpander:
+        expander = self[name] = TaskExpander(self.spec.tasks[name], self.spec)
+        return expander
 
 
 def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
@@ -236,7 +274,7 @@ def _instances_of(task: TaskSpec, spec: Spec, matches: list[dict[str, str]],
     return result
 
 
-def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -> dict[str, list[Instance]]:
+def expand_tasks(spec: Spec, files: Files, expanders: Expanders) -> dict[str, list[Instance]]:
     """Instances of every task, by task in the Farmfile's order. Foreach patterns may match
     other tasks' declared outputs, so pattern tasks are re-matched until no task's set of
     matches changes."""
@@ -261,7 +299,11 @@ def expand_tasks(spec: Spec, files: Files, expanders: dict[str, TaskExpander]) -
 
     pattern_tasks = []
     matched: dict[str, list[dict[str, str]]] = {}
+    literal = _literal_instances(spec)
     for name, task in spec.tasks.items():
+        if name in literal:
+            record(name, literal[name])
+            continue
         matched[name] = _foreach_instances(task, files, owner)
         checked[name] = len(changed_paths)
         record(name, _instances_of(task, spec, matched[name], expanders[name]))

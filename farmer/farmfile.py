@@ -88,8 +88,9 @@ def _key_name(line: str) -> str | None:
 
 
 def _bracket_lines(text: str) -> list[int]:
-    """The offsets of the lines of `text` (broken at "\n" only) that start with `[` after
-    blanks, in order; found by str.find at C speed, as `^[^\S\n]*\[` would find them."""
+    """The offsets of the lines of `text` (broken at "\\n" only) that start with `[` after
+    blanks (what str.isspace takes, but the line break), in order; found by str.find at C
+    speed."""
     starts = []
     at = text.find("\n[")
     while at >= 0:
@@ -518,8 +519,33 @@ def _check_world_tree(r: _Reader, worlds: dict[str, WorldSpec]) -> None:
             parent = worlds[parent].parent
 
 
+_PLAIN_TASK_KEYS = {"inputs", "outputs", "cmd"}
+
+
+def _plain_task(r: _Reader, name: str, body: dict) -> TaskSpec | None:
+    """The TaskSpec of a task that has only inputs, outputs and a cmd, all strings without a
+    brace (what a generator writing out each step makes): `_task`'s checks in one pass.
+    None when it is of another shape, or has something to report (`_task` reports it)."""
+    inputs, outputs, cmd = body.get("inputs", []), body.get("outputs", []), body.get("cmd")
+    if not (isinstance(inputs, list) and isinstance(outputs, list)
+            and (isinstance(cmd, str) or cmd is None and not outputs)):  # an alias has no outputs
+        return None
+    texts = [*inputs, *outputs, cmd or ""]
+    if not all(isinstance(text, str) for text in texts):
+        return None
+    texts = "".join(texts)
+    if "{" in texts or "}" in texts:
+        return None  # templates to parse
+    return TaskSpec(name=name, line=r.where.headers.get(("task", name)), inputs=list(inputs),
+                    outputs=list(outputs), cmd=cmd)
+
+
 def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
           worlds: dict[str, WorldSpec]) -> TaskSpec:
+    if isinstance(body, dict) and body.keys() <= _PLAIN_TASK_KEYS:
+        plain = _plain_task(r, name, body)
+        if plain is not None:
+            return plain
     table = ("task", name)
     if not isinstance(body, dict):
         raise r.fail(r.where.key(("task",), name), f"task.{name} must be a table: [task.{name}]")

@@ -14,7 +14,7 @@ import sys
 
 from farmer import template
 from farmer.errors import TaskError, UsageError
-from farmer.expander import Instance, TaskExpander, expand_tasks, normalize, render_list
+from farmer.expander import Expanders, Instance, TaskExpander, expand_tasks, normalize, render_list
 from farmer.farmfile import Spec
 from farmer.graph import NO_NAMES, Computation, Graph, topological_order
 from farmer.inside import check_inside
@@ -151,7 +151,7 @@ def traverse(spec: Spec) -> Graph:
 
 def _traverse(spec: Spec) -> Graph:
     files = Files(spec.root)
-    expanders = {name: TaskExpander(task, spec) for name, task in spec.tasks.items()}
+    expanders = Expanders(spec)
     by_task_inst = expand_tasks(spec, files, expanders)
     instances = [inst for insts in by_task_inst.values() for inst in insts]
 
@@ -169,6 +169,13 @@ def _traverse(spec: Spec) -> Graph:
     for name, insts in by_task_inst.items():  # in the order of `instances`
         if not insts:
             continue
+        if insts[0].literal:
+            comp = _literal_computation(spec, insts[0], len(comps), by_id)
+            if comp is not None:
+                by_id[comp.id] = comp.index
+                by_task[name] = [comp.index]
+                comps.append(comp)
+                continue
         made = _plain_computations(spec, insts, len(comps), expanders[name], by_id)
         if made is None:
             made = _computations(spec, insts, len(comps), expanders[name], resolver, by_id)
@@ -305,6 +312,39 @@ def _check_output(out: str, index: int, instances: list[Instance], producer: dic
             f"output {out!r} is declared by two computations (tasks {first!r} and "
             f"{inst.task.name!r}); each output needs exactly one producer: rename one of them",
             inst.task.name)
+
+
+def _literal_computation(spec: Spec, inst: Instance, index: int, by_id: dict[str, int]) -> Computation | None:
+    """The one computation of a literal task (expander.is_literal), its texts as written:
+    what `_computations` makes of it, with nothing to render or resolve. None when it needs
+    a closer look (and maybe has an error to report): then `_computations` makes it."""
+    task = inst.task
+    raw, outputs = inst.raw_inputs, inst.outputs
+    cid = outputs[0] if outputs else _computation_id(inst)
+    if task.depfile is not None or cid in by_id or not set(outputs).isdisjoint(raw):
+        return None  # a depfile to normalize, an id taken, or a cycle: worded there
+    kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
+    action = task.cmd if task.cmd is not None else task.python
+    if kind == "python":
+        import shlex
+
+        try:
+            shlex.split(action)
+        except ValueError:
+            return None
+    if task.world is None:
+        env = dict(task.env) if task.env else NO_NAMES
+        world_setup = None
+    else:
+        env = {**_world_env(spec, task.world), **task.env} or NO_NAMES
+        world_setup = _world_setup(spec, task.world)
+    inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
+    comp = Computation(index, cid, task.name, NO_NAMES, inputs, outputs, None, kind, action, env,
+                       task.world, task.cost, task.cpus, task.pool, task.timeout, task.always,
+                       task.cache, world_setup)
+    comp.remote = task.remote
+    comp.fingerprint = action_fingerprint(comp)
+    return comp
 
 
 def _plain_computations(spec: Spec, insts: list[Instance], start: int, expander: TaskExpander,
@@ -446,9 +486,32 @@ def mark_missing(comps: list[Computation], producer: dict[str, int], root: str |
     unsure = {p for comp in comps for p in comp.inputs}.difference(producer)
     if files is not None:
         unsure.difference_update(files.plain_files())
-    gone = {p for p in unsure if not os.path.exists(os.path.join(root, p))}
+    gone = _missing(root, unsure)
     for comp in comps:
         comp.missing = [p for p in comp.inputs if p in gone] if gone else ()
+
+
+_LISTING_PAYS = 16  # paths of one folder from which listing it costs less than a stat each
+
+
+def _missing(root: str | os.PathLike, paths: set[str]) -> set[str]:
+    """The normalized `paths` that `os.path.exists(root/path)` says do not exist; the many
+    paths of one folder (a generator's sources) found in one listing of it instead."""
+    by_folder: dict[str, list[str]] = {}
+    for path in paths:
+        by_folder.setdefault(path.rpartition("/")[0], []).append(path)
+    gone = set()
+    for folder, group in by_folder.items():
+        listed: set[str] = set()  # what is no symlink there: it exists
+        if len(group) >= _LISTING_PAYS:
+            try:
+                with os.scandir(os.path.join(root, folder)) as entries:
+                    listed = {e.name for e in entries if not e.is_symlink()}
+            except OSError:
+                pass  # each looked at below
+        gone.update(p for p in group if p.rpartition("/")[2] not in listed
+                    and not os.path.exists(os.path.join(root, p)))
+    return gone
 
 
 def _world_chain(spec: Spec, name: str) -> list:

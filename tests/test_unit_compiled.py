@@ -186,6 +186,17 @@ def test_files_exists_is_os_path_exists(tmp_path):
         assert files.exists(path) == os.path.exists(tmp_path / path), path
 
 
+def test_missing_inputs_are_what_os_path_exists_says(tmp_path, monkeypatch):
+    _tree(tmp_path)
+    candidates = set(list_files(tmp_path, "")) | {"src", "nosuch", "src/nosuch", "src/linkdir/o.txt",
+                                                  "other/o.txt", "src/dangling", "src/linkfile",
+                                                  "nosuch/x", "a.txt/x", "src/linkdir", "empty"}
+    want = {p for p in candidates if not os.path.exists(tmp_path / p)}
+    for pays in (1, 1000):  # a listing of every folder, and a stat of every path
+        monkeypatch.setattr(traversal, "_LISTING_PAYS", pays)
+        assert traversal._missing(str(tmp_path), candidates) == want
+
+
 # -- whole graphs: compiled against interpreted ------------------------------------------------
 
 FARMFILE = r"""
@@ -252,8 +263,10 @@ def _graph(tmp_path, text, files, compiled: bool, monkeypatch):
     with monkeypatch.context() as m:
         if compiled:
             m.setattr(expander, "COMPILE_FROM", 1)  # compile even a task of one computation
-        else:
+        else:  # neither compiled nor literal: every task rendered, resolved, checked path by path
             m.setattr(template, "compile_list", lambda *args: None)
+            m.setattr(expander, "_literal_instances", lambda spec: {})
+            m.setattr(farmfile, "_plain_task", lambda *args: None)
         try:
             return traversal.traverse(farmfile.load(tmp_path / "Farmfile"))
         except UsageError as e:
@@ -277,6 +290,74 @@ def test_compiled_graph_equals_interpreted_graph(tmp_path, monkeypatch):
     wild = [c for c in fast.computations if c.wildcards.get("name") == "a[1]"]
     # `in/a[1].txt` rendered from a wildcard is a glob (matching in/a1.txt), on both paths
     assert wild and wild[0].inputs == ["lib/common.h"]
+
+
+# Tasks written out in full, as a generator writes them (expander.is_literal): made by the
+# literal paths (farmfile._plain_task, expander._literal_instances,
+# traversal._literal_computation), which must give what the general paths give.
+LITERAL = r"""
+[world.py]
+env = {W = "world"}
+
+[task.s0]
+inputs = ["src/a.txt"]
+outputs = ["out/a.txt"]
+cmd = "cat src/a.txt > out/a.txt"
+
+[task.s1]
+inputs = ["out/a.txt", "src/b.txt", "out/a.txt"]
+outputs = ["out/b.txt", "out/b.log"]
+cmd = "cat out/a.txt src/b.txt > out/b.txt 2> out/b.log"
+
+[task.env]
+inputs = ["src/a.txt"]
+outputs = ["out/env.txt"]
+env = {A = "1", B = "two words"}
+cmd = "printenv A B > out/env.txt"
+
+[task.py]
+world = "py"
+inputs = ["src/my file.txt"]
+outputs = ["out/py.txt"]
+python = "tool.py 'src/my file.txt' out/py.txt"
+
+[task.script]
+outputs = ["out/script.txt"]
+python = "-m tool out/script.txt"
+cost = 2.5
+cpus = 2
+timeout = 30
+always = true
+cache = false
+remote = false
+
+[task.nothing]
+cmd = "true"
+
+[task.glob]
+inputs = ["src/*.txt"]
+outputs = ["out/glob.txt"]
+cmd = "cat src/*.txt > out/glob.txt"
+
+[task.all]
+inputs = ["out/b.txt", "out/env.txt", "@py"]
+"""
+LITERAL_FILES = ["src/a.txt", "src/b.txt", "src/my file.txt", "tool.py"]
+
+
+def test_literal_tasks_make_the_graph_the_general_paths_make(tmp_path, monkeypatch):
+    made = []
+    literal = traversal._literal_computation
+    monkeypatch.setattr(traversal, "_literal_computation", lambda *a: made.append(literal(*a)) or made[-1])
+    fast = _graph(tmp_path / "fast", LITERAL, LITERAL_FILES, True, monkeypatch)
+    slow = _graph(tmp_path / "slow", LITERAL, LITERAL_FILES, False, monkeypatch)
+    assert not isinstance(fast, str), fast
+    assert len(fast.computations) == 8 and len([c for c in made if c is not None]) == 6  # not the glob, nor @py
+    fast.root = slow.root = None
+    assert _rows(fast) == _rows(slow)
+    s1 = fast.computations[fast.by_id["out/b.txt"]]
+    assert s1.inputs == ["out/a.txt", "src/b.txt"] and s1.action == "cat out/a.txt src/b.txt > out/b.txt 2> out/b.log"
+    assert fast.computations[fast.by_id["out/py.txt"]].env == {"W": "world"}
 
 
 BAD = [  # errors, and paths that need normalizing
@@ -355,6 +436,85 @@ BAD = [  # errors, and paths that need normalizing
      outputs = ["out/{n}"]
      cmd = "true"
      """, ["in/a"]),
+    # tasks written out in full: the first error in the Farmfile's order, in its words
+    ("""
+     [task.a]
+     inputs = ["in/a"]
+     outputs = ["out/a"]
+     cmd = "cat in/a > out/a"
+
+     [task.b]
+     inputs = ["out/b", "in/a"]
+     outputs = ["out/b"]
+     cmd = "true"
+
+     [task.c]
+     outputs = ["/abs"]
+     cmd = "true"
+     """, ["in/a"]),
+    ("""
+     [task.a]
+     outputs = ["out/a"]
+     cmd = "true"
+
+     [task.b]
+     outputs = ["./out/b", "out//c", "out/d/"]
+     cmd = "true"
+
+     [task.c]
+     outputs = ["out/a"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.a]
+     inputs = ["in/\u0001"]
+     outputs = ["out/a"]
+     cmd = "true"
+
+     [task.b]
+     outputs = ["../up"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.a]
+     outputs = ["out/a"]
+     python = "x.py 'unclosed"
+     """, []),
+    ("""
+     [task.a]
+     outputs = ["out/a"]
+     cmd = "true"
+
+     [task.":b"]
+     cmd = "true"
+
+     [task.b]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.a]
+     outputs = [".farmer/x"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.a]
+     inputs = ["@b"]
+     outputs = ["out/a"]
+     cmd = "true"
+
+     [task.b]
+     inputs = ["out/a"]
+     outputs = ["out/b"]
+     cmd = "true"
+     """, []),
+    ("""
+     [task.a]
+     outputs = ["out/a"]
+
+     [task.b]
+     inputs = ["", "x"]
+     cmd = "true"
+     """, []),
 ]
 
 
