@@ -2,7 +2,7 @@
 """Where a clean build of the bench's graph spends its time before its first command, or
 its memory.
 
-    python bench/profile_clean.py [--size 1000] [--memory] [--top 40] [--repeat N]
+    python bench/profile_clean.py [--size 1000] [--memory] [--top 40] [--repeat N [--tree DIR]]
 
 Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
@@ -14,8 +14,11 @@ process:
             session, prediction, the scheduler's runs, the proof) and the 20 lines that
             hold the most at the end of the run
   --repeat  N fresh processes without the profiler, each to its first command: the median
-            CPU and wall time to it (bench/run.py's first-command column also counts the
-            interpreter's start)
+            CPU and wall time to it, and the CPU of its phases (farmer's imports, the
+            Farmfile's parse, the traversal, the rest); bench/run.py's first-command column
+            also counts the interpreter's start. Each runs `python -S` with farmer, xxhash
+            and toml_rs on PYTHONPATH, so that what a site's .pth files import (an editable
+            install's finder imports pathlib, re and typing) is not taken from farmer's share
 """
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ def build() -> None:
         sys.stdout = out
 
 
-def first_command(top: int, profile: bool = True) -> None:
+def first_command(top: int) -> None:
     prof = cProfile.Profile()
     first: dict[str, float] = {}
     c0, w0 = time.process_time(), time.perf_counter()
@@ -75,32 +78,77 @@ def first_command(top: int, profile: bool = True) -> None:
 
     # posix_spawn for a command found on PATH, posix_spawnp for the shell and the rest
     os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_spawnp)
-    if profile:
-        prof.enable()
+    prof.enable()
     build()
     prof.disable()
-    if not profile:  # one of --repeat's runs
-        print(f"{first['cpu']} {first['wall']}")
-        return
     print(f"first command after {first['cpu'] * 1000:.1f} ms of CPU, {first['wall'] * 1000:.1f} ms "
           "of wall time (in this process, after the interpreter's start; under cProfile)")
     pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
 
 
-def repeated(size: int, repeat: int) -> None:
+# One of --repeat's runs: `python -S -c _CHILD PROJECT`. CPU time from here (after the
+# interpreter's start) to the first spawn, with parse_text and traverse timed on the way.
+_CHILD = """
+import os, sys, time
+c0, w0 = time.process_time(), time.perf_counter()
+os.chdir(sys.argv[1])
+import farmer.build, farmer.command, farmer.farmfile, farmer.tomlparse, farmer.traversal
+farmer.tomlparse._toml_rs()
+phases = {"imports": time.process_time() - c0, "parse": 0.0, "traversal": 0.0}
+def timed(owner, name, phase):
+    real = getattr(owner, name)
+    def run(*a, **k):
+        t = time.process_time()
+        try:
+            return real(*a, **k)
+        finally:
+            phases[phase] += time.process_time() - t
+    setattr(owner, name, run)
+timed(farmer.farmfile, "parse_text", "parse")
+timed(farmer.traversal, "traverse", "traversal")
+first = {}
+def spawning(real):
+    def spawn(*a, **k):
+        if not first:
+            first.update(cpu=time.process_time() - c0, wall=time.perf_counter() - w0)
+        return real(*a, **k)
+    return spawn
+os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_spawnp)
+sys.stdout = open(os.devnull, "w")
+try:
+    farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
+except SystemExit:
+    pass
+phases["the rest"] = first["cpu"] - sum(phases.values())
+phases.update(cpu=first["cpu"], wall=first["wall"])
+os.write(2, repr(phases).encode())
+"""
+
+
+def repeated(size: int, repeat: int, work: Path, tree: Path) -> None:
     """Fresh processes, without the profiler: CPU and wall to the first command."""
     import statistics
     import subprocess
 
+    import toml_rs
+    import xxhash
+
+    path = os.pathsep.join([str(tree), str(Path(xxhash.__file__).parent.parent),
+                            str(Path(toml_rs.__file__).parent.parent)])
+    env = dict(os.environ, PYTHONPATH=path)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the first run writes farmer's bytecode
     runs = []
-    for _ in range(repeat):
-        out = subprocess.run([sys.executable, __file__, "--size", str(size), "--plain"], check=True,
-                             capture_output=True, text=True).stdout.split()
-        runs.append((float(out[0]), float(out[1])))
+    for k in range(repeat + 1):
+        d = project(size, work)
+        cp = subprocess.run([sys.executable, "-S", "-c", _CHILD, str(d)], env=env, check=True,
+                            capture_output=True, text=True)
+        if k:  # the first compiled the bytecode
+            runs.append(eval(cp.stderr.strip().splitlines()[-1]))  # noqa: S307 - our child's repr
+    med = {k: statistics.median(r[k] for r in runs) * 1000 for k in runs[0]}
     print(f"load average {os.getloadavg()[0]:.1f}; {repeat} runs, medians: first command after "
-          f"{statistics.median(r[0] for r in runs) * 1000:.1f} ms of CPU and "
-          f"{statistics.median(r[1] for r in runs) * 1000:.1f} ms of wall time (in the build's "
-          "process, after the interpreter's start)")
+          f"{med['cpu']:.1f} ms of CPU and {med['wall']:.1f} ms of wall time (in the build's "
+          "process, after the interpreter's start); CPU ms: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in med.items() if k not in ("cpu", "wall")))
 
 
 def memory() -> None:
@@ -146,17 +194,18 @@ def main() -> int:
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=0)
-    ap.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)  # one of --repeat's runs
+    ap.add_argument("--tree", default=str(bench.REPO_ROOT),
+                    help="with --repeat: the directory holding the farmer/ to run (another commit's, "
+                         "from git archive COMMIT farmer | tar -x -C DIR)")
     args = ap.parse_args()
     if args.repeat:
-        project(args.size, bench.BENCH_DIR / "work")
-        repeated(args.size, args.repeat)
+        repeated(args.size, args.repeat, bench.BENCH_DIR / "work", Path(args.tree).resolve())
         return 0
     os.chdir(project(args.size, bench.BENCH_DIR / "work"))
     if args.memory:
         memory()
     else:
-        first_command(args.top, profile=not args.plain)
+        first_command(args.top)
     return 0
 
 
