@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from farmer.state import State
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# From this many computations to run, processes are started from a forked child
+# (executors/forked.py): the fork costs about what one spawn's wait does.
+_FORK_FROM = 32
 
 
 def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
@@ -225,6 +228,10 @@ class _Build:
         executor.groups = self.groups
         executor.logs_new = logs_new
         if opts.no_worlds or all(comps[i].world is None for i in to_run):
+            if len(to_run) >= _FORK_FROM and not any(comps[i].ninja and comps[i].ninja.console for i in to_run):
+                from farmer.executors.forked import forked  # the console pool's commands need farmer's terminal
+
+                return forked(executor, comps, wake_fd)
             return executor
         from farmer.executors.composite import with_worlds
 

@@ -1,0 +1,221 @@
+"""A ProcessExecutor in a forked child, so that the build's thread never waits for an exec.
+
+`os.posix_spawn` returns only once glibc's vfork child has made its file actions and
+exec'd: in a 1k clean build that wait was most of the build's one thread (`clone3` 1.26 s
+of a 4.56 s build under strace; cProfile: `posix_spawn` 1.9 s of 3.0 s), longer the busier
+the machine (the child waits for a CPU). A thread cannot take it: `os.posix_spawn` holds
+the GIL, and libc's called through ctypes releases it but the GIL's hand-overs between the
+two threads cost more CPU than the wait (measured: farmer's own CPU 577 -> 797 ms).
+
+So the executor itself runs in a child forked once the graph is loaded (it has the
+computations already): the build's thread sends it the indices of what to start, and it
+sends back each run's outcome (exit, times, CPU, RSS, whether it printed), as
+ProcessExecutor made it there: its process groups, timeouts, logs and kills, unchanged.
+`stop` asks it to kill what runs; an end of its requests (the build is over, or farmer
+died) makes it kill what runs and exit. It ignores the terminal's signals: farmer decides.
+Used for builds with many commands to run (forking costs about a millisecond).
+"""
+
+from __future__ import annotations
+
+import _signal as signal  # start-up rule (docs/performance.md)
+import marshal
+import os
+import sys
+
+from farmer.executors.base import Executor, Outcome
+from farmer.executors.events import READ, event_loop
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from farmer.executors.process import ProcessExecutor
+    from farmer.graph import Computation
+
+_STOP = -1  # a request: kill what runs
+_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP)
+
+
+def _send(fd: int, value: object) -> None:
+    data = marshal.dumps(value)
+    data = len(data).to_bytes(4, "little") + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+class _Messages:
+    """Length-prefixed marshalled values from a non-blocking pipe."""
+
+    __slots__ = ("fd", "buf", "ended")
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buf, self.ended = fd, b"", False
+
+    def read(self) -> list:
+        try:
+            while chunk := os.read(self.fd, 1 << 16):
+                self.buf += chunk
+            self.ended = True
+        except (BlockingIOError, InterruptedError):
+            pass
+        values = []
+        buf, at = self.buf, 0
+        while len(buf) - at >= 4:
+            n = int.from_bytes(buf[at:at + 4], "little")
+            if len(buf) - at - 4 < n:
+                break
+            values.append(marshal.loads(buf[at + 4:at + 4 + n]))
+            at += 4 + n
+        self.buf = buf[at:]
+        return values
+
+
+def _serve(inner: ProcessExecutor, comps: list[Computation], requests: int, reports: int) -> None:
+    """The child's loop: start what is asked, report what ends, until asked no more."""
+    for s in _IGNORED:
+        signal.signal(s, signal.SIG_IGN)
+    signal.set_wakeup_fd(-1)
+    inner.selector = event_loop()  # its own: the parent's epoll instance is shared across fork
+    inner.wake_fd = None
+    os.set_blocking(requests, False)
+    asked = _Messages(requests)
+
+    def on_requests(fd: int) -> None:
+        for batch in asked.read():
+            for i in batch:
+                if i == _STOP:
+                    inner.stop()
+                else:
+                    inner.start(comps[i])
+        if asked.ended:
+            inner.selector.unregister(requests)
+            inner.stop()
+
+    inner.selector.register(requests, READ, on_requests)
+    gone = False
+    while not asked.ended or inner.running():
+        done = inner.wait(None)
+        if done and not gone:
+            try:
+                _send(reports, [(o.index, o.ok, o.reason, o.exit_code, o.start_s, o.end_s, o.cpu_s,
+                                 o.max_rss_kb, o.printed) for o in done])
+            except OSError:  # farmer is gone: what runs is killed all the same
+                gone = True
+
+
+def forked(inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None) -> Executor:
+    """`inner` run from a forked child, or `inner` itself where that cannot be: no pidfds
+    (SIGCHLD would go to the child), threads alive (a lock held mid-operation would be
+    copied), no process to spare."""
+    threading = sys.modules.get("threading")
+    if not hasattr(os, "pidfd_open") or threading is not None and threading.active_count() > 1:
+        return inner
+    try:
+        requests_r, requests_w = os.pipe2(os.O_CLOEXEC)
+    except OSError:
+        return inner
+    try:
+        reports_r, reports_w = os.pipe2(os.O_CLOEXEC)
+    except OSError:
+        os.close(requests_r)
+        os.close(requests_w)
+        return inner
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (requests_r, requests_w, reports_r, reports_w):
+            os.close(fd)
+        return inner
+    if pid == 0:  # the child: whatever happens, it ends here (os._exit: nothing of the parent's runs)
+        code = 1
+        try:
+            os.close(requests_w)
+            os.close(reports_r)
+            _serve(inner, comps, requests_r, reports_w)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(requests_r)
+    os.close(reports_w)
+    inner.selector.close()  # the child's now; this side waits on its own loop
+    return ForkedExecutor(pid, requests_w, reports_r, inner.load, wake_fd)
+
+
+class ForkedExecutor(Executor):
+    """The build's side: what it asked to start, and the outcomes as they come."""
+
+    def __init__(self, pid: int, requests: int, reports: int, load: float | None,
+                 wake_fd: int | None) -> None:
+        self.pid, self.requests, self.load = pid, requests, load
+        os.set_blocking(reports, False)
+        self.reports = _Messages(reports)
+        self.selector = event_loop()  # other executors' descriptors (remote relays) join it
+        self.selector.register(reports, READ, self)
+        if wake_fd is not None:
+            self.selector.register(wake_fd, READ, None)
+        self._asked: list[int] = []  # to send at the next wait: one write for a round's starts
+        self._out: set[int] = set()  # started and not yet reported back
+        self._done: list[Outcome] = []
+        self._stopped = False
+
+    def running(self) -> int:
+        return len(self._out) + len(self._done)
+
+    def start(self, comp: Computation) -> None:
+        self._asked.append(comp.index)
+        self._out.add(comp.index)
+
+    def _send_asked(self) -> None:
+        if self._asked:
+            asked, self._asked = self._asked, []
+            try:
+                _send(self.requests, asked)
+            except OSError:  # the child is gone: `_read` reports what it had
+                pass
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        self._send_asked()
+        if not self._done:
+            for key, _ in self.selector.select(timeout):
+                if key.data is self:
+                    self._read()
+                elif key.data is None:  # a signal's wake-up
+                    _drain(key.fd)
+                else:
+                    key.data(key.fd)
+        done, self._done = self._done, []
+        return done
+
+    def _read(self) -> None:
+        for batch in self.reports.read():
+            for index, ok, reason, code, start_s, end_s, cpu_s, rss, printed in batch:
+                outcome = Outcome(index, ok, reason, code, start_s, end_s, cpu_s, rss)
+                outcome.printed = printed
+                self._out.discard(index)
+                self._done.append(outcome)
+        if self.reports.ended:  # the child died: what it ran is not known to have ended well
+            self.selector.unregister(self.reports.fd)
+            for index in sorted(self._out):
+                self._done.append(Outcome(index, False, "farmer's process starter died", None, 0.0, 0.0))
+            self._out.clear()
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._asked.append(_STOP)
+            self._send_asked()
+
+    def close(self) -> None:
+        """Ends the child's requests: it kills what still runs, and exits."""
+        self._asked = []
+        os.close(self.requests)
+        os.waitpid(self.pid, 0)
+        os.close(self.reports.fd)
+        self.selector.close()
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass
