@@ -122,3 +122,22 @@ def test_the_manifest_path_is_named_as_pathlib_names_it(root, given):
     from pathlib import Path
 
     assert ninja.absolute(given) == str(Path(given).absolute())
+
+
+def test_reading_a_manifest_leaves_the_collector_as_it_was(root):
+    """The cyclic collector waits while a manifest is read (or its cache), and runs again
+    after, whether the read worked or failed."""
+    import gc
+
+    from farmer.errors import UsageError
+
+    setup(root)
+    assert gc.isenabled()
+    ninja.load(root / "build.ninja", write_cache=True)
+    assert gc.isenabled()
+    ninja.load(root / "build.ninja")  # from the cache
+    assert gc.isenabled()
+    write(root, "build.ninja", "build x: nosuchrule\n")
+    with pytest.raises(UsageError, match="unknown build rule"):
+        ninja.load(root / "build.ninja")
+    assert gc.isenabled()

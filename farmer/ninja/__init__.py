@@ -13,6 +13,7 @@ import os
 import sys
 
 from farmer import basedir
+from farmer.atomic import collector_paused
 from farmer.errors import UsageError
 from farmer.spec import Spec
 from farmer.graph import Graph
@@ -63,12 +64,14 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
     if not os.path.isdir(root):
         raise UsageError(f"{path}: cannot read the ninja manifest: no such directory")
     os.chdir(root)
-    cached = cache.load(farmer_dir, path)
+    with collector_paused():  # reading makes objects and frees almost none (a fifth of a 20k-edge parse)
+        cached = cache.load(farmer_dir, path)
+        if cached is None:
+            manifest = parse_manifest(path)
+            spec, graph, checks = build_graph(manifest)
     if cached is not None:
         spec, graph, warnings = cached
     else:
-        manifest = parse_manifest(path)
-        spec, graph, checks = build_graph(manifest)
         warnings = manifest.warnings
         if write_cache:
             save = partial(cache.save, farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
