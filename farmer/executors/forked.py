@@ -25,6 +25,7 @@ import sys
 
 from farmer.executors.base import Executor, Outcome
 from farmer.executors.events import READ, event_loop
+from farmer.executors.process import drain
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from farmer.graph import Computation
 
 _STOP = -1  # a request: kill what runs
-_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP)
+_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # farmer stops the build
 
 
 def _send(fd: int, value: object) -> None:
@@ -179,7 +180,7 @@ class ForkedExecutor(Executor):
                 if key.data is self:
                     self._read()
                 elif key.data is None:  # a signal's wake-up
-                    _drain(key.fd)
+                    drain(key.fd)
                 else:
                     key.data(key.fd)
         done, self._done = self._done, []
@@ -212,10 +213,3 @@ class ForkedExecutor(Executor):
         os.close(self.reports.fd)
         self.selector.close()
 
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except (BlockingIOError, InterruptedError):
-        pass

@@ -268,7 +268,7 @@ class ProcessExecutor(Executor):
             timeout = 0.05 if timeout is None else min(timeout, 0.05)
         for key, _ in self.selector.select(timeout):
             if key.data is None:
-                _drain(key.fd)
+                drain(key.fd)
             elif isinstance(key.data, _Running):
                 self._reap(key.data, block=False)
             else:  # another executor's descriptor on the build's one selector (worlds)
@@ -341,7 +341,8 @@ class ProcessExecutor(Executor):
         self._finished.append(outcome)
 
 
-def _drain(fd: int) -> None:
+def drain(fd: int) -> None:
+    """Read a non-blocking wake-up pipe empty."""
     try:
         while os.read(fd, 4096):
             pass
