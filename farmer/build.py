@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from farmer.state import State
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# From this many computations to run, processes are started from a forked child
-# (executors/forked.py): the fork costs about what one spawn's wait does.
+# From this many computations to run (and -j 2 or more: one at a time, nothing overlaps
+# the spawns), processes are started from a forked child (executors/forked.py): the fork
+# costs about what one spawn's wait does.
 _FORK_FROM = 32
 
 
@@ -150,6 +151,7 @@ class _Build:
         hooks.executor = executor
         if isinstance(reporter, report.LiveReporter):
             reporter.setting_up = executor.worlds_setting_up
+            reporter.start()
         try:
             settled = scheduler.run()
         finally:
@@ -228,8 +230,10 @@ class _Build:
         executor.groups = self.groups
         executor.logs_new = logs_new
         if opts.no_worlds or all(comps[i].world is None for i in to_run):
-            if len(to_run) >= _FORK_FROM and not any(comps[i].ninja and comps[i].ninja.console for i in to_run):
-                from farmer.executors.forked import forked  # the console pool's commands need farmer's terminal
+            # (the console pool's commands run in farmer's process group, on its terminal)
+            if opts.jobs > 1 and len(to_run) >= _FORK_FROM \
+                    and not any(comps[i].ninja and comps[i].ninja.console for i in to_run):
+                from farmer.executors.forked import forked
 
                 return forked(executor, comps, wake_fd)
             return executor

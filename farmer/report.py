@@ -99,6 +99,10 @@ class LiveReporter:
         self.setting_up: Callable[[], dict[str, float]] = dict
         # Live renders `self` anew at each refresh, so the ETA counts down between events.
         self.live = Live(self, console=self.console, refresh_per_second=8, transient=True)
+
+    def start(self) -> None:
+        """Show it: from here rich's thread refreshes it (the build forks its process
+        starter before, executors/forked.py)."""
         self.live.start()
 
     def __rich__(self):  # noqa: ANN204 - a rich renderable

@@ -84,6 +84,7 @@ def test_the_live_countdown_never_reads_zero_while_work_runs():
     from farmer.report import LiveReporter
 
     live = LiveReporter(3)
+    live.start()
     try:
         live.progress(1, 3, [comp(0, "t", "sleep 9")], 4.0)
         live.eta_at -= 60  # a minute without a new estimate: the countdown has run out

@@ -36,6 +36,20 @@ _STOP = -1  # a request: kill what runs
 _IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # farmer stops the build
 
 
+# Not from a farmer this large (a 100k-step graph): each page it writes while the child
+# lives is copied, so the pair could hold up to twice its memory.
+_LARGEST = 256 << 20
+
+
+def _resident() -> int:
+    """Bytes of this process in memory (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _send(fd: int, value: object) -> None:
     data = marshal.dumps(value)
     data = len(data).to_bytes(4, "little") + data
@@ -106,9 +120,10 @@ def _serve(inner: ProcessExecutor, comps: list[Computation], requests: int, repo
 def forked(inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None) -> Executor:
     """`inner` run from a forked child, or `inner` itself where that cannot be: no pidfds
     (SIGCHLD would go to the child), threads alive (a lock held mid-operation would be
-    copied), no process to spare."""
+    copied), a large farmer, no process to spare."""
     threading = sys.modules.get("threading")
-    if not hasattr(os, "pidfd_open") or threading is not None and threading.active_count() > 1:
+    if not hasattr(os, "pidfd_open") or threading is not None and threading.active_count() > 1 \
+            or _resident() > _LARGEST:
         return inner
     try:
         requests_r, requests_w = os.pipe2(os.O_CLOEXEC)
