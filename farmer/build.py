@@ -99,7 +99,7 @@ class _Build:
         self.session: Session
         self.prediction: Prediction
         self.groups = orphans.GroupLog(farmer_dir)  # the process groups it starts
-        self.ending: tuple[set[str] | None, str] | None = None  # finish's: what `conclude` does
+        self.ending: tuple[bytearray | None, str] | None = None  # finish's: what `conclude` does
 
     def run(self, given: Executor | None) -> int:
         session, opts = self.session, self.opts
@@ -281,8 +281,8 @@ class _Build:
             spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
             path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
             write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
-        written = {p for i in outcomes for p in comps[i].outputs} if status == "ok" else None
-        self.ending = (written, summary_line(counts, wall, critical_s, status))
+        ran = session.ran(outcomes) if status == "ok" else None
+        self.ending = (ran, summary_line(counts, wall, critical_s, status))
         return code
 
     def conclude(self) -> None:
@@ -291,10 +291,10 @@ class _Build:
         prediction are gone (at 100 000 computations, tens of MB it can reuse)."""
         if self.ending is None:
             return
-        (written, line), self.ending = self.ending, None
+        (ran, line), self.ending = self.ending, None
         self.prediction = None  # type: ignore[assignment]
-        if written is not None:
-            self.session.write_proof(self.farmer_dir, self.opts.targets, written)
+        if ran is not None:
+            self.session.write_proof(self.farmer_dir, self.opts.targets, ran)
         print(line, flush=True)
 
 

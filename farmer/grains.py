@@ -14,7 +14,7 @@ import xxhash
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 _CHUNK = 1 << 20
 # A file modified within this window before it was hashed may be modified again within
@@ -126,31 +126,70 @@ class Digests:
     """Digests of files under the project root, remembered across builds by their stat.
 
     `cache` maps path -> (stat key, digest) as loaded from state.db; `changed` collects the
-    entries to write back.
+    entries to write back. What this build learns is kept flat, one slot per file (at
+    100 000 steps, dicts of tuples of big ints were 600 bytes a file): the slot's stat in
+    `_stat` (FIELDS int64s), its entry's digest in `_content` (None: its entry, if any, is
+    `cache`'s), the digest taken in this build in `_now` ("" not taken, None missing), and
+    in `_flags` whether that entry was racy and whether `_stat` is the stat the file had
+    when `_now` was taken (`moved`). Where both are set they are the same stat: an entry's
+    key is that stat, its mtime -1 when it was racy (so it never matches: hashed again).
     """
 
     def __init__(self, cache: dict[str, tuple[StatKey, str]],
                  lookup: Callable[[str], tuple[StatKey, str] | None] | None = None) -> None:
+        from array import array  # here, not at import: the no-op path imports this module
+
         self.cache = cache
         self.lookup = lookup  # where entries missing from `cache` may be found (state.db)
         self.changed: dict[str, tuple[StatKey, str] | None] = {}
         self.hashed = 0  # files actually read, for reporting and tests
-        self._now: dict[str, str | None] = {}  # digests already taken in this build
-        # The stat each path had when its digest was taken (None: missing), and whether it
-        # was then fresh enough ("racy") that a same-tick rewrite could keep that stat.
-        self._seen: dict[str, tuple[StatKey | None, bool]] = {}
+        self._slot: dict[str, int] = {}
+        self._stat = array("q")
+        self._content: list[str | None] = []
+        self._now: list[str | None] = []
+        self._flags = bytearray()
         self.unstable: set[str] = set()  # files seen to change during this build
         # Paths whose digest also covers their mtime: the outputs of build.ninja edges
         # without `restat = 1`, whose consumers run whenever they ran, as in ninja.
         self.timed: Callable[[str], bool] | None = None
 
+    def _slot_of(self, path: str) -> int:
+        slot = self._slot.get(path)
+        if slot is None:
+            slot = self._slot[path] = len(self._now)
+            self._now.append("")
+            self._content.append(None)
+            self._flags.append(0)
+            self._stat.extend(_NO_STAT)
+        return slot
+
+    def _put(self, slot: int, key: StatKey) -> None:
+        stat, j = self._stat, FIELDS * slot
+        stat[j], stat[j + 1], stat[j + 2], stat[j + 3] = key
+
+    def _key(self, slot: int) -> StatKey:
+        """The stat key of the slot's entry, as state.db keeps it."""
+        j = FIELDS * slot
+        mtime, size, ino, ctime = self._stat[j:j + FIELDS]
+        return (-1 if self._flags[slot] & _RACY else mtime, size, ino, ctime)
+
+    def _entry(self, slot: int | None, path: str) -> tuple[StatKey, str] | None:
+        """The slot's entry if it has one, else `cache`'s."""
+        if slot is not None:
+            content = self._content[slot]
+            if content is not None:
+                return self._key(slot), content
+        return self.cache.get(path)
+
     def digest(self, path: str) -> str | None:
         """The content digest of `path`, or None when it does not exist (a dangling symlink
         counts as missing). Raises NotAFile for a directory or other non-file. A thin
         archive's digest covers its members' digests: its own bytes are only their names."""
-        known = self._now.get(path, "")
-        if known != "":
-            return known
+        slot = self._slot.get(path)
+        if slot is not None:
+            known = self._now[slot]
+            if known != "":
+                return known
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -159,12 +198,17 @@ class Digests:
             return self._unreadable(path)
         if not statmod.S_ISREG(st.st_mode):
             raise NotAFile(path)
-        key = real = stat_key(st)
-        cached = self.cache.get(path)
+        key = stat_key(st)
+        cached = self._entry(slot, path)
         if cached is None and self.lookup is not None:
             cached = self.lookup(path)
+        if slot is None:
+            slot = self._slot_of(path)
         if cached is not None and cached[0] == key:
             digest = cached[1]
+            if self._content[slot] is None:  # `cache`'s entry: the slot keeps only the stat
+                self._put(slot, key)
+            self._flags[slot] = _SEEN
         else:
             started = time.time_ns()
             try:
@@ -174,15 +218,16 @@ class Digests:
             except PermissionError:
                 return self._unreadable(path)
             self.hashed += 1
-            if started - st.st_mtime_ns < RACY_NS or started - st.st_ctime_ns < RACY_NS:
-                key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # never matches: hash again
-            entry = (key, digest)
-            self.cache[path] = entry
-            self.changed[path] = entry
+            racy = started - st.st_mtime_ns < RACY_NS or started - st.st_ctime_ns < RACY_NS
+            self._put(slot, key)
+            self._content[slot] = digest
+            self._flags[slot] = _SEEN | _RACY if racy else _SEEN
+            # a racy entry's key never matches: hashed again next time
+            self.changed[path] = ((-1, key[1], key[2], key[3]) if racy else key, digest)
         if digest.startswith(THIN_PREFIX):
             members = thin_members(path) or []
             parts = [digest, *members]
-            self._now[path] = digest  # an archive that lists itself
+            self._now[slot] = digest  # an archive that lists itself
             for member in members:
                 try:
                     parts.append(self.digest(member) or "missing")
@@ -191,21 +236,23 @@ class Digests:
             digest = hash_text(*parts)
         if self.timed is not None and self.timed(path):
             digest = hash_text(digest, str(st.st_mtime_ns))
-        self._now[path] = digest
-        self._seen[path] = (real, key != real)
+        self._now[slot] = digest
         return digest
 
     def _unreadable(self, path: str) -> str:
         """A file farmer may not read (chmod 000): nothing vouches for its content, so its
         digest matches no other and what reads it is never up to date (the command that
         reads it fails on its own, with its own message)."""
-        digest = self._now[path] = f"unreadable-{time.time_ns()}"
+        slot = self._slot_of(path)
+        digest = self._now[slot] = f"unreadable-{time.time_ns()}"
+        self._flags[slot] &= ~_SEEN
         return digest
 
     def _missing(self, path: str) -> None:
-        self._now[path] = None
-        self._seen[path] = (None, False)
-        if path in self.cache:
+        slot = self._slot_of(path)
+        self._now[slot] = None
+        self._flags[slot] &= ~_SEEN
+        if self._content[slot] is not None or path in self.cache:
             self.changed[path] = None
         return None
 
@@ -219,8 +266,11 @@ class Digests:
         """`moved` in one stat: True when the stat of `path` changed since its digest was
         taken in this build, None when it did not but was racy then (only its content can
         tell), False otherwise (or when it was not taken)."""
-        seen = self._seen.get(path)
-        if seen is None:
+        slot = self._slot.get(path)
+        if slot is None:
+            return False
+        flags, taken = self._flags[slot], self._now[slot]
+        if not flags & _SEEN and taken is not None:  # not taken, or unreadable
             return False
         try:
             now: StatKey | None = stat_key(os.stat(path))
@@ -228,56 +278,99 @@ class Digests:
             now = None
         except OSError:
             return True
-        if now != seen[0]:
+        if taken is None:  # missing then
+            return now is not None
+        j = FIELDS * slot
+        if now != tuple(self._stat[j:j + FIELDS]):
             return True
-        return None if seen[1] else False
+        return None if flags & _RACY else False
 
     def total_size(self, paths: list[str]) -> int:
         """Bytes in the files of `paths` as last seen (for fitting durations to input size)."""
         total = 0
+        slots, content, stat = self._slot, self._content, self._stat
         for p in paths:
-            entry = self.cache.get(p)
-            if entry is not None:
-                total += entry[0][1]
+            slot = slots.get(p)
+            if slot is not None and content[slot] is not None:
+                total += stat[FIELDS * slot + 1]
+            else:
+                entry = self.cache.get(p)
+                if entry is not None:
+                    total += entry[0][1]
         return total
 
-    def taken(self) -> dict[str, tuple[StatKey, str, bool]]:
-        """What the no-op proof records of each file digested in this build (and not
-        forgotten since): its stat then, its digest, and whether it was racy (so that only
-        its content can vouch for it)."""
-        now = self._now
-        return {path: (st, now[path], racy) for path, (st, racy) in self._seen.items()
-                if st is not None and now.get(path) is not None}
+    def entries(self) -> dict[str, tuple[StatKey, str]]:
+        """The stat cache as it stands: `cache` with the entries this build made."""
+        entries = dict(self.cache)
+        for path, slot in self._slot.items():
+            if self._content[slot] is not None:
+                entries[path] = (self._key(slot), self._content[slot])  # type: ignore[assignment]
+        return entries
+
+    def taken(self, path: str) -> tuple[bytes, str, bool] | None:
+        """What the no-op proof records of `path` if it was digested in this build (and not
+        forgotten since): its stat then (`statcheck.packed`'s bytes), its digest, and
+        whether it was racy (so that only its content can vouch for it)."""
+        slot = self._slot.get(path)
+        if slot is None or not self._flags[slot] & _SEEN:
+            return None
+        j = FIELDS * slot
+        return self._stat[j:j + FIELDS].tobytes(), self._now[slot], bool(self._flags[slot] & _RACY)  # type: ignore[return-value]
+
+    def taken_digest(self, path: str) -> str | None:
+        """`taken`'s digest alone."""
+        slot = self._slot.get(path)
+        return None if slot is None or not self._flags[slot] & _SEEN else self._now[slot]
+
+    def taken_paths(self) -> Iterator[str]:
+        """Every path `taken` knows."""
+        flags = self._flags
+        return (path for path, slot in self._slot.items() if flags[slot] & _SEEN)
 
     def learn(self, path: str, content: str) -> None:
         """`path` was just written with bytes of digest `content` (as `hash_file` gives it;
         restored from a cache, verified while copied): remembered as if hashed now."""
         st = os.stat(path)
-        key = stat_key(st)
-        if time.time_ns() - min(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
-            key = (-1, st.st_size, st.st_ino, st.st_ctime_ns)  # as `digest` does: hash again
-        self.cache[path] = self.changed[path] = (key, content)
-        self._now.pop(path, None)
-        self._seen.pop(path, None)
+        slot = self._slot_of(path)
+        racy = time.time_ns() - min(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS  # as `digest`: hash again
+        j = FIELDS * slot
+        self._put(slot, stat_key(st))
+        self._content[slot] = content
+        self._flags[slot] = _RACY if racy else 0
+        self.changed[path] = (self._key(slot), content)
+        self._now[slot] = ""
         if not content.startswith(THIN_PREFIX) and (self.timed is None or not self.timed(path)):
-            self._now[path] = content  # what `digest` would compute from these bytes
-            self._seen[path] = (stat_key(st), key != stat_key(st))
+            self._now[slot] = content  # what `digest` would compute from these bytes
+            self._flags[slot] |= _SEEN
 
     def content(self, path: str) -> str | None:
         """The digest of `path`'s bytes as last hashed (`hash_file`'s), which `digest` may
         have combined with more (a thin archive's members, a time stamp)."""
-        entry = self.cache.get(path)
-        if entry is None and self.lookup is not None and path in self._seen:  # vouched for by state.db's entry
-            entry = self.lookup(path)
+        slot = self._slot.get(path)
+        entry = self._entry(slot, path)
+        if entry is None and self.lookup is not None and slot is not None and \
+                (self._flags[slot] & _SEEN or self._now[slot] is None):  # seen (or missing) in this build
+            entry = self.lookup(path)  # vouched for by state.db's entry
         return None if entry is None else entry[1]
 
     def seen(self, path: str) -> StatKey | None:
         """The stat `path` had when its digest was taken in this build (None: not taken, or
         missing then): whoever copies the file can tell it is still that content."""
-        seen = self._seen.get(path)
-        return None if seen is None else seen[0]
+        slot = self._slot.get(path)
+        if slot is None or not self._flags[slot] & _SEEN:
+            return None
+        j = FIELDS * slot
+        return tuple(self._stat[j:j + FIELDS])  # type: ignore[return-value]
 
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""
-        self._now.pop(path, None)
-        self._seen.pop(path, None)
+        slot = self._slot.get(path)
+        if slot is not None:
+            self._now[slot] = ""
+            self._flags[slot] &= ~_SEEN
+
+
+FIELDS = 4  # int64s per slot in `Digests._stat` (statcheck.FIELDS: its bytes are a proof's)
+_NO_STAT = (0, 0, 0, 0)
+_RACY, _SEEN = 1, 2  # `Digests._flags`
+

@@ -34,7 +34,13 @@ from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, header, summary_line
 from farmer.lastbuild import write as write_last_build
-from farmer.statcheck import STAT_BYTES, packed, stat_of
+from farmer.statcheck import STAT_BYTES, stat_of
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from farmer.grains import Digests
 
 # Two files. The snapshot holds what changes only with the graph: the files, the tasks of
 # last-build.json, and per computation the files it rests on. It is three lengths (8 bytes
@@ -85,20 +91,23 @@ class Proof:
         self.key, self.listings, self.serial = "", {}, ""  # as read (`read`)
 
     @staticmethod
-    def of(entries: list[str], selected: list[int]) -> Proof:
-        """A proof of no file yet, for computations with these last-build.json entries."""
-        ends, at = [], 0
-        for entry in entries:
-            at += 1 + len(entry)  # "[" or ","
-            ends.append(at)
-        # Joined a thousand at a time: the whole as one str, then bytes, is twice 22 MB more
-        # at 100 000 computations.
+    def of(entries: Iterable[list[str]], selected: list[int]) -> Proof:
+        """A proof of no file yet, for computations with these last-build.json
+        entries, given a list at a time (at 100 000 computations, all of them at once, then
+        the whole as one str, then bytes, were three times 22 MB)."""
+        from array import array  # only to make a proof (it imports collections)
+
+        ends, at = array("q"), 0
         tasks = bytearray(b"[")
-        for k in range(0, len(entries), 1000):
-            tasks += (b"," if k else b"") + ",".join(entries[k:k + 1000]).encode()
+        for some in entries:
+            if not some:
+                continue
+            for entry in some:
+                at += 1 + len(entry)  # "[" or ","
+                ends.append(at)
+            tasks += (b"," if len(tasks) > 1 else b"") + ",".join(some).encode()
         tasks += b"]"
-        return Proof([], bytearray(), {}, bytes(tasks), len(selected), [[] for _ in selected], ends,
-                     selected)
+        return Proof([], bytearray(), {}, tasks, len(selected), None, ends, selected)
 
     def check(self) -> set[int]:
         """Stat every file (and hash the racy ones that kept their stat): the indices of
@@ -194,11 +203,12 @@ class Proof:
     def rest_part(self) -> tuple:
         """The snapshot's second part, as `load_rest` reads it."""
         self.load_rest()
-        if self.files_of is None and self._rests is not None and self._resting is not None:
-            rests, resting = self._rests, self._resting  # as read: no row was replaced
+        if self.files_of is None and self._rests is not None:  # as read or made: no row was replaced
+            rests, resting = self._rests, self._resting
         else:
-            rests = Flat.laid(self.rows())
-            resting = rests.by_row_item(len(self.paths))
+            rests, resting = Flat.laid(self.rows()), None
+        if resting is None:
+            resting = self._resting = rests.by_row_item(len(self.paths))
         return (rests.raw(), resting.raw(), _raw(self.ends or []), self.selected, self.graph)
 
 
@@ -240,13 +250,15 @@ class Flat:
     def by_row_item(self, size: int) -> Flat:
         """The transposed table: for each item value in range(size), the rows holding it,
         in order (counted first, then placed: no list per value)."""
+        from array import array  # only to write a snapshot (it imports collections)
+
         starts, items = self.starts, self.items
-        counts = [0] * (size + 1)
+        counts = array("q", bytes(8 * (size + 1)))
         for n in items:
             counts[n + 1] += 1
         for n in range(size):
             counts[n + 1] += counts[n]
-        placed = [0] * len(items)
+        placed = array("q", bytes(8 * len(items)))
         free = counts[:-1]
         for k in range(len(starts) - 1):
             for n in items[starts[k]:starts[k + 1]]:
@@ -262,7 +274,7 @@ def _view(data: bytes) -> memoryview:
 
 def _raw(ints: memoryview | list[int]) -> bytes:
     """The bytes `_view` reads back as `ints`."""
-    if isinstance(ints, memoryview):
+    if not isinstance(ints, list):  # a memoryview or an array of them
         return ints.tobytes()
     from array import array  # only to write a snapshot (it imports collections)
 
@@ -281,75 +293,110 @@ def _content(path: str) -> str | None:
         return None
 
 
-def update(old: Proof | None, rests_on: dict[int, list[str]],
-           taken: dict[str, tuple[StatKey, str, bool]], written: set[str], selected: list[int],
-           rank: dict[int, int], entries: list[str] | None, graph: str) -> tuple[Proof, bool] | None:
+def update(old: Proof | None, rests_on: Iterable[tuple[int, list[str]]], taken: Digests,
+           written: Callable[[str], bool], selected: list[int], rank: dict[int, int],
+           entries: Iterable[list[str]] | None, graph: str) -> tuple[Proof, bool] | None:
     """The proof after a good build, and whether its snapshot changed (else only its stat
     data is written anew); None when no proof holds. Nobody else touches a proof's arrays.
 
-    `rests_on`: per computation checked this build (every selected one without `old`), the
-    files its verdict rests on; `taken`: every file digested this build, with its stat key,
-    digest and whether it was racy, as when digested; `written`: the outputs of what ran;
-    `rank`: each selected computation's position in `old`; `entries`: without `old`, the
-    last-build.json entries of `selected` when all are up to date; `graph`: its identity."""
-    known = _known(old, rests_on, taken, rank) if old is not None else {}
-    changed = old.changed if old is not None else None
+    `rests_on`: per computation checked this build (every selected one, in order, without
+    `old`), the files its verdict rests on, taken one at a time; `taken`: every file
+    digested this build, with its stat, digest and whether it was racy, as when digested
+    (grains.Digests); `written`: whether a path is an output of what ran; `rank`: each
+    selected computation's position in `old`; `entries`: without `old`, the last-build.json
+    entries of `selected` when all are up to date, a list at a time; `graph`: its identity."""
+    if old is None:
+        first = _first(rests_on, taken, selected, entries or (), graph)
+        return None if first is None else (first, True)
+    rests_on = dict(rests_on)
+    known = _known(old, rests_on, taken, rank)
+    changed = old.changed
 
-    def kept(path: str) -> StatKey | None:  # as Proof.kept, through `known`
+    def kept(path: str) -> bytes | None:  # as Proof.kept, through `known`: packed stat data
         n = known.get(path)
-        return None if n is None or changed is None or n in changed else stat_of(old.stats, n)  # type: ignore[union-attr]
+        return None if n is None or changed is None or n in changed else \
+            bytes(old.stats[STAT_BYTES * n:STAT_BYTES * n + STAT_BYTES])
 
-    for p, (key, _, _) in taken.items():
+    for p in taken.taken_paths():
         was = kept(p)
-        if was is not None and key != was and p not in written:
+        if was is not None and taken.taken(p)[0] != was and not written(p):  # type: ignore[index]
             return None  # seen unchanged at the start, yet changed since: clean ones may rest on it
-    if old is not None:  # its second part read by open_session (Proof.dirty)
-        proof = Proof(list(old.paths), bytearray(old.stats), dict(old.racy), old.tasks, old.count,
-                      None if old.files_of is None else list(old.files_of), old.ends, old.selected)
-        proof._rests, proof._resting = old._rests, old._resting
-        proof.serial, proof.graph = old.serial, old.graph
-        slot = rank
-    else:
-        proof = Proof.of(entries or [], selected)
-        proof.graph = graph
-        slot = dict(zip(selected, range(len(selected))))
+    # its second part read by open_session (Proof.dirty)
+    proof = Proof(list(old.paths), bytearray(old.stats), dict(old.racy), old.tasks, old.count,
+                  None if old.files_of is None else list(old.files_of), old.ends, old.selected)
+    proof._rests, proof._resting = old._rests, old._resting
+    proof.serial, proof.graph = old.serial, old.graph
     position = dict(known)
-    snapshot = old is None  # whether the files the proof rests on changed
+    snapshot = False  # whether the files the proof rests on changed
     for i, paths in rests_on.items():
         indices = []
         for p in paths:
             n = position.get(p)
-            if p not in taken and (n is None or kept(p) is None):
-                return None  # neither digested in this build nor known unchanged: no proof
-            if n is None:
-                n = position[p] = len(proof.paths)
-                proof.paths.append(p)
-                proof.stats += packed(taken[p][0])
+            if n is None or kept(p) is None:
+                now = taken.taken(p)
+                if now is None:
+                    return None  # neither digested in this build nor known unchanged: no proof
+                if n is None:
+                    n = position[p] = len(proof.paths)
+                    proof.paths.append(p)
+                    proof.stats += now[0]
             indices.append(n)
-        k = slot[i]
+        k = rank[i]
         if proof.rests(k) != indices:
             proof.rows()[k], snapshot = indices, True
-    for p, (key, digest, racy) in taken.items():  # as it was when digested
+    for p in taken.taken_paths():  # as it was when digested
         n = position.get(p)
         if n is not None:
-            proof.stats[STAT_BYTES * n:STAT_BYTES * n + STAT_BYTES] = packed(key)
+            stat, digest, racy = taken.taken(p)  # type: ignore[misc]
+            proof.stats[STAT_BYTES * n:STAT_BYTES * n + STAT_BYTES] = stat
             if racy:
                 proof.racy[n] = digest
             else:
                 proof.racy.pop(n, None)
-    if old is not None and any(old.paths[n] not in taken for n in changed or ()):
+    if any(taken.taken(old.paths[n]) is None for n in changed or ()):
         proof, snapshot = _compacted(proof), True  # a changed file nothing rests on any more
     return proof, snapshot
 
 
-def _known(old: Proof, rests_on: dict[int, list[str]], taken: dict[str, tuple[StatKey, str, bool]],
-           rank: dict[int, int]) -> dict[str, int]:
+def _first(rests_on: Iterable[tuple[int, list[str]]], taken: Digests, selected: list[int],
+           entries: Iterable[list[str]], graph: str) -> Proof | None:
+    """The proof of a build without one: every selected computation's files, in order, laid
+    flat as they come (no list per computation)."""
+    from array import array  # only to make a proof (it imports collections)
+
+    proof = Proof.of(entries, selected)
+    proof.graph = graph
+    position: dict[str, int] = {}
+    paths, stats, racy = proof.paths, proof.stats, proof.racy
+    starts, items = array("q", [0]), array("q")
+    for _, files in rests_on:
+        for p in files:
+            n = position.get(p)
+            if n is None:
+                now = taken.taken(p)
+                if now is None:
+                    return None  # not digested in this build: nothing vouches for it
+                n = position[p] = len(paths)
+                paths.append(p)
+                stats += now[0]
+                if now[2]:
+                    racy[n] = now[1]
+            items.append(n)
+        starts.append(len(items))
+    if len(starts) != proof.count + 1:
+        return None
+    proof._rests = Flat(starts, items)
+    return proof
+
+
+def _known(old: Proof, rests_on: dict[int, list[str]], taken: Digests, rank: dict[int, int]) -> dict[str, int]:
     """The index in `old.paths` of every path `update` looks up that `old` has. Those are
     nearly always among the files the computations checked again rested on before, so
     only those are indexed; when one is not, all of `old.paths` are."""
     paths = old.paths
     local = {paths[n]: n for i in rests_on for n in old.rests(rank[i])}
-    if all(p in local for p in taken) and all(p in local for files in rests_on.values() for p in files):
+    if all(p in local for p in taken.taken_paths()) and \
+            all(p in local for files in rests_on.values() for p in files):
         return local
     return old.position()
 

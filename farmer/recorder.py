@@ -223,7 +223,7 @@ class Recorder:
             _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.s.world_fingerprint(comp.world), inputs,
                       discovered, outputs)
-        self.s.traces[comp.id] = trace
+        self.s.recorded(comp.index, trace)
         self._pending_traces.append(trace)
         if not outcome.cached:  # a restore says nothing of how long the run takes
             # a remote run's duration (queueing, transfers, another machine) is kept apart, under

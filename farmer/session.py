@@ -25,7 +25,7 @@ from farmer.uptodate import out_of_date, timed_outputs, to_run
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
 
     from farmer.atomic import Part
     from farmer.executors.base import Outcome
@@ -76,7 +76,8 @@ class BuildOptions:
 
 class Session:
     __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
-                 "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked")
+                 "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked", "fresh",
+                 "fresh_discovered")
 
     def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
                  traces: dict[str, Trace], all_traces: bool, selected: list[int],
@@ -100,7 +101,11 @@ class Session:
         self.dirty: set[int] | None = None
         self.proof: noop.Proof | None = None
         self.rank: dict[int, int] = {}
-        self.rechecked: set[int] = set()  # checked against their traces this build
+        self.rechecked: set[int] = set()  # checked against their traces this build, with a proof
+        # Of each computation recorded in this build, what the proof needs of its trace
+        # (`recorded`): the digests it names, and what its depfile listed.
+        self.fresh: dict[int, tuple[str, ...]] = {}
+        self.fresh_discovered: dict[int, list[str]] = {}
 
     @classmethod
     def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int]) -> Session:
@@ -137,7 +142,8 @@ class Session:
 
     def recheck(self, i: int) -> str | None:
         """A fresh verdict: after a producer ran, its outputs may or may not have changed."""
-        self.rechecked.add(i)
+        if self.proof is not None:  # only an update of the proof asks (a set of all was 10 MB at 100 000)
+            self.rechecked.add(i)
         comp = self.graph.computations[i]
         if comp.kind is None:
             return None
@@ -213,45 +219,101 @@ class Session:
         entries = report.compact_json_each(tasks)
         return proof.tasks_with({self.rank[i]: entry for i, entry in zip(others, entries)})
 
-    def write_proof(self, farmer_dir: str, targets: list[str], written: set[str]) -> None:
+    def recorded(self, i: int, trace: Trace) -> None:
+        """Computation `i` ran (or was restored) and `trace` is on its way to state.db:
+        what the proof will need of it is kept, not the trace (100 000 of them were 50 MB):
+        its digests in order, and the paths its depfile listed."""
+        self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
+        self.fresh[i] = tuple(d for pairs in (trace.inputs, trace.discovered, trace.outputs) for _, d in pairs)
+        if trace.discovered:
+            self.fresh_discovered[i] = [p for p, _ in trace.discovered]
+        else:
+            self.fresh_discovered.pop(i, None)
+
+    def ran(self, outcomes: dict[int, Outcome]) -> bytearray:
+        """Which computations ran (or were restored), flagged by index."""
+        flags = bytearray(len(self.graph.computations))
+        for i in outcomes:
+            flags[i] = 1
+        return flags
+
+    def write_proof(self, farmer_dir: str, targets: list[str], ran: bytearray) -> None:
         """Everything selected is up to date now: record what each verdict rests on, so that
         the next build of the same targets can check just those files (noop.py). With the
         last build's proof at hand, only what was checked against traces this build is
-        redone. `written`: the outputs of what ran."""
+        redone. `ran`: what ran, as `ran` flags it."""
         comps = self.graph.computations
         old = self.proof  # written only when no computation is `always`, and for this graph
         if not self.spec.digest or old is None and any(comps[i].always for i in self.selected):
             return
         if self.digests.unstable:  # a file changed while the build ran: no snapshot holds
             return
-        taken = self.digests.taken()
+        self.verdicts = {}  # taken: not held while the proof is made
         redo = self.selected if old is None else sorted((self.dirty or set()) | self.rechecked)
-        rests_on: dict[int, list[str]] = {}
-        for i in redo:
-            comp = comps[i]
-            trace = self.trace(comp.id)
-            paths = comp.inputs + comp.outputs
-            if trace is not None:
-                paths = paths + [p for p, _ in trace.discovered]
-                # The stat recorded must be that of the content the trace names: a file hashed
-                # again after the trace was taken (it changed while the build ran) breaks that.
-                for p, digest in trace.inputs + trace.discovered + trace.outputs:
-                    entry = taken.get(p)
-                    if entry is not None and entry[1] != digest:
-                        return
-            if comp.world is not None:
-                paths = paths + self.graph.world_inputs[comp.world]
-            rests_on[i] = paths
+        if not self._traces_hold(redo):
+            return
         entries = None
         if old is None:
-            entries = report.last_build_json_each(comps, redo, {}, {})
-        updated = noop.update(old, rests_on, taken, written, self.selected, self.rank, entries,
-                              self.graph.identify())
-        del rests_on, taken, entries  # in the proof now: not held while it is written
+            entries = (report.last_build_json_each(comps, redo[k:k + 1000], {}, {})
+                       for k in range(0, len(redo), 1000))
+        updated = noop.update(old, self._rests_on(redo), self.digests, self._written(ran), self.selected,
+                              self.rank, entries, self.graph.identify())
         if updated is not None:
             proof, snapshot = updated
             noop.write(farmer_dir, self.spec.path, self.spec.digest, targets, self.graph.listings,
                        proof, snapshot)
+
+    def _traced(self, i: int) -> tuple[list[str], Iterable[tuple[str, str]]] | None:
+        """The paths the trace of computation `i` names beyond its declared inputs and
+        outputs (its depfile's), and each file it names with its digest; None when it has
+        no trace."""
+        comp = self.graph.computations[i]
+        digests = self.fresh.get(i)
+        if digests is not None:
+            discovered = self.fresh_discovered.get(i, [])
+            return discovered, zip(comp.inputs + discovered + comp.outputs, digests)
+        trace = self.trace(comp.id)
+        if trace is None:
+            return None
+        return [p for p, _ in trace.discovered], trace.inputs + trace.discovered + trace.outputs
+
+    def _traces_hold(self, redo: list[int]) -> bool:
+        """Whether the stat data the proof will record is that of the content each trace
+        names: a file hashed again after the trace was taken (it changed while the build
+        ran) breaks that."""
+        taken = self.digests.taken_digest
+        for i in redo:
+            traced = self._traced(i)
+            if traced is not None:
+                for p, digest in traced[1]:
+                    now = taken(p)
+                    if now is not None and now != digest:
+                        return False
+        return True
+
+    def _rests_on(self, redo: list[int]) -> Iterator[tuple[int, list[str]]]:
+        """Per computation of `redo`, the files its verdict rests on."""
+        comps = self.graph.computations
+        for i in redo:
+            comp = comps[i]
+            paths = comp.inputs + comp.outputs
+            traced = self._traced(i)
+            if traced is not None and traced[0]:
+                paths += traced[0]
+            if comp.world is not None:
+                paths += self.graph.world_inputs[comp.world]
+            yield i, paths
+
+    def _written(self, ran: bytearray) -> Callable[[str], bool]:
+        """Whether a path is an output of what ran (the set made only when first asked)."""
+        made: list[set[str]] = []
+
+        def written(path: str) -> bool:
+            if not made:
+                comps = self.graph.computations
+                made.append({p for i, flag in enumerate(ran) if flag for p in comps[i].outputs})
+            return path in made[0]
+        return written
 
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: str | os.PathLike, targets: list[str],

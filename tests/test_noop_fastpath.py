@@ -108,7 +108,7 @@ def test_a_racy_file_is_vouched_for_by_its_content(tmp_path, monkeypatch):
 
 def test_last_build_entries_are_replaced_in_place():
     entries = [json.dumps({"id": name, "status": "up-to-date"}) for name in "abcd"]
-    proof = noop.Proof.of(entries, [0, 1, 2, 3])
+    proof = noop.Proof.of([entries[:3], entries[3:]], [0, 1, 2, 3])  # given a list at a time
     assert json.loads(proof.tasks) == [json.loads(e) for e in entries]
     fresh = {0: '{"id":"a","status":"ran"}', 3: '{"id":"d","status":"failed"}'}
     assert [t["status"] for t in json.loads(b"".join(proof.tasks_with(fresh)))] == \
@@ -180,7 +180,7 @@ def test_a_proof_of_another_graph_is_never_used(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     graph = traverse(spec)
     selected = list(graph.order)
-    proof = noop.Proof.of(["{}"] * len(selected), selected)
+    proof = noop.Proof.of([["{}"] * len(selected)], selected)
     proof.graph, proof.changed = graph.identify(), set()
     exists = os.path.exists
     assert proven_selection(graph, proof, {0}, exists) == (selected, selected, {i: k for k, i in enumerate(selected)})

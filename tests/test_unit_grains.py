@@ -68,7 +68,7 @@ def test_stat_cache_round_trip_between_builds(tmp_path):
     digest = first.digest(p)
     assert first.hashed == 1
     assert p in first.changed
-    second = Digests(first.cache)
+    second = Digests(first.entries())
     assert second.digest(p) == digest
     assert second.hashed == 0
 
@@ -126,8 +126,8 @@ def test_racy_fresh_file_is_rehashed_next_time(tmp_path):
     first = Digests({})
     digest = first.digest(p)
     assert first.hashed == 1
-    assert first.cache[p][0] != stat_key(os.stat(p))  # not trusted as it stands
-    second = Digests(first.cache)
+    assert first.entries()[p][0] != stat_key(os.stat(p))  # not trusted as it stands
+    second = Digests(first.entries())
     assert second.digest(p) == digest
     assert second.hashed == 1
 
@@ -140,7 +140,7 @@ def test_racy_file_edited_within_same_tick_is_noticed(tmp_path):
     # Same size, and the mtime forced back to what it was: only re-hashing can notice.
     write(tmp_path / "a", b"v2")
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
-    second = Digests(first.cache)
+    second = Digests(first.entries())
     assert second.digest(p) != d1
 
 

@@ -34,7 +34,7 @@ def test_the_dirty_computations_read_back_are_those_resting_on_a_changed_file(tm
             f.write(p)
     rows = [sorted(rng.sample(range(60), rng.randrange(1, 5))) for _ in range(25)]
     selected = list(range(25))
-    proof = noop.Proof.of(["{}"] * 25, selected)
+    proof = noop.Proof.of([["{}"] * 20, ["{}"] * 5], selected)
     proof.paths[:] = paths
     proof.stats.extend(statcheck.table(statcheck.stat_key(p) for p in paths))
     proof.files_of = rows
