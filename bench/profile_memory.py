@@ -49,6 +49,7 @@ def main() -> int:
     import farmer.build as build_mod
     import farmer.farmfile as farmfile_mod
     import farmer.graphcache as graphcache_mod
+    import farmer.lastbuild as lastbuild_mod
     import farmer.noop as noop_mod
     import farmer.scheduler as scheduler_mod
     import farmer.session as session_mod
@@ -79,6 +80,9 @@ def main() -> int:
     wrap(build_mod, "open_session")
     wrap(session_mod.Session, "predict")
     wrap(scheduler_mod.Scheduler, "run", snap=True)  # the build's, then the end's simulation
+    wrap(build_mod._Build, "finish")
+    wrap(session_mod.Session, "last_build_tasks")
+    wrap(lastbuild_mod, "write")
     wrap(session_mod.Session, "write_proof")
     wrap(noop_mod, "update", snap=True)
     mark("start")

@@ -219,6 +219,9 @@ class Digests:
                 return self._unreadable(path)
             self.hashed += 1
             racy = started - st.st_mtime_ns < RACY_NS or started - st.st_ctime_ns < RACY_NS
+            same = self._content[slot]
+            if same is not None and same == digest:  # hashed again (it was racy): one str, not two
+                digest = same
             self._put(slot, key)
             self._content[slot] = digest
             self._flags[slot] = _SEEN | _RACY if racy else _SEEN
@@ -311,11 +314,21 @@ class Digests:
         """What the no-op proof records of `path` if it was digested in this build (and not
         forgotten since): its stat then (`statcheck.packed`'s bytes), its digest, and
         whether it was racy (so that only its content can vouch for it)."""
+        slot = self.taken_slot(path)
+        return None if slot is None else self.taken_at(slot)
+
+    def taken_slot(self, path: str) -> int | None:
+        """Where `taken` keeps `path` (numbered from 0, fewer than `slots`), if it has it."""
         slot = self._slot.get(path)
-        if slot is None or not self._flags[slot] & _SEEN:
-            return None
+        return None if slot is None or not self._flags[slot] & _SEEN else slot
+
+    def taken_at(self, slot: int) -> tuple[bytes, str, bool]:
+        """`taken` of the path at `slot`."""
         j = FIELDS * slot
         return self._stat[j:j + FIELDS].tobytes(), self._now[slot], bool(self._flags[slot] & _RACY)  # type: ignore[return-value]
+
+    def slots(self) -> int:
+        return len(self._now)
 
     def taken_digest(self, path: str) -> str | None:
         """`taken`'s digest alone."""

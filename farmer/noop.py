@@ -366,21 +366,22 @@ def _first(rests_on: Iterable[tuple[int, list[str]]], taken: Digests, selected: 
 
     proof = Proof.of(entries, selected)
     proof.graph = graph
-    position: dict[str, int] = {}
     paths, stats, racy = proof.paths, proof.stats, proof.racy
+    at = array("q", [-1]) * taken.slots()  # each file's index in `paths`, by its slot in `taken`
     starts, items = array("q", [0]), array("q")
     for _, files in rests_on:
         for p in files:
-            n = position.get(p)
-            if n is None:
-                now = taken.taken(p)
-                if now is None:
-                    return None  # not digested in this build: nothing vouches for it
-                n = position[p] = len(paths)
+            slot = taken.taken_slot(p)
+            if slot is None:
+                return None  # not digested in this build: nothing vouches for it
+            n = at[slot]
+            if n < 0:
+                n = at[slot] = len(paths)
                 paths.append(p)
-                stats += now[0]
-                if now[2]:
-                    racy[n] = now[1]
+                stat, digest, was_racy = taken.taken_at(slot)
+                stats += stat
+                if was_racy:
+                    racy[n] = digest
             items.append(n)
         starts.append(len(items))
     if len(starts) != proof.count + 1:

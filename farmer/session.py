@@ -77,7 +77,7 @@ class BuildOptions:
 class Session:
     __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
                  "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked", "fresh",
-                 "fresh_discovered")
+                 "fresh_at", "fresh_discovered")
 
     def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
                  traces: dict[str, Trace], all_traces: bool, selected: list[int],
@@ -95,7 +95,8 @@ class Session:
         # else selected is up to date, and nothing of it needs to be read.
         self.affected = affected
         self.worlds: dict[str, str] = {}  # world fingerprints, taken when first needed
-        self.verdicts: dict[int, object] = {}  # index -> why it runs, None, or _UNCHECKED
+        # By index: why it runs, None, or _UNCHECKED (a list: a dict of 100 000 was 5 MB).
+        self.verdicts: list[object] = [_UNCHECKED] * len(graph.computations)
         # From the proof: the computations a file of which changed since (None: no proof, so
         # none is known to be up to date), and each selected one's position in the proof.
         self.dirty: set[int] | None = None
@@ -103,8 +104,12 @@ class Session:
         self.rank: dict[int, int] = {}
         self.rechecked: set[int] = set()  # checked against their traces this build, with a proof
         # Of each computation recorded in this build, what the proof needs of its trace
-        # (`recorded`): the digests it names, and what its depfile listed.
-        self.fresh: dict[int, tuple[str, ...]] = {}
+        # (`recorded`): the digests it names, one computation's after another in `fresh`
+        # from `fresh_at[index]` (-1: none), and what its depfile listed.
+        from array import array  # here: the no-op path imports this module, not a session
+
+        self.fresh: list[str] = []
+        self.fresh_at = array("q", [-1]) * len(graph.computations)
         self.fresh_discovered: dict[int, list[str]] = {}
 
     @classmethod
@@ -133,7 +138,7 @@ class Session:
 
     def check(self, i: int) -> str | None:
         """The computation's own verdict, taken once per build (see `recheck`)."""
-        verdict = self.verdicts.get(i, _UNCHECKED)
+        verdict = self.verdicts[i]
         if verdict is _UNCHECKED:
             comp = self.graph.computations[i]
             clean = self.dirty is not None and i not in self.dirty and not comp.always
@@ -222,9 +227,11 @@ class Session:
     def recorded(self, i: int, trace: Trace) -> None:
         """Computation `i` ran (or was restored) and `trace` is on its way to state.db:
         what the proof will need of it is kept, not the trace (100 000 of them were 50 MB):
-        its digests in order, and the paths its depfile listed."""
+        the digests it names in order, and the paths its depfile listed."""
         self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
-        self.fresh[i] = tuple(d for pairs in (trace.inputs, trace.discovered, trace.outputs) for _, d in pairs)
+        self.fresh_at[i] = len(self.fresh)
+        for pairs in (trace.inputs, trace.discovered, trace.outputs):
+            self.fresh += [d for _, d in pairs]
         if trace.discovered:
             self.fresh_discovered[i] = [p for p, _ in trace.discovered]
         else:
@@ -248,7 +255,7 @@ class Session:
             return
         if self.digests.unstable:  # a file changed while the build ran: no snapshot holds
             return
-        self.verdicts = {}  # taken: not held while the proof is made
+        self.verdicts = []  # taken: not held while the proof is made
         redo = self.selected if old is None else sorted((self.dirty or set()) | self.rechecked)
         if not self._traces_hold(redo):
             return
@@ -268,10 +275,11 @@ class Session:
         outputs (its depfile's), and each file it names with its digest; None when it has
         no trace."""
         comp = self.graph.computations[i]
-        digests = self.fresh.get(i)
-        if digests is not None:
+        at = self.fresh_at[i]
+        if at >= 0:  # as `recorded` laid it: its declared inputs, what its depfile listed, its outputs
             discovered = self.fresh_discovered.get(i, [])
-            return discovered, zip(comp.inputs + discovered + comp.outputs, digests)
+            paths = comp.inputs + discovered + comp.outputs
+            return discovered, zip(paths, self.fresh[at:at + len(paths)])
         trace = self.trace(comp.id)
         if trace is None:
             return None

@@ -158,7 +158,7 @@ class TestBasicSyntax:
         gen = comp(g, "build.ninja")
         assert gen.ninja.generator and not gen.cache
         assert not comp(g, "o").ninja.generator
-        changed = type(gen)(**{f: getattr(gen, f) for f in gen.__slots__})
+        changed = type(gen)(**{f: getattr(gen, f) for f in gen.FIELDS})
         changed.action = "./configure --other"
         assert action_fingerprint(changed) == action_fingerprint(gen)
 

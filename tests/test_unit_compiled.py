@@ -276,7 +276,7 @@ def _graph(tmp_path, text, files, compiled: bool, monkeypatch):
 def _rows(graph):
     if isinstance(graph, str):
         return graph
-    rows = [tuple(getattr(c, f) for f in Computation.__slots__) for c in graph.computations]
+    rows = [tuple(getattr(c, f) for f in Computation.FIELDS) for c in graph.computations]
     return rows, graph.producer, graph.by_task, graph.order, graph.by_id, graph.listings
 
 

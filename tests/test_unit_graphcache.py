@@ -94,7 +94,7 @@ def test_the_row_format_is_the_computation_s_parameters_in_order():
 
     params = Computation.__init__.__code__.co_varnames[1:Computation.__init__.__code__.co_argcount]
     assert params == graphcache._ROW
-    assert set(graphcache._ROW) == set(Computation.__slots__)
+    assert set(graphcache._ROW) == set(Computation.FIELDS)
 
 
 def test_a_cached_graph_answers_every_field_of_a_graph_and_its_computations(farmfile):

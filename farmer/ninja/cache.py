@@ -27,7 +27,7 @@ from farmer.ninja.graph import FileChecks, apply_file_checks
 NAME = "ninja-graph.cache"
 _FORMAT = 2
 # A computation is stored as the tuple of these, in order, its `ninja` as NinjaEdge.row().
-_FIELDS = tuple(f for f in Computation.__slots__ if f != "ninja")  # the constructor's order; ninja last
+_FIELDS = tuple(f for f in Computation.FIELDS if f != "ninja")  # the constructor's order; ninja last
 _EDGE_FIELDS = NinjaEdge.__slots__
 
 
