@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Memory of a clean build of the bench's graph, phase by phase, in one process.
 
-    python bench/profile_memory.py [--size 20000] [--trace] [--top 25]
+    python bench/profile_memory.py [--size 20000] [--trace] [--top 25] [--until-run]
 
 Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
 process, printing at the start and end of each phase (parse, traversal, graph cache,
 session, prediction, the scheduler's run, the end's simulation, the proof) the process's
 RSS and its high-water mark (VmRSS, VmHWM of /proc/self/status) and the time since the
-last mark. With --trace, under tracemalloc (one frame): the traced memory at each mark,
-and after traversal, the run and the proof's update, what is held, by file and by line
+last mark; with --until-run, only up to where the build's scheduler starts (what a build of
+100 000 holds before its first command, in seconds). With --trace, under tracemalloc (one
+frame): the traced memory at each mark, and after traversal, the run and the proof's
+update, what is held, by file and by line
 (tracemalloc's own tables make RSS meaningless then: read the traced figures).
 """
 from __future__ import annotations
@@ -42,6 +44,8 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=20000)
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--until-run", action="store_true",
+                    help="stop where the build's scheduler starts (what a 100k build holds before its first command)")
     args = ap.parse_args()
     os.chdir(profile_clean.project(args.size, bench.BENCH_DIR / "work"))
     if args.trace:
@@ -85,20 +89,34 @@ def main() -> int:
     wrap(lastbuild_mod, "write")
     wrap(session_mod.Session, "write_proof")
     wrap(noop_mod, "update", snap=True)
+    out = sys.__stdout__  # the build sends its own to /dev/null, and --until-run reports within it
+
+    def report() -> None:
+        print(f"clean build of {args.size} steps in process" + (", under tracemalloc" if args.trace else ""),
+              file=out)
+        previous = marks[0][3]
+        for label, st, traced, at in marks:
+            extra = f"  traced {traced:6.1f} MB" if args.trace else ""
+            print(f"{label:24} RSS {st['VmRSS']:5d} MB  HWM {st['VmHWM']:5d} MB{extra}  +{at - previous:7.2f} s",
+                  file=out)
+            previous = at
+        for label, snap in snaps.items():
+            print(f"-- held at the end of {label}, by file, then by line:", file=out)
+            for key in ("filename", "lineno"):
+                for st in snap.statistics(key)[:12 if key == "filename" else args.top]:
+                    print(f"{st.size / 1e6:7.2f} MB {st.count:8d}  {st.traceback[0]}", file=out)
+
+    if args.until_run:
+        def stop(self) -> None:
+            mark("the scheduler starts")
+            report()
+            out.flush()
+            os._exit(0)  # nothing of the build after this point is measured
+        scheduler_mod.Scheduler.run = stop
     mark("start")
     profile_clean.build()
     mark("end")
-    print(f"clean build of {args.size} steps in process" + (", under tracemalloc" if args.trace else ""))
-    previous = marks[0][3]
-    for label, st, traced, at in marks:
-        extra = f"  traced {traced:6.1f} MB" if args.trace else ""
-        print(f"{label:24} RSS {st['VmRSS']:5d} MB  HWM {st['VmHWM']:5d} MB{extra}  +{at - previous:7.2f} s")
-        previous = at
-    for label, snap in snaps.items():
-        print(f"-- held at the end of {label}, by file, then by line:")
-        for key in ("filename", "lineno"):
-            for st in snap.statistics(key)[:12 if key == "filename" else args.top]:
-                print(f"{st.size / 1e6:7.2f} MB {st.count:8d}  {st.traceback[0]}")
+    report()
     return 0
 
 
