@@ -8,7 +8,7 @@ Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{s
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
 process:
   default   under cProfile until the first `os.posix_spawn` or `os.posix_spawnp` (the
-            first started command);
+            first started command) or `os.fork` (of the executor that starts them);
             prints the CPU and wall time to it and the top entries by cumulative time
   --memory  under tracemalloc (one frame): the traced memory around each phase (load,
             session, prediction, the scheduler's runs, the proof) and the 20 lines that
@@ -76,8 +76,10 @@ def first_command(top: int) -> None:
             return real(*a, **k)
         return spawn
 
-    # posix_spawn for a command found on PATH, posix_spawnp for the shell and the rest
+    # posix_spawn for a command found on PATH, posix_spawnp for the shell and the rest; a
+    # fork for the executor's child (executors/forked.py), which starts them
     os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_spawnp)
+    os.fork = spawning(os.fork)
     prof.enable()
     build()
     prof.disable()
@@ -114,6 +116,7 @@ def spawning(real):
         return real(*a, **k)
     return spawn
 os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_spawnp)
+os.fork = spawning(os.fork)  # the executor's child (executors/forked.py) starts the commands
 sys.stdout = open(os.devnull, "w")
 try:
     farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
@@ -140,8 +143,10 @@ def repeated(size: int, repeat: int, work: Path, tree: Path) -> None:
     runs = []
     for k in range(repeat + 1):
         d = project(size, work)
-        cp = subprocess.run([sys.executable, "-S", "-c", _CHILD, str(d)], env=env, check=True,
+        cp = subprocess.run([sys.executable, "-S", "-c", _CHILD, str(d)], env=env,
                             capture_output=True, text=True)
+        if cp.returncode:
+            sys.exit(f"the build failed (farmer from {tree}):\n{cp.stderr}")
         if k:  # the first compiled the bytecode
             runs.append(eval(cp.stderr.strip().splitlines()[-1]))  # noqa: S307 - our child's repr
     med = {k: statistics.median(r[k] for r in runs) * 1000 for k in runs[0]}

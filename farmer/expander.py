@@ -285,7 +285,12 @@ def expand_tasks(spec: Spec, files: Files, expanders: Expanders) -> dict[str, li
     changed_paths: list[str] = []
     checked: dict[str, int] = {}  # pattern task -> length of changed_paths at its last matching
 
+    patterns = any(isinstance(task.foreach, str) for task in spec.tasks.values())
+
     def record(name: str, new: list[Instance]) -> None:
+        if not patterns:  # no foreach pattern looks at what the others make
+            instances[name] = new
+            return
         for inst in instances.get(name, []):
             changed_paths.extend(inst.outputs)
             for out in inst.outputs:

@@ -155,6 +155,7 @@ class _Lines:
             self.headers[parts] = number
             self._offsets[number] = offset
         return parts
+
     def _after(self, start: int):
         """(number, line) of each line after line `start` (0: every line)."""
         if self._lines is not None:
@@ -530,14 +531,13 @@ def _plain_task(r: _Reader, name: str, body: dict) -> TaskSpec | None:
     if not (isinstance(inputs, list) and isinstance(outputs, list)
             and (isinstance(cmd, str) or cmd is None and not outputs)):  # an alias has no outputs
         return None
-    texts = [*inputs, *outputs, cmd or ""]
-    if not all(isinstance(text, str) for text in texts):
-        return None
-    texts = "".join(texts)
+    try:
+        texts = "".join([*inputs, *outputs, cmd or ""])
+    except TypeError:
+        return None  # not only strings
     if "{" in texts or "}" in texts:
         return None  # templates to parse
-    return TaskSpec(name=name, line=r.where.headers.get(("task", name)), inputs=list(inputs),
-                    outputs=list(outputs), cmd=cmd)
+    return TaskSpec(name, r.where.headers.get(("task", name)), list(inputs), list(outputs), cmd)
 
 
 def _task(r: _Reader, name: str, body: object, pools: dict[str, int],

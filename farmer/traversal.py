@@ -321,7 +321,7 @@ def _literal_computation(spec: Spec, inst: Instance, index: int, by_id: dict[str
     task = inst.task
     raw, outputs = inst.raw_inputs, inst.outputs
     cid = outputs[0] if outputs else _computation_id(inst)
-    if task.depfile is not None or cid in by_id or not set(outputs).isdisjoint(raw):
+    if task.depfile is not None or cid in by_id or any(map(outputs.__contains__, raw)):
         return None  # a depfile to normalize, an id taken, or a cycle: worded there
     kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
     action = task.cmd if task.cmd is not None else task.python

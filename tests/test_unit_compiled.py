@@ -341,6 +341,12 @@ cmd = "cat src/*.txt > out/glob.txt"
 
 [task.all]
 inputs = ["out/b.txt", "out/env.txt", "@py"]
+
+[task.each]
+foreach = "out/{n}.txt"
+inputs = ["out/{n}.txt"]
+outputs = ["each/{n}.txt"]
+cmd = "cp {inputs} {outputs}"
 """
 LITERAL_FILES = ["src/a.txt", "src/b.txt", "src/my file.txt", "tool.py"]
 
@@ -352,7 +358,8 @@ def test_literal_tasks_make_the_graph_the_general_paths_make(tmp_path, monkeypat
     fast = _graph(tmp_path / "fast", LITERAL, LITERAL_FILES, True, monkeypatch)
     slow = _graph(tmp_path / "slow", LITERAL, LITERAL_FILES, False, monkeypatch)
     assert not isinstance(fast, str), fast
-    assert len(fast.computations) == 8 and len([c for c in made if c is not None]) == 6  # not the glob, nor @py
+    assert len(fast.computations) == 8 + 6 and len([c for c in made if c is not None]) == 6  # not the glob, nor @py
+    assert {c.wildcards["n"] for c in fast.computations if c.task == "each"} == {"a", "b", "env", "glob", "py", "script"}
     fast.root = slow.root = None
     assert _rows(fast) == _rows(slow)
     s1 = fast.computations[fast.by_id["out/b.txt"]]
