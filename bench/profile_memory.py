@@ -82,7 +82,7 @@ def main() -> int:
     wrap(traversal_mod, "traverse", snap=True)
     wrap(graphcache_mod, "save")
     wrap(build_mod, "open_session")
-    wrap(session_mod.Session, "predict")
+    wrap(session_mod.Session, "predict", snap=True)
     wrap(scheduler_mod.Scheduler, "run", snap=True)  # the build's, then the end's simulation
     wrap(build_mod._Build, "finish")
     wrap(session_mod.Session, "last_build_tasks")

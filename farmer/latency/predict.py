@@ -79,8 +79,9 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     # consumer of something that runs runs too): leave it out of the simulation.
     running = [i for i in selected if i in to_run]
     latency = critical.expected_latency(comps, running, durations)
-    frozen = dict(to_run), dict(durations), dict(latency)  # as now: the build goes on with them
-    sim = lambda: simulate.simulate(comps, running, *frozen, jobs, pools, worlds)  # noqa: E731
+    # Nothing changes to_run, durations or latency once made (the scheduler and the ETA only
+    # read them), so the simulation made at the build's end reads them, not copies of them.
+    sim = lambda: simulate.simulate(comps, running, to_run, durations, latency, jobs, pools, worlds)  # noqa: E731
     # A world task starts no sooner than its world chain is set up: that set-up heads its path.
     head: dict[int, float] = {}
     setups: dict[str, float] = {}  # each world set up, once
@@ -99,7 +100,7 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         critical_path=path, critical_path_s=latency[start] + head.get(start, 0.0),
         total_work_s=sum(durations[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
         + sum(setups.values()),
-        unknown={i for i in getattr(estimates, "unknown", ()) if i in to_run},
+        unknown=_running_unknown(estimates, to_run),
     )
     prediction.worlds = worlds
     if head.get(start):
@@ -114,6 +115,15 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         prediction.unit_makespan_s = simulate.simulate(
             comps, running, to_run, durations, unit, jobs, pools, worlds).makespan_s
     return prediction
+
+
+def _running_unknown(estimates: dict[int, float], to_run: dict[int, str]) -> set[int]:
+    """Those of `estimates.unknown` (estimates.Estimates) that would run: the set itself when
+    all would (the session estimates only what would run), not a copy of 100 000 of them."""
+    unknown: set[int] = getattr(estimates, "unknown", set())
+    if all(i in to_run for i in unknown):
+        return unknown
+    return {i for i in unknown if i in to_run}
 
 
 def chain_setup_s(worlds: WorldSetups, world: str | None) -> float:
