@@ -10,6 +10,10 @@ import gc
 import marshal
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 
 class OpenFile:
     """One of farmer's files kept open to read pieces of it when they are needed. Every
@@ -72,10 +76,12 @@ class FileRange:
 Part = bytes | memoryview | FileRange
 
 
-def write_atomically(path: str | os.PathLike, data: bytes | list[Part], mode: int = 0o666) -> None:
-    """Write `data` (or its parts, one after the other: a big file made of slices of
-    another is written without joining them first) to a temporary file next to `path` and
-    rename it over `path`. `mode` is masked by the umask, as for any file a program creates."""
+def write_atomically(path: str | os.PathLike, data: bytes | Iterable[Part], mode: int = 0o666) -> None:
+    """Write `data` (or its parts, one after the other, as they come: a big file made of
+    slices of another, or rendered a piece at a time, is written without being held whole)
+    to a temporary file next to `path` and rename it over `path`; if making a part fails,
+    the temporary file is removed and `path` is as it was. `mode` is masked by the umask,
+    as for any file a program creates."""
     path = os.fspath(path)
     # One writer per project holds the lock, so the pid names the temporary file uniquely;
     # O_TRUNC reuses one that a killed farmer with the same pid left behind.
@@ -88,7 +94,7 @@ def write_atomically(path: str | os.PathLike, data: bytes | list[Part], mode: in
         fd = os.open(tmp, flags, mode)
     try:
         try:
-            _write_all(fd, data if isinstance(data, list) else [data])
+            _write_all(fd, [data] if isinstance(data, bytes) else data)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -100,15 +106,23 @@ def write_atomically(path: str | os.PathLike, data: bytes | list[Part], mode: in
         raise
 
 
-def _write_all(fd: int, parts: list[Part]) -> None:
+_HELD = 1 << 20  # bytes of parts gathered for one writev: parts made as they are written are not all held
+
+
+def _write_all(fd: int, parts: Iterable[Part]) -> None:
     views: list[memoryview] = []
+    held = 0
     for part in parts:
         if isinstance(part, FileRange):
             _writev_all(fd, views)
-            views = []
+            views, held = [], 0
             _copy_range(part, fd)
         elif len(part):
             views.append(memoryview(part))
+            held += len(part)
+            if held >= _HELD:
+                _writev_all(fd, views)
+                views, held = [], 0
     _writev_all(fd, views)
 
 

@@ -10,6 +10,10 @@ from farmer import __version__
 from farmer.atomic import Part, write_atomically
 from farmer.jsontext import dumps
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
 NAME = "last-build.json"
 
 
@@ -64,13 +68,15 @@ def rounded(x: float) -> float:
     return round(x, 4)
 
 
-def document(head: dict, tasks_json: list[Part]) -> list[Part]:
+def document(head: dict, tasks_json: Iterable[Part]) -> Iterator[Part]:
     """last-build.json's bytes, in parts, from its header and its tasks already as JSON, in
-    parts too (the no-op proof keeps them rendered: megabytes that are written as they are,
-    not joined)."""
-    return [(dumps(head)[:-1] + ',"tasks":').encode(), *tasks_json, b"}\n"]
+    parts too, as they come (the no-op proof keeps them rendered: megabytes that are written
+    as they are, not joined; a build's are rendered as they are written, not held whole)."""
+    yield (dumps(head)[:-1] + ',"tasks":').encode()
+    yield from tasks_json
+    yield b"}\n"
 
 
-def write(farmer_dir: str, head: dict, tasks_json: list[Part]) -> None:
+def write(farmer_dir: str, head: dict, tasks_json: Iterable[Part]) -> None:
     """Write .farmer/last-build.json atomically from its header and its tasks."""
     write_atomically(os.path.join(farmer_dir, NAME), document(head, tasks_json))

@@ -213,7 +213,7 @@ class Session:
                 world = worlds[world].parent
         return list(needed)
 
-    def last_build_tasks(self, settled: dict[int, Settled], outcomes: dict[int, Outcome]) -> list[Part]:
+    def last_build_tasks(self, settled: dict[int, Settled], outcomes: dict[int, Outcome]) -> Iterable[Part]:
         """last-build.json's tasks, in parts. The proof keeps them as they are when
         everything is up to date: only the others are rendered."""
         comps, selected, proof = self.graph.computations, self.selected, self.proof

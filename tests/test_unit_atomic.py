@@ -72,3 +72,36 @@ def test_a_range_of_a_file_cut_short_fails_and_leaves_the_old_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["f", "source"]
     with pytest.raises(OSError):
         atomic.FileRange(opened, 8, 5)  # beyond the file as opened
+
+
+def test_parts_made_as_they_are_written_are_not_all_held(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic, "_HELD", 100)  # a writev once 100 bytes are gathered
+    made, written = [], []
+    writev = os.writev
+
+    def noting(fd, buffers):
+        written.append(len(made))
+        return writev(fd, buffers)
+
+    def parts():
+        for n in range(50):
+            made.append(n)
+            yield b"x" * 30
+
+    monkeypatch.setattr(os, "writev", noting)
+    atomic.write_atomically(tmp_path / "f", parts())
+    assert (tmp_path / "f").read_bytes() == b"x" * 1500
+    assert written[:3] == [4, 8, 12]  # each 120 bytes, as soon as they were made
+
+
+def test_a_part_that_fails_to_be_made_leaves_the_old_file(tmp_path):
+    (tmp_path / "f").write_bytes(b"old\n")
+
+    def parts():
+        yield b"x" * 3_000_000  # written already when the next part fails
+        raise ValueError("cannot render")
+
+    with pytest.raises(ValueError):
+        atomic.write_atomically(tmp_path / "f", parts())
+    assert (tmp_path / "f").read_bytes() == b"old\n"
+    assert os.listdir(tmp_path) == ["f"]
