@@ -106,6 +106,24 @@ def write_atomically(path: str | os.PathLike, data: bytes | Iterable[Part], mode
         raise
 
 
+def unnamed_file(directory: str | os.PathLike) -> int | None:
+    """A new file in `directory` with no name, open to read and write (O_TMPFILE: it goes
+    with its last descriptor, whatever becomes of farmer), to keep bytes out of memory until
+    they are copied into a file written whole; None where the file system has no such files."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return None
+    try:
+        return os.open(directory, flag | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+
+
+def write_all(fd: int, data: bytes | bytearray) -> None:
+    """All of `data` at the descriptor's position, however the kernel splits the write."""
+    _writev_all(fd, [memoryview(data)])
+
+
 _HELD = 1 << 20  # bytes of parts gathered for one writev: parts made as they are written are not all held
 
 

@@ -29,7 +29,7 @@ import sys
 import time
 
 from farmer import __version__, spec, statcheck
-from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, write_atomically
+from farmer.atomic import FileRange, OpenFile, Part, load_marshalled, unnamed_file, write_all, write_atomically
 from farmer.errors import UsageError
 from farmer.grains import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
 from farmer.lastbuild import Counts, header, summary_line
@@ -91,22 +91,34 @@ class Proof:
         self.key, self.listings, self.serial = "", {}, ""  # as read (`read`)
 
     @staticmethod
-    def of(entries: Iterable[list[str]], selected: list[int]) -> Proof:
+    def of(entries: Iterable[list[str]], selected: list[int],
+           spill: str | os.PathLike | None = None) -> Proof:
         """A proof of no file yet, for computations with these last-build.json
         entries, given a list at a time (at 100 000 computations, all of them at once, then
-        the whole as one str, then bytes, were three times 22 MB)."""
+        the whole as one str, then bytes, were three times 22 MB). With `spill` (a
+        directory), the entries go to a file with no name there as they come and `tasks` is
+        its range, which the snapshot copies: at 100 000, 25 MB not held."""
         from array import array  # only to make a proof (it imports collections)
 
         ends, at = array("q"), 0
-        tasks = bytearray(b"[")
+        fd = None if spill is None else unnamed_file(spill)
+        tasks, spilled, more = bytearray(b"["), 0, False
         for some in entries:
             if not some:
                 continue
             for entry in some:
                 at += 1 + len(entry)  # "[" or ","
                 ends.append(at)
-            tasks += (b"," if len(tasks) > 1 else b"") + ",".join(some).encode()
+            tasks += (b"," if more else b"") + ",".join(some).encode()
+            more = True
+            if fd is not None:
+                fd, tasks, spilled = _spilled(fd, tasks, spilled)
         tasks += b"]"
+        if fd is not None:
+            fd, tasks, spilled = _spilled(fd, tasks, spilled)
+            if fd is not None:
+                return Proof([], bytearray(), {}, FileRange(OpenFile(fd), 0, spilled), len(selected),
+                             None, ends, selected)
         return Proof([], bytearray(), {}, tasks, len(selected), None, ends, selected)
 
     def check(self) -> set[int]:
@@ -295,7 +307,8 @@ def _content(path: str) -> str | None:
 
 def update(old: Proof | None, rests_on: Iterable[tuple[int, list[str]]], taken: Digests,
            written: Callable[[str], bool], selected: list[int], rank: dict[int, int],
-           entries: Iterable[list[str]] | None, graph: str) -> tuple[Proof, bool] | None:
+           entries: Iterable[list[str]] | None, graph: str,
+           spill: str | os.PathLike | None = None) -> tuple[Proof, bool] | None:
     """The proof after a good build, and whether its snapshot changed (else only its stat
     data is written anew); None when no proof holds. Nobody else touches a proof's arrays.
 
@@ -304,9 +317,10 @@ def update(old: Proof | None, rests_on: Iterable[tuple[int, list[str]]], taken: 
     digested this build, with its stat, digest and whether it was racy, as when digested
     (grains.Digests); `written`: whether a path is an output of what ran; `rank`: each
     selected computation's position in `old`; `entries`: without `old`, the last-build.json
-    entries of `selected` when all are up to date, a list at a time; `graph`: its identity."""
+    entries of `selected` when all are up to date, a list at a time; `graph`: its identity;
+    `spill`: where a first proof keeps those entries until written (Proof.of)."""
     if old is None:
-        first = _first(rests_on, taken, selected, entries or (), graph)
+        first = _first(rests_on, taken, selected, entries or (), graph, spill)
         return None if first is None else (first, True)
     rests_on = dict(rests_on)
     known = _known(old, rests_on, taken, rank)
@@ -358,13 +372,26 @@ def update(old: Proof | None, rests_on: Iterable[tuple[int, list[str]]], taken: 
     return proof, snapshot
 
 
+def _spilled(fd: int, tasks: bytearray, spilled: int) -> tuple[int | None, bytearray, int]:
+    """`tasks` written after the `spilled` bytes of file `fd`; if it cannot be (a full disk),
+    the file closed and all of it held instead."""
+    try:
+        write_all(fd, tasks)
+        return fd, bytearray(), spilled + len(tasks)
+    except OSError:
+        try:
+            return None, bytearray(os.pread(fd, spilled, 0)) + tasks, 0
+        finally:
+            os.close(fd)
+
+
 def _first(rests_on: Iterable[tuple[int, list[str]]], taken: Digests, selected: list[int],
-           entries: Iterable[list[str]], graph: str) -> Proof | None:
+           entries: Iterable[list[str]], graph: str, spill: str | os.PathLike | None) -> Proof | None:
     """The proof of a build without one: every selected computation's files, in order, laid
     flat as they come (no list per computation)."""
     from array import array  # only to make a proof (it imports collections)
 
-    proof = Proof.of(entries, selected)
+    proof = Proof.of(entries, selected, spill)
     proof.graph = graph
     paths, stats, racy = proof.paths, proof.stats, proof.racy
     at = array("q", [-1]) * taken.slots()  # each file's index in `paths`, by its slot in `taken`

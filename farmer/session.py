@@ -264,7 +264,7 @@ class Session:
             entries = (report.last_build_json_each(comps, redo[k:k + 1000], {}, {})
                        for k in range(0, len(redo), 1000))
         updated = noop.update(old, self._rests_on(redo), self.digests, self._written(ran), self.selected,
-                              self.rank, entries, self.graph.identify())
+                              self.rank, entries, self.graph.identify(), farmer_dir)
         if updated is not None:
             proof, snapshot = updated
             noop.write(farmer_dir, self.spec.path, self.spec.digest, targets, self.graph.listings,

@@ -3,6 +3,7 @@ changed file makes dirty, from the by-file table the snapshot keeps, is what a l
 computation's files finds; and a build that discovers a file some other computation already
 rests on leaves a proof that holds."""
 
+import json
 import os
 import random
 
@@ -82,3 +83,39 @@ def test_a_file_newly_discovered_that_another_computation_rests_on(project):
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
     assert "farmer.build" not in imported(r)
+
+
+def test_entries_spilled_to_an_unnamed_file_are_what_the_proof_held_and_what_it_writes(tmp_path, monkeypatch):
+    """A first proof keeps its last-build.json entries in a file with no name (out of
+    memory): the same bytes, in the snapshot and read back, as those held in memory; a
+    directory with no such files keeps them in memory."""
+    monkeypatch.chdir(tmp_path)
+    entries = [[f'{{"id":"o{n}.txt","k":{k}}}' for n in range(k)] for k in (3, 0, 7, 1)]
+    held = noop.Proof.of(entries, list(range(11)))
+    os.mkdir(".farmer")
+    spilled = noop.Proof.of(entries, list(range(11)), ".farmer")
+    assert isinstance(spilled.tasks, noop.FileRange) and os.listdir(".farmer") == []
+    assert spilled.tasks.bytes() == bytes(held.tasks) and list(spilled.ends) == list(held.ends)
+    assert [e["id"] for e in json.loads(spilled.tasks.bytes())][:4] == ["o0.txt", "o1.txt", "o2.txt", "o0.txt"]
+    noop.write(".farmer", "Farmfile", "digest", ["all"], {}, spilled, True)
+    back = noop.read(".farmer", "Farmfile", "digest", ["all"])
+    assert back.tasks.bytes() == bytes(held.tasks)
+    monkeypatch.setattr(noop, "unnamed_file", lambda directory: None)
+    assert noop.Proof.of(entries, list(range(11)), ".farmer").tasks == held.tasks
+
+
+def test_entries_that_cannot_be_spilled_any_more_are_held_with_those_spilled_before(tmp_path, monkeypatch):
+    entries = [[f'{{"n":{n}}}' for n in range(k, k + 4)] for k in (0, 4, 8)]
+    held = noop.Proof.of(entries, list(range(12)))
+    calls = []
+    write_all = noop.write_all
+
+    def full_disk_after_one(fd, data):
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        write_all(fd, data)
+
+    monkeypatch.setattr(noop, "write_all", full_disk_after_one)
+    proof = noop.Proof.of(entries, list(range(12)), tmp_path)
+    assert len(calls) == 2 and proof.tasks == held.tasks and list(proof.ends) == list(held.ends)
