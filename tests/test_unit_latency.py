@@ -277,3 +277,17 @@ def test_simulate_makespan_at_least_lower_bound():
         assert s.makespan_s >= bound - 1e-9
         assert s.makespan_s <= sum(duration.values()) + 1e-9
         check_timeline(s, comps, jobs, duration)
+
+
+def test_a_makespan_asked_for_alone_is_that_of_the_whole_simulation():
+    """A build's end asks only for the predicted makespan: simulated without a timeline,
+    it is the full simulation's, which is still made when asked for."""
+    from farmer.latency.predict import predict
+
+    comps = make_comps(5, edges=[(0, 2), (1, 2), (2, 3)])
+    to_run = {i: "never built" for i in range(5)}
+    durations = {0: 1.0, 1: 2.5, 2: 0.5, 3: 3.0, 4: 4.0}
+    alone = predict(comps, list(range(5)), to_run, durations, 2, {})
+    whole = predict(comps, list(range(5)), to_run, durations, 2, {}).simulation
+    assert alone.makespan_s == whole.makespan_s == pytest.approx(6.0)
+    assert len(alone.simulation.timeline) == 5 and alone.makespan_s == whole.makespan_s

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class Prediction:
     __slots__ = ("jobs", "to_run", "estimates", "latency", "_simulation", "critical_path",
                  "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s",
-                 "unknown", "worlds", "critical_world")
+                 "unknown", "worlds", "critical_world", "_makespan_s")
 
     def __init__(
         self,
@@ -27,7 +27,8 @@ class Prediction:
         latency: dict[int, float],  # expected latency: the critical path from each one to the end
         # the simulated run, or what makes it when first asked for: a build asks at its end
         # (last-build.json's predicted makespan), so simulating never delays its first command
-        simulation: simulate.Simulation | Callable[[], simulate.Simulation],
+        # (called with False: the makespan alone is asked for, and no timeline is made)
+        simulation: simulate.Simulation | Callable[[bool], simulate.Simulation],
         critical_path: list[int],
         critical_path_s: float,
         total_work_s: float,
@@ -42,6 +43,7 @@ class Prediction:
         self.unknown = set() if unknown is None else unknown
         self.worlds: WorldSetups | None = None  # the worlds' set-up, as simulated
         self.critical_world: str | None = None  # the world whose set-up heads the critical path
+        self._makespan_s: float | None = None  # simulated for it alone (`makespan_s`)
 
     @property
     def known(self) -> bool:
@@ -52,12 +54,16 @@ class Prediction:
     @property
     def simulation(self) -> simulate.Simulation:
         if callable(self._simulation):
-            self._simulation = self._simulation()
+            self._simulation = self._simulation(True)
         return self._simulation
 
     @property
     def makespan_s(self) -> float:
-        return self.simulation.makespan_s
+        if not callable(self._simulation):
+            return self._simulation.makespan_s
+        if self._makespan_s is None:  # the same run, without its timeline (a build's end)
+            self._makespan_s = self._simulation(False).makespan_s
+        return self._makespan_s
 
     @property
     def lower_bound_s(self) -> float:
@@ -81,7 +87,8 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     latency = critical.expected_latency(comps, running, durations)
     # Nothing changes to_run, durations or latency once made (the scheduler and the ETA only
     # read them), so the simulation made at the build's end reads them, not copies of them.
-    sim = lambda: simulate.simulate(comps, running, to_run, durations, latency, jobs, pools, worlds)  # noqa: E731
+    sim = lambda timeline: simulate.simulate(  # noqa: E731
+        comps, running, to_run, durations, latency, jobs, pools, worlds, timeline)
     # A world task starts no sooner than its world chain is set up: that set-up heads its path.
     head: dict[int, float] = {}
     setups: dict[str, float] = {}  # each world set up, once
@@ -111,9 +118,9 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         fifo = {i: -float(rank) for rank, i in enumerate(sorted(running))}
         unit = critical.expected_latency(comps, running, dict.fromkeys(running, 1.0))
         prediction.fifo_makespan_s = simulate.simulate(
-            comps, running, to_run, durations, fifo, jobs, pools, worlds).makespan_s
+            comps, running, to_run, durations, fifo, jobs, pools, worlds, False).makespan_s
         prediction.unit_makespan_s = simulate.simulate(
-            comps, running, to_run, durations, unit, jobs, pools, worlds).makespan_s
+            comps, running, to_run, durations, unit, jobs, pools, worlds, False).makespan_s
     return prediction
 
 
