@@ -61,7 +61,12 @@ def build_without_site(project, *args: str) -> Result:
     (an editable install's finder imports pathlib; other .pth files more) would hide what
     farmer imports. farmer and xxhash are found through PYTHONPATH instead."""
     path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
-    env = farmer_env({"PYTHONPROFILEIMPORTTIME": "1", "PYTHONPATH": path})
+    # The worlds' FIFO folder of its own: a dead farmer's left in the shared one (another
+    # test's, a moment ago) is removed with shutil, which imports fnmatch: rare, but not this.
+    runtime = project.root.parent / "runtime"
+    runtime.mkdir(exist_ok=True)
+    env = farmer_env({"PYTHONPROFILEIMPORTTIME": "1", "PYTHONPATH": path,
+                      "XDG_RUNTIME_DIR": str(runtime)})
     cmd = [sys.executable, "-S", "-m", "farmer", "build", *args]
     cp = subprocess.run(cmd, cwd=project.root, stdin=subprocess.DEVNULL, capture_output=True,
                         text=True, timeout=60, env=env)
