@@ -178,6 +178,8 @@ class ForkedExecutor(Executor):
 
     def start(self, comp: Computation) -> None:
         self._asked.append(comp.index)
+        if not self._out:  # the child is idle: it starts this now, not after the round's
+            self._send_asked()  # other work (a first build writes its graph cache then)
         self._out.add(comp.index)
 
     def _send_asked(self) -> None:
