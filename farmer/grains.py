@@ -12,6 +12,8 @@ import stat as statmod
 import time
 import xxhash
 
+from farmer.statcheck import FIELDS  # int64s per slot in `Digests._stat`: its bytes are a proof's
+
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -167,10 +169,13 @@ class Digests:
         stat, j = self._stat, FIELDS * slot
         stat[j], stat[j + 1], stat[j + 2], stat[j + 3] = key
 
+    def _stat_at(self, slot: int) -> StatKey:
+        j = FIELDS * slot
+        return tuple(self._stat[j:j + FIELDS])  # type: ignore[return-value]
+
     def _key(self, slot: int) -> StatKey:
         """The stat key of the slot's entry, as state.db keeps it."""
-        j = FIELDS * slot
-        mtime, size, ino, ctime = self._stat[j:j + FIELDS]
+        mtime, size, ino, ctime = self._stat_at(slot)
         return (-1 if self._flags[slot] & _RACY else mtime, size, ino, ctime)
 
     def _entry(self, slot: int | None, path: str) -> tuple[StatKey, str] | None:
@@ -283,8 +288,7 @@ class Digests:
             return True
         if taken is None:  # missing then
             return now is not None
-        j = FIELDS * slot
-        if now != tuple(self._stat[j:j + FIELDS]):
+        if now != self._stat_at(slot):
             return True
         return None if flags & _RACY else False
 
@@ -332,8 +336,8 @@ class Digests:
 
     def taken_digest(self, path: str) -> str | None:
         """`taken`'s digest alone."""
-        slot = self._slot.get(path)
-        return None if slot is None or not self._flags[slot] & _SEEN else self._now[slot]
+        slot = self.taken_slot(path)
+        return None if slot is None else self._now[slot]
 
     def taken_paths(self) -> Iterator[str]:
         """Every path `taken` knows."""
@@ -346,7 +350,6 @@ class Digests:
         st = os.stat(path)
         slot = self._slot_of(path)
         racy = time.time_ns() - min(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS  # as `digest`: hash again
-        j = FIELDS * slot
         self._put(slot, stat_key(st))
         self._content[slot] = content
         self._flags[slot] = _RACY if racy else 0
@@ -369,11 +372,8 @@ class Digests:
     def seen(self, path: str) -> StatKey | None:
         """The stat `path` had when its digest was taken in this build (None: not taken, or
         missing then): whoever copies the file can tell it is still that content."""
-        slot = self._slot.get(path)
-        if slot is None or not self._flags[slot] & _SEEN:
-            return None
-        j = FIELDS * slot
-        return tuple(self._stat[j:j + FIELDS])  # type: ignore[return-value]
+        slot = self.taken_slot(path)
+        return None if slot is None else self._stat_at(slot)
 
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""
@@ -383,7 +383,6 @@ class Digests:
             self._flags[slot] &= ~_SEEN
 
 
-FIELDS = 4  # int64s per slot in `Digests._stat` (statcheck.FIELDS: its bytes are a proof's)
 _NO_STAT = (0, 0, 0, 0)
 _RACY, _SEEN = 1, 2  # `Digests._flags`
 

@@ -168,7 +168,7 @@ class ForkedExecutor(Executor):
         self.selector.register(reports, READ, self)
         if wake_fd is not None:
             self.selector.register(wake_fd, READ, None)
-        self._asked: list[int] = []  # to send at the next wait: one write for a round's starts
+        self._asked: list[int] = []  # to send at the next wait (one write for a round's starts), or at once to an idle child
         self._out: set[int] = set()  # started and not yet reported back
         self._done: list[Outcome] = []
         self._stopped = False
