@@ -106,7 +106,8 @@ class Blob:
 class Client:
     """One channel to one REAPI server and instance. Thread-safe: build threads share it."""
 
-    __slots__ = ("endpoint", "_channel", "_methods", "_caps", "_lock", "_calls", "_closed", "_metadata")
+    __slots__ = ("endpoint", "_channel", "_methods", "_caps", "_lock", "_calls", "_closed", "_refusing",
+                 "_metadata")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -123,6 +124,7 @@ class Client:
         self._lock = threading.Lock()
         self._calls: set = set()
         self._closed = False
+        self._refusing = False  # cancel_calls(for_good=True): a tracked call that starts after is cancelled
         self._metadata = tuple(endpoint.headers)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -238,6 +240,9 @@ class Client:
     def _track(self, call) -> None:
         with self._lock:
             self._calls.add(call)
+            refused = self._refusing
+        if refused:  # under the lock that cancel_calls takes: no call slips between its list and this
+            call.cancel()
 
     def _untrack(self, call) -> None:
         with self._lock:
@@ -247,9 +252,12 @@ class Client:
         if self._closed:
             raise RemoteError("CANCELLED", "the remote client was closed")
 
-    def cancel_calls(self) -> None:
-        """Cancel the streaming and cancellable calls in flight; the client stays usable."""
+    def cancel_calls(self, for_good: bool = False) -> None:
+        """Cancel the streaming and cancellable calls in flight; the client stays usable. With
+        `for_good` (Ctrl-C), those that start later are cancelled as they start: a call_many keeps
+        `at_once` in flight, and the next of its calls goes out as soon as one is cancelled."""
         with self._lock:
+            self._refusing = self._refusing or for_good
             calls = list(self._calls)
         for c in calls:
             c.cancel()

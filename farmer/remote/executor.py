@@ -98,7 +98,7 @@ class RemoteExecutor(RelayExecutor):
         self._stopping = True
         client = self.remote.connected()
         if client is not None:
-            client.cancel_calls()
+            client.cancel_calls(for_good=True)
         now = time.monotonic() - self.t0
         while self.waiting:
             comp = self.waiting.popleft()

@@ -71,7 +71,7 @@ class Restorer:
         self._cancelled = True
         client = self.remote.connected()
         if client is not None:
-            client.cancel_calls()
+            client.cancel_calls(for_good=True)
 
     def close(self) -> None:
         """Wait for the thread (after `cancel`, the round in flight ends at once)."""

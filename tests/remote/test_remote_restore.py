@@ -104,7 +104,11 @@ def test_a_server_killed_during_restores_leaves_whole_files_and_the_build_goes_o
     farmer.ran()
     second = checkout(tmp_path / "two", salt)
     e = {**os.environ, "PYTHONPATH": REPO, "RUNS": farmer.runs}
-    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "--remote", own_cache_server.url], cwd=second,
+    # -j 64: more lookups in flight than a call_many keeps going at once (client.MANY_AT_ONCE), so
+    # a cancelled call makes room for the next, which must be cancelled as it starts (whatever
+    # the machine's CPUs: the default -j follows them)
+    build = ["build", "-j", "64", "--remote", own_cache_server.url]
+    p = subprocess.Popen([sys.executable, "-m", "farmer", *build], cwd=second,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
     for line in p.stdout:
         if line.startswith("["):  # the first restore is in; many more are in flight
@@ -175,7 +179,11 @@ def test_ctrl_c_while_restores_hang_stops_at_once_and_leaves_nothing_half_writte
     assert farmer(first, "--remote", own_cache_server.url).returncode == 0
     second = checkout(tmp_path / "two", salt)
     e = {**os.environ, "PYTHONPATH": REPO}
-    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "--remote", own_cache_server.url], cwd=second,
+    # -j 64: more lookups in flight than a call_many keeps going at once (client.MANY_AT_ONCE), so
+    # a cancelled call makes room for the next, which must be cancelled as it starts (whatever
+    # the machine's CPUs: the default -j follows them)
+    build = ["build", "-j", "64", "--remote", own_cache_server.url]
+    p = subprocess.Popen([sys.executable, "-m", "farmer", *build], cwd=second,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
     try:
         for line in p.stdout:
