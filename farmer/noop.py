@@ -121,11 +121,12 @@ class Proof:
                              None, ends, selected)
         return Proof([], bytearray(), {}, tasks, len(selected), None, ends, selected)
 
-    def check(self) -> set[int]:
+    def check(self, meanwhile: Callable[[], object] | None = None) -> set[int]:
         """Stat every file (and hash the racy ones that kept their stat): the indices of
-        those not as recorded."""
+        those not as recorded. `meanwhile`: called while forked children stat the rest, once
+        a changed file is seen (statcheck.changed_in_parallel)."""
         paths, stats = self.paths, self.stats
-        changed = statcheck.changed_in_parallel(paths, stats)
+        changed = statcheck.changed_in_parallel(paths, stats, meanwhile)
         if changed is None:
             changed = set(statcheck.changed(paths, stats, 0, len(paths)))
         for n, digest in self.racy.items():
@@ -521,6 +522,20 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     return proof
 
 
+def _build_engine() -> None:
+    """A file changed, so the build goes on to the full path: its modules are imported
+    while the checker children stat the rest of the files (statcheck.changed_in_parallel),
+    on a CPU that would otherwise wait for them. Only then: a no-op imports none of them."""
+    import farmer.build  # noqa: F401
+
+
+def _engine() -> None:
+    """`_build_engine`, and what a Farmfile's build reads its project and state with."""
+    import farmer.build  # noqa: F401
+    import farmer.project  # noqa: F401
+    import farmer.stale  # noqa: F401
+
+
 def _farmfile_bytes(path: str) -> bytes | None:
     """The Farmfile's bytes, or None for the full path to say what is wrong with it."""
     try:
@@ -540,13 +555,14 @@ def try_build(farmfile: str, targets: list[str], jobs: int,
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
     if not os.path.exists(os.path.join(farmer_dir, STATS)):
         return None
+    manifest = digest is not None
     if digest is None:
         text = _farmfile_bytes(farmfile)
         if text is None:
             return None
         digest = hash_bytes(text)
     proof = read(farmer_dir, farmfile, digest, targets)
-    if proof is None or proof.check():
+    if proof is None or proof.check(_build_engine if manifest else _engine):
         return proof
     if proof.racy and time.time_ns() - max(max(stat_of(proof.stats, n)[::3]) for n in proof.racy) > RACY_NS:
         # Each racy file vouched for by its content, and now far enough from its last

@@ -19,7 +19,7 @@ import sys
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from farmer.grains import StatKey
 
@@ -77,39 +77,83 @@ def changed(paths: list[str], stats: bytearray, lo: int, hi: int) -> list[int]:
 
 # A forked checker pays for itself from about this many files (fork, pipe, reap: ~1 ms).
 _FILES_PER_PROCESS = 3000
+_CHUNK = 256  # files a process takes from the shared queue at a time (at most 255 chunks)
 
 
-def changed_in_parallel(paths: list[str], stats: bytearray) -> set[int] | None:
+def changed_in_parallel(paths: list[str], stats: bytearray,
+                        meanwhile: Callable[[], object] | None = None) -> set[int] | None:
     """`changed` over all files, the work shared with forked children when there are
     enough files and CPUs for it to pay (as git's preload-index shares its lstat calls
-    among threads; here the GIL would serialise threads). None: check them here alone."""
+    among threads; here the GIL would serialise threads). None: check them here alone.
+
+    The files are cut into chunks, and each process takes the next chunk from a shared
+    queue (a pipe holding one byte per chunk: a read takes a byte from it for one reader
+    only) until none is left. So a child that waits for a CPU on a loaded machine leaves
+    its chunks to the parent instead of keeping it waiting, and the parent can do other
+    work while the children go on: `meanwhile` is called once, between two chunks, as soon
+    as a changed file is seen by any process (a build that goes on imports its engine
+    then). A chunk that a failed child took is checked here again."""
     parts = min(len(os.sched_getaffinity(0)), len(paths) // _FILES_PER_PROCESS, 8)
     threading = sys.modules.get("threading")
     if parts < 2 or (threading is not None and threading.active_count() > 1):
         return None  # forking a process with threads could copy a lock held mid-operation
-    bounds = [len(paths) * k // parts for k in range(parts + 1)]
-    children: list[tuple[int, int, int, int]] = []  # pid, read end, lo, hi
+    size = max(_CHUNK, -(-len(paths) // 255))
+    bounds = list(range(0, len(paths), size)) + [len(paths)]
+    queue, fill = os.pipe2(os.O_CLOEXEC)
+    seen, tell = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # a byte from a child that saw a change
+    children: list[tuple[int, int]] = []  # pid, read end of what it found
     found_all: set[int] = set()
+    done: set[int] = set()
     try:
-        for lo, hi in zip(bounds[1:-1], bounds[2:]):
+        os.write(fill, bytes(range(len(bounds) - 1)))  # fewer bytes than a pipe holds: at once
+        os.close(fill)  # the queue, once read empty, reads as its end
+        fill = -1
+        for _ in range(parts - 1):
             try:
-                children.append((*_fork_checker(paths, stats, lo, hi), lo, hi))
-            except OSError:  # no process to spare: this one checks that part
-                found_all.update(changed(paths, stats, lo, hi))
-        found_all.update(changed(paths, stats, 0, bounds[1]))
+                children.append(_fork_checker(paths, stats, bounds, queue, tell))
+            except OSError:  # no process to spare: this one checks more chunks
+                break
+        os.close(tell)
+        tell = -1
+        while chunk := os.read(queue, 1):
+            k = chunk[0]
+            found_all.update(changed(paths, stats, bounds[k], bounds[k + 1]))
+            done.add(k)
+            if meanwhile is not None and (found_all or _any_seen(seen)):
+                meanwhile, call = None, meanwhile
+                call()
         while children:
-            pid, fd, lo, hi = children.pop()
-            found = _collect(pid, fd)
-            found_all.update(changed(paths, stats, lo, hi) if found is None else found)
+            pid, fd = children.pop()
+            answer = _collect(pid, fd)
+            if answer is not None:
+                done.update(answer[0])
+                found_all.update(answer[1])
+        for k in range(len(bounds) - 1):
+            if k not in done:  # taken by a child that failed
+                found_all.update(changed(paths, stats, bounds[k], bounds[k + 1]))
     except BaseException:  # interrupted: no child outlives the check
-        for pid, fd, _, _ in children:
+        for pid, fd in children:
             _collect(pid, fd, kill=True)
         raise
+    finally:
+        for fd in (queue, fill, seen, tell):
+            if fd >= 0:
+                os.close(fd)
     return found_all
 
 
-def _fork_checker(paths: list[str], stats: bytearray, lo: int, hi: int) -> tuple[int, int]:
-    """A child that writes `changed(lo, hi)`, marshalled, to the pipe it returns."""
+def _any_seen(seen: int) -> bool:
+    try:
+        return bool(os.read(seen, 1))
+    except BlockingIOError:
+        return False
+
+
+def _fork_checker(paths: list[str], stats: bytearray, bounds: list[int], queue: int,
+                  tell: int) -> tuple[int, int]:
+    """A child that checks chunks from `queue` until it is empty, writes a byte to `tell`
+    when it first finds a changed file, and at the end the chunks it checked and the
+    changed files it found, marshalled, to the pipe it returns."""
     r, w = os.pipe2(os.O_CLOEXEC)
     try:
         pid = os.fork()
@@ -121,7 +165,15 @@ def _fork_checker(paths: list[str], stats: bytearray, lo: int, hi: int) -> tuple
         code = 1
         try:
             os.close(r)
-            data = memoryview(marshal.dumps(changed(paths, stats, lo, hi)))
+            done, found = [], []
+            while chunk := os.read(queue, 1):
+                k = chunk[0]
+                more = changed(paths, stats, bounds[k], bounds[k + 1])
+                if more and not found:
+                    os.write(tell, b"!")
+                found += more
+                done.append(k)
+            data = memoryview(marshal.dumps((done, found)))
             while data:
                 data = data[os.write(w, data):]
             code = 0
@@ -131,8 +183,9 @@ def _fork_checker(paths: list[str], stats: bytearray, lo: int, hi: int) -> tuple
     return pid, r
 
 
-def _collect(pid: int, fd: int, kill: bool = False) -> list[int] | None:
-    """What the checker child found, or None if it failed. The child is reaped in any
+def _collect(pid: int, fd: int, kill: bool = False) -> tuple[list[int], list[int]] | None:
+    """The chunks the checker child checked and the changed files it found, or None if it
+    failed. The child is reaped in any
     case (killed first with `kill`, or if this is interrupted before it is done)."""
     chunks, done = [], False
     try:
@@ -153,7 +206,7 @@ def _collect(pid: int, fd: int, kill: bool = False) -> list[int] | None:
         found = marshal.loads(b"".join(chunks))
     except (EOFError, ValueError, TypeError):
         return None
-    return found if isinstance(found, list) else None
+    return found if isinstance(found, tuple) and len(found) == 2 else None
 
 
 def stat_key(path: str) -> StatKey | None:

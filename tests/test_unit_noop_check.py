@@ -3,6 +3,7 @@
 cannot be started or fails leaves its part to the parent, and no child outlives it."""
 
 import os
+import select
 import time
 
 import pytest
@@ -99,7 +100,7 @@ def test_a_failing_child_leaves_its_part_to_the_parent(tree, monkeypatch, starte
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_an_interrupted_check_kills_and_reaps_its_children(tree, monkeypatch, started):
+def test_an_interrupted_check_kills_and_reaps_its_children(tree, small_chunks, monkeypatch, started):
     paths, stats = tree
     parent = os.getpid()
 
@@ -115,3 +116,101 @@ def test_an_interrupted_check_kills_and_reaps_its_children(tree, monkeypatch, st
     for pid in started:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of 10 files: 30 of the tree's 300."""
+    monkeypatch.setattr(statcheck, "_CHUNK", 10)
+
+
+def test_a_child_waiting_for_a_cpu_leaves_its_chunks_to_the_parent(tree, small_chunks, monkeypatch):
+    paths, stats = tree
+    expected = change_some(paths)
+    gate_r, gate_w = os.pipe()
+    parent, check, collect = os.getpid(), statcheck.changed, statcheck._collect
+    by_parent = []
+
+    def gated(paths, stats, lo, hi):
+        if os.getpid() == parent:
+            by_parent.append(lo)
+        else:
+            os.read(gate_r, 1)  # as if not scheduled until the parent has taken every chunk
+        return check(paths, stats, lo, hi)
+
+    def collect_opened(pid, fd, kill=False):
+        os.write(gate_w, b"xx")
+        return collect(pid, fd, kill)
+
+    monkeypatch.setattr(statcheck, "changed", gated)
+    monkeypatch.setattr(statcheck, "_collect", collect_opened)
+    try:
+        assert statcheck.changed_in_parallel(paths, stats) == expected
+    finally:
+        os.close(gate_r)
+        os.close(gate_w)
+    assert len(by_parent) >= 28  # the two children took one chunk each at most
+
+
+def test_meanwhile_is_called_when_the_parent_sees_a_change_and_never_when_none_did(tree, small_chunks,
+                                                                                    monkeypatch):
+    paths, stats = tree
+    calls = []
+    assert statcheck.changed_in_parallel(paths, stats, lambda: calls.append(1)) == set()
+    assert calls == []
+    for path in paths:  # whichever chunks the parent takes, it sees a change
+        with open(path, "a") as f:
+            f.write("more\n")
+    go_r, go_w = os.pipe()
+    parent, check = os.getpid(), statcheck.changed
+
+    def parent_first(paths, stats, lo, hi):
+        if os.getpid() == parent:
+            os.write(go_w, b"x")
+        else:
+            select.select([go_r], [], [], 30)  # not before the parent has a chunk of its own
+        return check(paths, stats, lo, hi)
+
+    monkeypatch.setattr(statcheck, "changed", parent_first)
+    try:
+        assert statcheck.changed_in_parallel(paths, stats, lambda: calls.append(1)) == set(range(300))
+    finally:
+        os.close(go_r)
+        os.close(go_w)
+    assert calls == [1]
+
+
+def test_a_change_only_a_child_sees_is_told_to_the_parent(tree, small_chunks, monkeypatch):
+    paths, stats = tree
+    with open(paths[295], "a") as f:  # in the last chunk
+        f.write("more\n")
+    go_r, go_w = os.pipe()
+    parent, check, fork_checker = os.getpid(), statcheck.changed, statcheck._fork_checker
+    answers, calls, by_parent = [], [], []
+
+    def forked(*args):
+        pid, fd = fork_checker(*args)
+        answers.append(fd)
+        return pid, fd
+
+    def children_take_the_rest(paths, stats, lo, hi):
+        if os.getpid() != parent:
+            select.select([go_r], [], [], 30)  # not before the parent has its first chunk
+        elif not by_parent:
+            os.write(go_w, b"x")
+            waiting = set(answers)
+            while waiting and (ready := select.select(list(waiting), [], [], 30)[0]):
+                waiting -= set(ready)  # each child has answered, so the queue is empty
+        if os.getpid() == parent:
+            by_parent.append(lo)
+        return check(paths, stats, lo, hi)
+
+    monkeypatch.setattr(statcheck, "_fork_checker", forked)
+    monkeypatch.setattr(statcheck, "changed", children_take_the_rest)
+    try:
+        assert statcheck.changed_in_parallel(paths, stats, lambda: calls.append(1)) == {295}
+    finally:
+        os.close(go_r)
+        os.close(go_w)
+    assert by_parent[0] < 30 and len(by_parent) == 1  # the children checked every other chunk
+    assert calls == [1]
