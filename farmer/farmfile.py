@@ -119,23 +119,42 @@ _TABLES = {name: name for name in ("task", "world", "vars", "pools", "farmer")}
 
 class _Lines:
     """Finds the line of a table header or of a key inside a table. Lines are numbered as
-    str.splitlines() numbers them; only the lines that start with `[` are looked at up
-    front (`brackets`: each as its header's path, or () when it is not a plain header,
-    with its offset, for tomlparse.stream), the others only when a key is looked for: a
-    list of every line of a 100 000-task Farmfile would take 40 MB."""
+    str.splitlines() numbers them; only the lines that start with `[` are indexed (`headers`,
+    and `brackets`: each as its header's path, or () when it is not a plain header, with its
+    offset, for tomlparse.stream), the others only when a key is looked for: a list of every
+    line of a 100 000-task Farmfile would take 40 MB. The index is made when first asked
+    for: a Farmfile without mistakes asks only for the lines of a few tables (a task's line
+    is looked up when an error or a warning names it: `TaskSpec.line`)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.headers: dict[tuple[str, ...], int] = {}
+        self._headers: dict[tuple[str, ...], int] | None = None
         self._offsets: dict[int, int] = {}  # a header's line number -> its offset
-        self.brackets: list[tuple[tuple[str, ...], int]] | None = []
+        self._brackets: list[tuple[tuple[str, ...], int]] | None = None
+        self._lines: list[str] | None = None
+
+    @property
+    def headers(self) -> dict[tuple[str, ...], int]:
+        if self._headers is None:
+            self._index()
+        return self._headers  # type: ignore[return-value]
+
+    @property
+    def brackets(self) -> list[tuple[tuple[str, ...], int]] | None:
+        """None: the text has line breaks other than "\n" and "\r\n" (never streamed)."""
+        if self._headers is None:
+            self._index()
+        return self._brackets
+
+    def _index(self) -> None:
+        text = self.text
+        self._headers = {}
         if any(b in text for b in _ODD_BREAKS) or text.count("\r") != text.count("\r\n"):
-            self.brackets = None  # numbered the long way, and never streamed
-            self._lines = text.splitlines()
+            self._lines = text.splitlines()  # numbered the long way
             for number, line in enumerate(self._lines, 1):
                 self._header(line, number, 0)
             return
-        self._lines = None
+        self._brackets = brackets = []
         number, at = 1, 0
         for start in _bracket_lines(text):
             number += text.count("\n", at, start)
@@ -143,7 +162,7 @@ class _Lines:
             end = text.find("\n", start)
             line = text[start:end] if end >= 0 else text[start:]
             parts = self._header(line[:-1] if line.endswith("\r") else line, number, at)
-            self.brackets.append((parts if "\\" not in line else (), at))
+            brackets.append((parts if "\\" not in line else (), at))
 
     def _header(self, line: str, number: int, offset: int) -> tuple[str, ...]:
         parts = _header_path(line)
@@ -151,13 +170,15 @@ class _Lines:
             return ()
         # One string for the `task` of every [task.NAME]: 100 000 of them are kept a while.
         parts = (_TABLES.get(parts[0], parts[0]), *parts[1:])
-        if parts not in self.headers:
-            self.headers[parts] = number
+        if parts not in self._headers:
+            self._headers[parts] = number
             self._offsets[number] = offset
         return parts
 
     def _after(self, start: int):
         """(number, line) of each line after line `start` (0: every line)."""
+        if self._headers is None:
+            self._index()
         if self._lines is not None:
             yield from enumerate(self._lines[start:], start + 1)
             return
@@ -320,7 +341,9 @@ def parse_text(path: str | os.PathLike, raw: bytes) -> Spec:
     from farmer import tomlparse  # here: a build from the graph cache never parses TOML
 
     lines = _Lines(text)
-    streamed = tomlparse.stream(text, lines.brackets)
+    # (The line index is made for a text large enough to be streamed; a smaller one's only
+    # if an error or a warning needs a line.)
+    streamed = tomlparse.stream(text, lines.brackets) if len(text) >= tomlparse.STREAM_FROM else None
     if streamed is not None:
         try:
             return parse(path, text, streamed.rest, lines, streamed.tasks())
@@ -431,7 +454,8 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
     remote = _remote(r, data["remote"]) if "remote" in data else None
     return Spec(path=path, root=os.path.dirname(path) or ".", default=default, vars=variables,
                 pools=pools, worlds=worlds, tasks=tasks,
-                default_line=r.where.key(("farmer",), "default"), cache=cache, remote=remote)
+                default_line=r.where.key(("farmer",), "default") if default is not None else None,
+                cache=cache, remote=remote)
 
 
 def _cache(r: _Reader, body: dict) -> CacheSpec:
@@ -537,7 +561,7 @@ def _plain_task(r: _Reader, name: str, body: dict) -> TaskSpec | None:
         return None  # not only strings
     if "{" in texts or "}" in texts:
         return None  # templates to parse
-    return TaskSpec(name, r.where.headers.get(("task", name)), list(inputs), list(outputs), cmd)
+    return TaskSpec(name, r.where, list(inputs), list(outputs), cmd)
 
 
 def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
@@ -550,7 +574,7 @@ def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
     if not isinstance(body, dict):
         raise r.fail(r.where.key(("task",), name), f"task.{name} must be a table: [task.{name}]")
     r.known_keys(table, body, TASK_KEYS)
-    t = TaskSpec(name=name, line=r.where.table(*table))
+    t = TaskSpec(name=name, line=r.where)
     for key in ("inputs", "outputs"):
         if key in body:
             setattr(t, key, r.strings(table, key, body[key]))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
 from farmer.errors import TaskError, UsageError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from farmer.spec import Spec
 
 # The wildcards and env of computations that have none: one dict, never changed (a dict

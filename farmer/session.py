@@ -25,6 +25,7 @@ from farmer.uptodate import out_of_date, timed_outputs, to_run
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
+    from array import array
     from collections.abc import Callable, Iterable, Iterator
 
     from farmer.atomic import Part
@@ -105,11 +106,11 @@ class Session:
         self.rechecked: set[int] = set()  # checked against their traces this build, with a proof
         # Of each computation recorded in this build, what the proof needs of its trace
         # (`recorded`): the digests it names, one computation's after another in `fresh`
-        # from `fresh_at[index]` (-1: none), and what its depfile listed.
-        from array import array  # here: the no-op path imports this module, not a session
-
+        # from `fresh_at[index]` (-1: none; None: nothing recorded yet, since `array` imports
+        # collections, which a first build's first command need not wait for), and what its
+        # depfile listed.
         self.fresh: list[str] = []
-        self.fresh_at = array("q", [-1]) * len(graph.computations)
+        self.fresh_at: array | None = None
         self.fresh_discovered: dict[int, list[str]] = {}
 
     @classmethod
@@ -179,12 +180,13 @@ class Session:
                 worlds: bool = True) -> Prediction:
         """`worlds`: world tasks run in worlds, which take their set-up (not --no-worlds)."""
         comps = self.graph.computations
-        sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run}
         needed = self.worlds_needed(to_run) if worlds else []
         # Only estimates need history, and only of the tasks that run (their others fill in)
         # and of the worlds they need set up.
         tasks = {comps[i].task for i in to_run} | {world_setup_id(w) for w in needed}
         history = self.state.history(tasks) if to_run else {}
+        # Input sizes fit durations to the sizes of a task's measured runs: none without history.
+        sizes = {i: self.digests.total_size(comps[i].inputs) for i in to_run} if history else {}
 
         def prior() -> estimates.Prior:  # for computations of tasks never measured
             def program_of(cid: str) -> str | None:
@@ -229,6 +231,10 @@ class Session:
         what the proof will need of it is kept, not the trace (100 000 of them were 50 MB):
         the digests it names in order, and the paths its depfile listed."""
         self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
+        if self.fresh_at is None:
+            from array import array  # here: the no-op path imports this module, not a session
+
+            self.fresh_at = array("q", [-1]) * len(self.graph.computations)
         self.fresh_at[i] = len(self.fresh)
         for pairs in (trace.inputs, trace.discovered, trace.outputs):
             self.fresh += [d for _, d in pairs]
@@ -275,7 +281,7 @@ class Session:
         outputs (its depfile's), and each file it names with its digest; None when it has
         no trace."""
         comp = self.graph.computations[i]
-        at = self.fresh_at[i]
+        at = self.fresh_at[i] if self.fresh_at is not None else -1
         if at >= 0:  # as `recorded` laid it: its declared inputs, what its depfile listed, its outputs
             discovered = self.fresh_discovered.get(i, [])
             paths = comp.inputs + discovered + comp.outputs

@@ -13,25 +13,42 @@ import stat
 
 from farmer.errors import UsageError
 
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Lines(Protocol):  # farmfile._Lines: where each table of a Farmfile is written
+        def table(self, *path: str) -> int | None: ...
+
 
 class TaskSpec:
-    __slots__ = ("name", "line", "inputs", "outputs", "cmd", "python", "world", "foreach",
+    __slots__ = ("name", "_line", "inputs", "outputs", "cmd", "python", "world", "foreach",
                  "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache", "remote")
 
-    def __init__(self, name: str, line: int | None, inputs: list[str] | None = None,
+    def __init__(self, name: str, line: int | Lines | None, inputs: list[str] | None = None,
                  outputs: list[str] | None = None, cmd: str | None = None,
                  python: str | None = None, world: str | None = None,
                  foreach: str | dict[str, list[str]] | None = None, depfile: str | None = None,
                  env: dict[str, str] | None = None, cost: float | None = None, cpus: int = 1,
                  pool: str | None = None, timeout: float | None = None, always: bool = False,
                  cache: bool = True, remote: bool = True) -> None:
-        self.name, self.line = name, line
+        self.name, self._line = name, line
         self.inputs = [] if inputs is None else inputs
         self.outputs = [] if outputs is None else outputs
         self.cmd, self.python, self.world, self.foreach, self.depfile = cmd, python, world, foreach, depfile
         self.env = {} if env is None else env
         self.cost, self.cpus, self.pool, self.timeout = cost, cpus, pool, timeout
         self.always, self.cache, self.remote = always, cache, remote
+
+    @property
+    def line(self) -> int | None:
+        """The line of its `[task.NAME]` header. Given as the Farmfile's line index, it is
+        looked up when first asked for (an error or a warning names it): a parse need not
+        number the lines of every header."""
+        line = self._line
+        if line is not None and line.__class__ is not int:
+            line = self._line = line.table("task", self.name)  # type: ignore[union-attr]
+        return line  # type: ignore[return-value]
 
 
 class WorldSpec:

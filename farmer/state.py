@@ -23,13 +23,25 @@ import os
 import sys
 import time
 
-# Start-up rule (docs/performance.md): the C module under `sqlite3`, whose Python package only
-# adds datetime adapters (and imports datetime for them, 1.5 ms of every build); the same
-# functions, classes and constants.
-import _sqlite3 as sqlite3
-
 from farmer.grains import StatKey
 from farmer.private import make_dir, unlink_link
+
+
+class _Sqlite3:
+    """Start-up rule (docs/performance.md): the C module under `sqlite3`, whose Python package
+    only adds datetime adapters (and imports datetime for them, 1.5 ms of every build), with
+    the same functions, classes and constants; imported when first used, since a first build
+    (no state.db: nothing to read) starts its commands before it writes anything, and
+    `_sqlite3` brings `functools` and `collections` (3-4 ms)."""
+
+    def __getattr__(self, name: str):
+        import _sqlite3
+
+        globals()["sqlite3"] = _sqlite3
+        return getattr(_sqlite3, name)
+
+
+sqlite3 = _Sqlite3()
 
 SCHEMA_VERSION = 2
 HISTORY_KEEP = 8  # measured runs kept per computation

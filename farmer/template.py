@@ -9,11 +9,10 @@ rendering a command line; vars are the Farmfile author's own and go in as they a
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
+    from collections.abc import Callable
 
 FILE_KEYS = ("inputs", "outputs", "depfile")
 
@@ -22,6 +21,21 @@ FILE_KEYS = ("inputs", "outputs", "depfile")
 _TOKEN = r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[(-?\d+)\]|\[(-?\d*):(-?\d*)\])?\}|[{}]"
 # What a `{...}` that is not a reference looks like when it meant to be an indexed one.
 _BAD_INDEX = r"\{[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]\}"
+
+
+def _memoized(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """`functools.lru_cache(maxsize=None)` of a function of one string, without functools
+    (start-up rule, docs/performance.md: it imports collections, 2-3 ms before a first
+    build's first command). As there, a call that raises caches nothing."""
+    memo: dict[str, object] = {}
+
+    def cached(text: str) -> object:
+        try:
+            return memo[text]
+        except KeyError:
+            value = memo[text] = parse(text)
+            return value
+    return cached
 
 
 class TemplateError(Exception):
@@ -62,7 +76,7 @@ def parse(text: str) -> tuple[Part, ...]:
     return _parse(text)
 
 
-@lru_cache(maxsize=None)  # a Farmfile has few distinct templates; 100k expansions reuse them
+@_memoized  # a Farmfile has few distinct templates; 100k expansions reuse them
 def _parse(text: str) -> tuple[Part, ...]:
     import re
 
@@ -122,7 +136,7 @@ def names(text: str) -> set[str]:
     return {p.name for p in parse(text) if isinstance(p, Ref)}
 
 
-@lru_cache(maxsize=None)
+@_memoized
 def _format_string(text: str) -> tuple[str, frozenset[str]] | None:
     """`text` as a str.format string, when it names no files (which may need quoting)."""
     parts = parse(text)

@@ -63,7 +63,12 @@ def _toml_rs():
 def _load_extension():
     """toml_rs._toml_rs, loaded as `import toml_rs._toml_rs` would load it but for the
     package's own code; None where the package is no plain directory on sys.path."""
-    from importlib.machinery import ExtensionFileLoader, PathFinder
+    # The classes `importlib.machinery` exports, from the frozen module every interpreter has
+    # loaded already: the `importlib` package costs about 1 ms (with `warnings`).
+    machinery = sys.modules.get("_frozen_importlib_external")
+    if machinery is None:
+        import importlib.machinery as machinery
+    ExtensionFileLoader, PathFinder = machinery.ExtensionFileLoader, machinery.PathFinder
 
     package = PathFinder.find_spec("toml_rs")
     if package is None or not package.submodule_search_locations:

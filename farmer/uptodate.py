@@ -5,8 +5,6 @@ content now. The first difference found is the reason it runs, in SPEC §4's wor
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from xxhash import xxh3_128_hexdigest
 
 from farmer.grains import Digests, NotAFile
@@ -14,6 +12,8 @@ from farmer.state import Trace
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:  # traversal fingerprints computations with this module
+    from collections.abc import Callable
+
     from farmer.graph import Computation, Graph
 
 

@@ -11,6 +11,7 @@ import time
 import pytest
 from test_cli_incremental import CHAIN
 
+from farmer.errors import UsageError
 from farmer.recorder import RunCache
 
 
@@ -92,6 +93,35 @@ def test_a_clean_build_starts_its_first_command_before_writing_state(chain):
     assert (chain.root / ".farmer" / "graph.cache").is_file()
     again = chain.build_in_process()
     assert again.returncode == 0 and again.runner.ran == [], again
+
+
+def test_the_cyclic_collector_waits_until_the_first_commands_have_started(chain):
+    """A build pauses the collector while it imports, reads and plans (thousands of objects,
+    no cycles to free), and resumes it once its first commands run, or when it ends: a long
+    build, and `farmer watch`'s builds in one process, collect their cycles."""
+    import gc
+
+    from fakes import FakeRunner
+
+    class Watching(FakeRunner):
+        def __init__(self, root):
+            super().__init__(root)
+            self.collecting: list[bool] = []
+
+        def start(self, comp):
+            self.collecting.append(gc.isenabled())
+            super().start(comp)
+
+    assert gc.isenabled()
+    runner = Watching(chain.root)
+    assert chain.build_in_process("-j", "1", runner=runner).returncode == 0
+    assert runner.collecting == [False, True, True]  # resumed once the first had started
+    assert gc.isenabled()
+    assert chain.build_in_process().runner.ran == [] and gc.isenabled()  # a no-op resumes it too
+    chain.write("Farmfile", "[task.broken]\ncmd = 3\n")
+    with pytest.raises(UsageError, match="cmd must be a string"):
+        chain.build_in_process()
+    assert gc.isenabled()  # and a bad Farmfile
 
 
 def test_a_build_that_runs_nothing_still_writes_the_graph_cache(chain):

@@ -27,9 +27,13 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
 # Nor before the first command of a first build (no .farmer/) of a Farmfile written out in
 # full, one [task] per step, as a generator writes it: parsing and traversing it take string
 # methods, toml_rs's extension without its package (which imports typing and pathlib).
+# Nor SQLite (there is no state.db to read: it is made by the first write, once commands
+# run) with the functools it imports, nor the importlib package (toml_rs's extension is
+# found through the frozen machinery every interpreter has).
 NOT_BEFORE_THE_FIRST_COMMAND = NOT_ON_AN_INCREMENTAL_BUILD - {
     "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander"} | {
-    "contextlib", "toml_rs._lib", "difflib"}
+    "contextlib", "toml_rs._lib", "difflib", "_sqlite3", "functools", "importlib",
+    "importlib.machinery"}
 
 FARMFILE = """
 [task.compile]

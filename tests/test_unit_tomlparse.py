@@ -115,7 +115,8 @@ def _generated(n: int, head: str = "", tail: str = "") -> str:
 
 
 def _as_rows(spec: farmfile.Spec) -> list:
-    return [(name, [getattr(t, f) for f in t.__slots__]) for name, t in spec.tasks.items()] + \
+    # (`_line`, a task's line looked up when first asked for, is read as `line`)
+    return [(name, [getattr(t, f.lstrip("_")) for f in t.__slots__]) for name, t in spec.tasks.items()] + \
         [spec.default, spec.default_line, spec.vars, spec.pools, sorted(spec.worlds)]
 
 

@@ -11,10 +11,12 @@ instead of printing a made-up number.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-from farmer.graph import Computation
-from farmer.state import Sample
+    from farmer.graph import Computation
+    from farmer.state import Sample
 
 DEFAULT_S = 1.0
 # Weight of a sample relative to the next newer one: with three samples the two older
@@ -70,6 +72,8 @@ class Prior:
         return cls({name: _median(d) for name, d in durations.items()}, overall)
 
     def guess(self, comp: Computation) -> float | None:
+        if not self.by_program:  # nothing measured (a first build): no need to name programs
+            return self.overall
         name = program(comp)
         if name is not None and name in self.by_program:
             return self.by_program[name]

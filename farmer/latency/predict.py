@@ -100,7 +100,11 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
                 while world is not None and world not in setups:
                     setups[world] = worlds.seconds.get(world, 0.0)
                     world = worlds.parents.get(world)
-    start = max(latency, key=lambda i: (latency[i] + head.get(i, 0.0), -i))
+    if head:
+        start = max(latency, key=lambda i: (latency[i] + head.get(i, 0.0), -i))
+    else:  # the same: the first index of the longest latency (a key function per item is slow)
+        longest = max(latency.values())
+        start = min(i for i, s in latency.items() if s == longest)
     path = [i for i in critical.critical_path(comps, latency, start) if i in to_run]
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
