@@ -349,6 +349,20 @@ class TestEscapesAndPaths:
         message = error(root, "rule r\n  command = echo $!\n")
         assert message == "build.ninja:2: bad $-escape (literal $ must be written as $$)"
 
+    def test_non_ascii_text_around_escapes_and_separators(self, root):
+        # The lexer finds separators in a byte a character copy of the text: characters
+        # outside ASCII (one, two or four bytes in UTF-8) must not shift what follows them.
+        _, g = load(root, "# generated — do not edit\nrule r\n  command = echo $v — $in > $out\n"
+                          "build ü$ 1.o | é😀.h: r é😀.c naïve$:x || ö\n  v = —$\n    ½$$\n")
+        c = comp(g, "ü 1.o")
+        assert c.inputs == ["é😀.c", "naïve:x"]  # (not the order-only ö)
+        assert c.action == "echo —½$ — 'é😀.c' 'naïve:x' > 'ü 1.o'"
+        assert c.outputs == ["ü 1.o", "é😀.h"]
+
+    def test_a_comment_after_an_indent_between_statements(self, root):
+        _, g = load(root, "x = 1\n   # indented comment\ny = $x\nrule r\n  command = echo $y\nbuild o: r\n")
+        assert comp(g, "o").action == "echo 1"
+
     def test_unknown_variable_is_empty(self, root):
         _, g = load(root, "rule r\n  command = echo [$nothing]\nbuild o: r\n")
         assert comp(g, "o").action == "echo []"
@@ -430,6 +444,12 @@ class TestErrors:
         ("rule r\n  command = x\nbuild o: r a:b\n", "build.ninja:3: expected newline, got ':'"),
         ("rule r\n  command = x\nbuild o r\n", "build.ninja:3: expected ':', got newline ($ also escapes ':')"),
         ("rule r\n  command = x\nbuild o: r", "build.ninja:3: unexpected EOF"),
+        ("rule r\n  command = x\nbuild o: r $", "build.ninja:3: bad $-escape (literal $ must be written as $$)"),
+        ("rule r\n  command = x ${in\n", "build.ninja:2: bad $-escape (literal $ must be written as $$)"),
+        ("rule r\n  command = x\nbuild o: r a\0b\n", "build.ninja:3: lexing error near '\\x00'"),
+        ("rule r\n  command = x\nbuild o: r a\rb\n", "build.ninja:3: lexing error near '\\r'"),
+        ("x = a\rb\n", "build.ninja:1: lexing error near '\\r'"),
+        ("# ünïcode —\nrule r\n  command = x\nbuild ü: r é\nbuild o2: nope\n", "build.ninja:5: unknown build rule 'nope'"),
         ("rule\n", "build.ninja:1: expected rule name"),
         ("rule r\n  command = x\nbuild: r\n", "build.ninja:3: expected path"),
         ("rule r\n  command = x\nbuild o:\n", "build.ninja:3: expected build command name"),

@@ -18,7 +18,6 @@ Semantics follow ninja's manual (and ninja 1.11 where the manual is silent):
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import xxhash
@@ -139,13 +138,13 @@ def canonical(path: str) -> str:
     return norm
 
 
-_SHELL_UNSAFE = re.compile(r"[^A-Za-z0-9_+\-./]")
+_SHELL_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-./"
 
 
 def shell_escape(path: str) -> str:
     """A path as ninja puts it in a command: as is when every character is known to be safe
     for /bin/sh, else in single quotes."""
-    if _SHELL_UNSAFE.search(path) is None:
+    if not path.strip(_SHELL_SAFE):
         return path
     return "'" + path.replace("'", "'\\''") + "'"
 
@@ -194,7 +193,9 @@ class Parser:
         self._hash.update(b"\0")
         self._stack.append(name)
         try:
-            self.parse(Lexer(name, raw.decode("utf-8", "surrogateescape")), scope)
+            lexer = Lexer(name, raw.decode("utf-8", "surrogateescape"))
+            self.parse(lexer, scope)
+            lexer.marks = b""  # the edges keep their lexer for line numbers, not its marks
         finally:
             self._stack.pop()
 
