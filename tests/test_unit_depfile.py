@@ -110,3 +110,19 @@ def test_real_gcc_md_mp(tmp_path):
     deps = _gcc_depfile(tmp_path, "-MP")
     assert set(deps) == {"main.c", "plain.h", "do$llar.h", "inc dir/sp ace.h"}
     assert len(deps) == len(set(deps))
+
+
+@pytest.mark.parametrize("text", [
+    "build/a.o: src/a.c \\\n /usr/include/stdio.h \\\n /usr/include/x86_64-linux-gnu/bits/types.h\n",
+    "a.o a.d: a.c\\\r\n b.h\r\n\r\nb.h:\n",  # CRLF, an -MP rule
+    "a.o:a.c b:c.h\td.h : e.h\n\nf.o: \\\n\n",  # colons inside words, a lone colon, tabs
+    "a.o: x.h", "", "\n\n", ":", "a.o: ü.h ñ/😀.h\n",
+])
+def test_plain_texts_read_by_string_methods_as_by_the_character_loop(text, monkeypatch):
+    """What gcc writes (only line continuations) is split by string methods; the words
+    must be the character loop's, which reads every other text."""
+    from farmer import depfile
+    fast = depfile._plain_words(text)
+    assert fast is not None
+    monkeypatch.setattr(depfile, "_plain_words", lambda text: None)
+    assert fast == depfile._words(text)
