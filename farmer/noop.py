@@ -64,12 +64,13 @@ def _key(farmfile: str, digest: str, targets: list[str]) -> str:
 class Proof:
     __slots__ = ("paths", "stats", "racy", "tasks", "count", "files_of", "ends", "selected",
                  "graph", "changed", "key", "listings", "serial", "_rest", "_position",
-                 "_rests", "_resting")
+                 "_rests", "_resting", "_exiting")
 
     def __init__(self, paths: list[str], stats: bytearray, racy: dict[int, str],
                  tasks: bytes | FileRange, count: int, files_of: list[list[int]] | None = None,
                  ends: list[int] | memoryview | None = None, selected: list[int] | None = None,
                  rest: FileRange | None = None) -> None:
+        self._exiting: list[int] = []  # checker children that answered and are ending (`check`)
         self.paths = paths
         self.stats = stats  # stat data in the order of `paths` (statcheck.table)
         self.racy = racy  # index into paths -> digest: files only their content vouches for
@@ -126,7 +127,7 @@ class Proof:
         those not as recorded. `meanwhile`: called while forked children stat the rest, once
         a changed file is seen (statcheck.changed_in_parallel)."""
         paths, stats = self.paths, self.stats
-        changed = statcheck.changed_in_parallel(paths, stats, meanwhile)
+        changed = statcheck.changed_in_parallel(paths, stats, meanwhile, self._exiting)
         if changed is None:
             changed = set(statcheck.changed(paths, stats, 0, len(paths)))
         for n, digest in self.racy.items():
@@ -134,6 +135,14 @@ class Proof:
                 changed.add(n)
         self.changed = changed
         return changed
+
+    def reap(self) -> None:
+        """Wait for the checker children `check` left ending: done once the build has other
+        work to do meanwhile (or when the proof goes)."""
+        statcheck.reap(self._exiting)
+
+    def __del__(self) -> None:
+        self.reap()
 
     def load_rest(self) -> None:
         """Read the snapshot's second part; one that cannot be read leaves `selected` None
@@ -157,6 +166,7 @@ class Proof:
         changed (checking the files first, unless `check` did)."""
         changed = self.check() if self.changed is None else self.changed
         self.load_rest()
+        self.reap()
         if not changed:
             return set()
         if self.files_of is None and self._resting is not None:
@@ -574,5 +584,6 @@ def try_build(farmfile: str, targets: list[str], jobs: int,
             pass
     wall = time.monotonic() - t0
     write_last_build(farmer_dir, header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks])
+    proof.reap()  # its checker child ended while last-build.json was written
     print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
     return 0

@@ -81,7 +81,8 @@ _CHUNK = 256  # files a process takes from the shared queue at a time (at most 2
 
 
 def changed_in_parallel(paths: list[str], stats: bytearray,
-                        meanwhile: Callable[[], object] | None = None) -> set[int] | None:
+                        meanwhile: Callable[[], object] | None = None,
+                        exiting: list[int] | None = None) -> set[int] | None:
     """`changed` over all files, the work shared with forked children when there are
     enough files and CPUs for it to pay (as git's preload-index shares its lstat calls
     among threads; here the GIL would serialise threads). None: check them here alone.
@@ -92,7 +93,11 @@ def changed_in_parallel(paths: list[str], stats: bytearray,
     its chunks to the parent instead of keeping it waiting, and the parent can do other
     work while the children go on: `meanwhile` is called once, between two chunks, as soon
     as a changed file is seen by any process (a build that goes on imports its engine
-    then). A chunk that a failed child took is checked here again."""
+    then). A chunk that a failed child took is checked here again.
+
+    `exiting`: where the pids of children that have answered but not yet ended go, for the
+    caller to `reap` later, instead of waiting here while each one's address space is torn
+    down (a millisecond or two); without it, every child is reaped here."""
     parts = min(len(os.sched_getaffinity(0)), len(paths) // _FILES_PER_PROCESS, 8)
     threading = sys.modules.get("threading")
     if parts < 2 or (threading is not None and threading.active_count() > 1):
@@ -124,7 +129,7 @@ def changed_in_parallel(paths: list[str], stats: bytearray,
                 call()
         while children:
             pid, fd = children.pop()
-            answer = _collect(pid, fd)
+            answer = _collect(pid, fd, exiting=exiting)
             if answer is not None:
                 done.update(answer[0])
                 found_all.update(answer[1])
@@ -176,6 +181,7 @@ def _fork_checker(paths: list[str], stats: bytearray, bounds: list[int], queue: 
             data = memoryview(marshal.dumps((done, found)))
             while data:
                 data = data[os.write(w, data):]
+            os.close(w)  # the answer is whole: the parent need not wait for this exit
             code = 0
         finally:
             os._exit(code)
@@ -183,10 +189,12 @@ def _fork_checker(paths: list[str], stats: bytearray, bounds: list[int], queue: 
     return pid, r
 
 
-def _collect(pid: int, fd: int, kill: bool = False) -> tuple[list[int], list[int]] | None:
+def _collect(pid: int, fd: int, kill: bool = False,
+             exiting: list[int] | None = None) -> tuple[list[int], list[int]] | None:
     """The chunks the checker child checked and the changed files it found, or None if it
-    failed. The child is reaped in any
-    case (killed first with `kill`, or if this is interrupted before it is done)."""
+    failed. The child is reaped (killed first with `kill`, or if this is interrupted before
+    it is done), or, once it has answered, put in `exiting` if it has not ended yet: it
+    writes its answer only when it is whole, so an answer that reads whole is one."""
     chunks, done = [], False
     try:
         while not kill and (chunk := os.read(fd, 1 << 16)):
@@ -199,7 +207,9 @@ def _collect(pid: int, fd: int, kill: bool = False) -> tuple[list[int], list[int
                 os.kill(pid, 9)  # SIGKILL
             except ProcessLookupError:
                 pass
-        _, status = os.waitpid(pid, 0)
+        ended, status = os.waitpid(pid, os.WNOHANG if done and exiting is not None else 0)
+        if not ended and exiting is not None:
+            exiting.append(pid)
     if status != 0:
         return None
     try:
@@ -207,6 +217,15 @@ def _collect(pid: int, fd: int, kill: bool = False) -> tuple[list[int], list[int
     except (EOFError, ValueError, TypeError):
         return None
     return found if isinstance(found, tuple) and len(found) == 2 else None
+
+
+def reap(pids: list[int]) -> None:
+    """Wait for the checker children `changed_in_parallel` left ending (and empty the list)."""
+    while pids:
+        try:
+            os.waitpid(pids.pop(), 0)
+        except ChildProcessError:  # reaped already (by a wait for any child)
+            pass
 
 
 def stat_key(path: str) -> StatKey | None:

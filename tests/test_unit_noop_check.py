@@ -138,9 +138,9 @@ def test_a_child_waiting_for_a_cpu_leaves_its_chunks_to_the_parent(tree, small_c
             os.read(gate_r, 1)  # as if not scheduled until the parent has taken every chunk
         return check(paths, stats, lo, hi)
 
-    def collect_opened(pid, fd, kill=False):
+    def collect_opened(pid, fd, **kwargs):
         os.write(gate_w, b"xx")
-        return collect(pid, fd, kill)
+        return collect(pid, fd, **kwargs)
 
     monkeypatch.setattr(statcheck, "changed", gated)
     monkeypatch.setattr(statcheck, "_collect", collect_opened)
@@ -214,3 +214,20 @@ def test_a_change_only_a_child_sees_is_told_to_the_parent(tree, small_chunks, mo
         os.close(go_w)
     assert by_parent[0] < 30 and len(by_parent) == 1  # the children checked every other chunk
     assert calls == [1]
+
+
+def test_children_that_answered_are_reaped_later_or_when_the_proof_goes(tree, started):
+    paths, stats = tree
+    expected = change_some(paths)
+    exiting = []
+    assert statcheck.changed_in_parallel(paths, stats, None, exiting) == expected
+    assert set(exiting) <= set(started) and len(started) == 2
+    statcheck.reap(exiting)
+    assert exiting == []
+    proof = noop.Proof(paths, stats, {}, "[]", 0)
+    assert proof.check() == expected
+    assert len(started) == 4
+    del proof
+    for pid in started:  # every child was reaped, by `reap` or as the proof went
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
