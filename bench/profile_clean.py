@@ -89,13 +89,16 @@ def first_command(top: int) -> None:
 
 
 # One of --repeat's runs: `python -S -c _CHILD PROJECT`. CPU time from here (after the
-# interpreter's start) to the first spawn, with parse_text and traverse timed on the way.
+# interpreter's start) to the first spawn, with parse_text and traverse timed on the way
+# (the fork of the process starter, executors/forked.py, comes at the first start).
 _CHILD = """
-import os, sys, time
+import gc, os, sys, time
 c0, w0 = time.process_time(), time.perf_counter()
 os.chdir(sys.argv[1])
+gc.disable()  # as `farmer build` imports these: with the collector paused (command.build)
 import farmer.build, farmer.command, farmer.farmfile, farmer.tomlparse, farmer.traversal
 farmer.tomlparse._toml_rs()
+gc.enable()
 phases = {"imports": time.process_time() - c0, "parse": 0.0, "traversal": 0.0}
 def timed(owner, name, phase):
     real = getattr(owner, name)

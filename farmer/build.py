@@ -137,8 +137,10 @@ class _Build:
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         if not hasattr(os, "pidfd_open"):
             signal.signal(signal.SIGCHLD, lambda *_: None)
+        # (a live view's thread, or a cache's, would keep the process starter from forking
+        # once it runs: it forks before)
         executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message,
-                                                                  logs_new)
+                                                                  logs_new, live or cache is not None)
         executor, jobs = self._remote_executor(executor, cache, given is not None)
         alongside = getattr(cache, "lookups_alongside", None)  # remote lookups many at once
         if alongside is not None and given is None:
@@ -221,10 +223,12 @@ class _Build:
         return (RemoteExecutor(executor, engine, self.opts.jobs, self.t0, cache.describe, self.session.trace,
                                cache.log_of, cache.warn), self.opts.jobs + settings.jobs)
 
-    def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool) -> Executor:
+    def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool,
+                  threads: bool) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,
         where each runs in a fresh python3). Every computation that can run is in the plan,
-        so a plan without world tasks needs no world, nor the modules that drive them."""
+        so a plan without world tasks needs no world, nor the modules that drive them.
+        `threads`: threads may start before the first command (executors/forked.py)."""
         opts, comps = self.opts, self.session.graph.computations
         executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
         executor.groups = self.groups
@@ -235,7 +239,7 @@ class _Build:
                     and not any(comps[i].ninja and comps[i].ninja.console for i in to_run):
                 from farmer.executors.forked import forked
 
-                return forked(executor, comps, wake_fd)
+                return forked(executor, comps, wake_fd, at_once=threads)
             return executor
         from farmer.executors.composite import with_worlds
 

@@ -126,3 +126,33 @@ def test_a_command_that_cannot_start_among_many(project):
     r = project.build("-k")
     assert r.returncode == 1, r
     assert project.tasks()["out/x.txt"]["reason"] == "exit 126", project.tasks()["out/x.txt"]
+
+
+def test_a_process_starter_that_cannot_fork_leaves_farmer_to_start_the_commands(project, monkeypatch):
+    """The child is forked at the first start (executors/forked.py); where the fork fails
+    then (no process to spare), farmer starts every command itself, as without the child."""
+    import errno
+    import io
+
+    from farmer import command
+
+    project.farmfile(fillers())
+    tried = []
+
+    def no_fork():
+        tried.append(len(os.listdir(project.root / "out")) if (project.root / "out").exists() else 0)
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(os, "fork", no_fork)
+    monkeypatch.chdir(project.root)
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    try:
+        assert command.build([], jobs=2) == 0
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert tried == [0]  # once, at the first start: nothing had started yet
+    assert all(project.read(f"out/f{n}.txt") == "" for n in range(FILLERS))
+    monkeypatch.undo()
+    assert project.build().summary()["up to date"] == FILLERS

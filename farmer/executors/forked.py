@@ -8,8 +8,9 @@ the GIL, and libc's called through ctypes releases it but the GIL's hand-overs b
 two threads cost more CPU than the wait (measured: farmer's own CPU 577 -> 797 ms).
 
 So the executor itself runs in a child forked once the graph is loaded (it has the
-computations already): the build's thread sends it the indices of what to start, and it
-sends back each run's outcome (exit, times, CPU, RSS, whether it printed), as
+computations already): at the first start, which the child makes as it begins, or before
+the scheduler runs where a thread might start before that (a live view's, a cache's). The
+build's thread sends it the indices of what to start, and it sends back each run's outcome (exit, times, CPU, RSS, whether it printed), as
 ProcessExecutor made it there: its process groups, timeouts, logs and kills, unchanged.
 `stop` asks it to kill what runs; an end of its requests (the build is over, or farmer
 died) makes it kill what runs and exit. It ignores the terminal's signals: farmer decides.
@@ -84,13 +85,18 @@ class _Messages:
         return values
 
 
-def _serve(inner: ProcessExecutor, comps: list[Computation], requests: int, reports: int) -> None:
-    """The child's loop: start what is asked, report what ends, until asked no more."""
+def _serve(inner: ProcessExecutor, comps: list[Computation], requests: int, reports: int,
+           first: list[int]) -> None:
+    """The child's loop: start `first`, then what is asked, report what ends, until asked
+    no more. (The cyclic collector stays as the build's start left it, paused: the child
+    makes no cycles, and a pass over the heap it shares would copy its pages.)"""
     for s in _IGNORED:
         signal.signal(s, signal.SIG_IGN)
     signal.set_wakeup_fd(-1)
     inner.selector = event_loop()  # its own: the parent's epoll instance is shared across fork
     inner.wake_fd = None
+    for i in first:
+        inner.start(comps[i])
     os.set_blocking(requests, False)
     asked = _Messages(requests)
 
@@ -117,10 +123,14 @@ def _serve(inner: ProcessExecutor, comps: list[Computation], requests: int, repo
                 gone = True
 
 
-def forked(inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None) -> Executor:
+def forked(inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None,
+           at_once: bool = True) -> Executor:
     """`inner` run from a forked child, or `inner` itself where that cannot be: no pidfds
     (SIGCHLD would go to the child), threads alive (a lock held mid-operation would be
-    copied), a large farmer, no process to spare."""
+    copied), a large farmer, no process to spare. `at_once`: fork now; else at the first
+    start (a first build's first command then waits neither for the copy of the parent's
+    pages that its work between the fork and that start would make, nor for a request),
+    for a build that starts no thread before it starts a command (no live view, no cache)."""
     threading = sys.modules.get("threading")
     if not hasattr(os, "pidfd_open") or threading is not None and threading.active_count() > 1 \
             or _resident() > _LARGEST:
@@ -135,52 +145,94 @@ def forked(inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None
         os.close(requests_r)
         os.close(requests_w)
         return inner
-    try:
-        pid = os.fork()
-    except OSError:
-        for fd in (requests_r, requests_w, reports_r, reports_w):
-            os.close(fd)
+    executor = ForkedExecutor(inner, comps, (requests_r, requests_w, reports_r, reports_w), wake_fd)
+    if at_once and not executor.fork([]):
+        executor.selector.close()
         return inner
-    if pid == 0:  # the child: whatever happens, it ends here (os._exit: nothing of the parent's runs)
-        code = 1
-        try:
-            os.close(requests_w)
-            os.close(reports_r)
-            _serve(inner, comps, requests_r, reports_w)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(requests_r)
-    os.close(reports_w)
-    inner.selector.close()  # the child's now; this side waits on its own loop
-    return ForkedExecutor(pid, requests_w, reports_r, inner.load, wake_fd)
+    return executor
 
 
 class ForkedExecutor(Executor):
-    """The build's side: what it asked to start, and the outcomes as they come."""
+    """The build's side: what it asked to start, and the outcomes as they come. Before its
+    child is forked (`fork`), it holds the pipes' four ends; where the fork is refused at
+    the first start, `inner` starts the computations in this process (`_here`)."""
 
-    def __init__(self, pid: int, requests: int, reports: int, load: float | None,
-                 wake_fd: int | None) -> None:
-        self.pid, self.requests, self.load = pid, requests, load
-        os.set_blocking(reports, False)
-        self.reports = _Messages(reports)
+    def __init__(self, inner: ProcessExecutor, comps: list[Computation],
+                 pipes: tuple[int, int, int, int], wake_fd: int | None) -> None:
+        self.inner, self.comps, self.load = inner, comps, inner.load
+        self._pipes: tuple[int, int, int, int] | None = pipes  # until forked
+        self.pid: int | None = None
+        self.requests = pipes[1]
+        os.set_blocking(pipes[2], False)
+        self.reports = _Messages(pipes[2])
         self.selector = event_loop()  # other executors' descriptors (remote relays) join it
-        self.selector.register(reports, READ, self)
+        self.selector.register(pipes[2], READ, self)
         if wake_fd is not None:
             self.selector.register(wake_fd, READ, None)
         self._asked: list[int] = []  # to send at the next wait (one write for a round's starts), or at once to an idle child
         self._out: set[int] = set()  # started and not yet reported back
         self._done: list[Outcome] = []
         self._stopped = False
+        self._here: ProcessExecutor | None = None  # no child after all: `inner` runs them here
+
+    def fork(self, first: list[int]) -> bool:
+        """Fork the child, which starts `first` at once; False where that cannot be (no
+        process to spare; threads alive, when it comes at the first start): the pipes are
+        closed, and it is for `inner` to start the computations in this process."""
+        requests_r, requests_w, reports_r, reports_w = self._pipes  # type: ignore[misc]
+        self._pipes = None
+        threading = sys.modules.get("threading")
+        pid = None
+        if threading is None or threading.active_count() == 1:
+            try:
+                pid = os.fork()
+            except OSError:
+                pass
+        if pid is None:
+            self.selector.unregister(reports_r)
+            for fd in (requests_r, requests_w, reports_r, reports_w):
+                os.close(fd)
+            return False
+        if pid == 0:  # the child: whatever happens, it ends here (os._exit: nothing of the parent's runs)
+            code = 1
+            try:
+                os.close(requests_w)
+                os.close(reports_r)
+                _serve(self.inner, self.comps, requests_r, reports_w, first)
+                code = 0
+            finally:
+                os._exit(code)
+        self.pid = pid
+        os.close(requests_r)
+        os.close(reports_w)
+        self.inner.selector.close()  # the child's now; this side waits on its own loop
+        return True
 
     def running(self) -> int:
+        if self._here is not None:
+            return self._here.running()
         return len(self._out) + len(self._done)
 
     def start(self, comp: Computation) -> None:
+        if self._pipes is not None:  # not forked yet: the child starts this one as it begins
+            if self.fork([comp.index]):
+                self._out.add(comp.index)
+                return
+            self._start_here()
+        if self._here is not None:
+            self._here.start(comp)
+            return
         self._asked.append(comp.index)
         if not self._out:  # the child is idle: it starts this now, not after the round's
             self._send_asked()  # other work (a first build writes its graph cache then)
         self._out.add(comp.index)
+
+    def _start_here(self) -> None:
+        """No child: `inner` starts the computations in this process, waiting on this
+        executor's loop (the wake-up fd is on it, with whatever other executors put there)."""
+        self.inner.selector.close()
+        self.inner.selector = self.selector
+        self._here = self.inner
 
     def _send_asked(self) -> None:
         if self._asked:
@@ -191,6 +243,8 @@ class ForkedExecutor(Executor):
                 pass
 
     def wait(self, timeout: float | None) -> list[Outcome]:
+        if self._here is not None:
+            return self._here.wait(timeout)
         self._send_asked()
         if not self._done:
             for key, _ in self.selector.select(timeout):
@@ -217,16 +271,27 @@ class ForkedExecutor(Executor):
             self._out.clear()
 
     def stop(self) -> None:
-        if not self._stopped:
+        if self._here is not None:
+            self._here.stop()
+        elif not self._stopped:
             self._stopped = True
-            self._asked.append(_STOP)
-            self._send_asked()
+            if self.pid is not None:  # before the fork, nothing runs
+                self._asked.append(_STOP)
+                self._send_asked()
 
     def close(self) -> None:
         """Ends the child's requests: it kills what still runs, and exits."""
+        if self._here is not None:
+            self._here.close()  # and with it this loop, its own now
+            return
         self._asked = []
-        os.close(self.requests)
-        os.waitpid(self.pid, 0)
-        os.close(self.reports.fd)
+        if self._pipes is not None:  # never forked: nothing was started
+            for fd in self._pipes:
+                os.close(fd)
+            self._pipes = None
+            self.inner.selector.close()
+        else:
+            os.close(self.requests)
+            os.waitpid(self.pid, 0)
+            os.close(self.reports.fd)
         self.selector.close()
-
