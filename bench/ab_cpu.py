@@ -9,12 +9,15 @@ TREE: a directory holding a `farmer/` package (`git archive REV farmer | tar -x 
 makes one of any commit). Generates bench/run.py's graph once per tree into
 bench/work/ab-n{size}-NAME/ (a no-op proof made by one tree's farmer does not hold for the
 other's), builds it, then alternates the trees: `farmer build -j 2 all` as a no-op, after
-one source edit (bench/run.py's change scenario) and, with `--scenarios clean`, as a clean
+one source edit (bench/run.py's change scenario; with `--ninja`, ninja takes its turn in
+bench/work/ab-n{size}-ninja/ too) and, with `--scenarios clean`, as a clean
 build (out/ and .farmer/ removed first), which both trees make in one directory,
 bench/work/ab-n{size}-clean/ (where a folder lies on the disk changes what creating a file
 in it costs: on this project's machines from 0.02 to 0.8 ms). Prints the median CPU (user + system of the
 process and its children, from wait4) and wall time; for a clean build also farmer's own
-CPU: the total less its commands' (the CPU farmer measured of each, in state.db's history). PY runs farmer: best
+CPU: the total less its commands' (the CPU farmer measured of each, in state.db's history). With two
+trees, also in how many rounds the second was faster in wall time than the first, and the
+median of the rounds' differences. PY runs farmer: best
 a venv's interpreter, whose site-packages hold no `.pth` files that import things at
 start; the site-packages of the interpreter running this script go on PYTHONPATH for
 farmer's dependencies.
@@ -43,7 +46,8 @@ def main() -> None:
     ap.add_argument("--scenarios", default="no-op,one change",
                     help="comma-separated, of: no-op, one change, clean")
     ap.add_argument("--ninja", action="store_true",
-                    help="ninja -j 2 all takes its turn in the clean builds, in the same directory")
+                    help="ninja -j 2 all takes its turn in the clean builds (in the same directory) "
+                         "and after each one change (in a directory of its own)")
     ap.add_argument("trees", nargs=2, metavar="NAME=TREE")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.trees)
@@ -53,6 +57,8 @@ def main() -> None:
     work = bench.BENCH_DIR / "work"
     dirs = {name: work / f"ab-n{args.size}-{name}" for name in trees}
     clean_dir = work / f"ab-n{args.size}-clean"
+    if args.ninja and "one change" in args.scenarios.split(","):
+        dirs["ninja"] = work / f"ab-n{args.size}-ninja"
     for d in [*dirs.values(), clean_dir]:
         if not (d / "Farmfile").exists():
             shutil.rmtree(d, ignore_errors=True)
@@ -96,14 +102,14 @@ def main() -> None:
         cpu = (ru.ru_utime + ru.ru_stime) * 1000
         return cpu, wall, cpu - commands_cpu() if scenario == "clean" and name != "ninja" else None
 
-    for name in trees:  # built, and the bytecode written
+    for name in dirs:  # built, and the bytecode written
         run(name, "no-op")
         run(name, "no-op")
     results: dict[tuple[str, str], list[tuple[float, float, float | None]]] = {}
     load = [os.getloadavg()[0]]
     for scenario in args.scenarios.split(","):
         for _ in range(args.repeat):
-            for name in [*trees, *(["ninja"] if args.ninja and scenario == "clean" else [])]:
+            for name in [*trees, *(["ninja"] if args.ninja and scenario in ("clean", "one change") else [])]:
                 results.setdefault((scenario, name), []).append(run(name, scenario))
     load.append(os.getloadavg()[0])
     print(f"load average {load[0]:.1f} to {load[1]:.1f}; {args.size} steps, {args.repeat} runs each")
@@ -112,6 +118,13 @@ def main() -> None:
         print(f"{scenario:10} {name:10} CPU {statistics.median(c for c, _, _ in runs):7.1f} ms"
               f"  wall {statistics.median(w for _, w, _ in runs):7.1f} ms"
               + (f"  farmer's own CPU {statistics.median(own):7.1f} ms" if own else ""))
+    first, second = trees
+    for scenario in args.scenarios.split(","):
+        pairs = list(zip(results[scenario, first], results[scenario, second]))
+        faster = sum(b[1] < a[1] for a, b in pairs)
+        print(f"{scenario:10} {second} faster than {first} in {faster} of {len(pairs)} rounds (wall), median "
+              f"difference {statistics.median(b[1] - a[1] for a, b in pairs):+.1f} ms wall, "
+              f"{statistics.median(b[0] - a[0] for a, b in pairs):+.1f} ms CPU")
 
 
 if __name__ == "__main__":
