@@ -132,6 +132,10 @@ class _Build:
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.signal = self.early[0] if self.early else None  # one that came since the check above
         hooks.later = self.later
+        # last-build.json's predicted makespan, simulated once the first commands run (after
+        # the graph cache's write): at the end the build holds the most (at 100 000
+        # computations, the simulation's tables on top of it were the build's peak).
+        self.later.insert(0, lambda p=prediction: p.makespan_s)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -172,7 +176,13 @@ class _Build:
         # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
         # the next build, which installs its own).
         hooks.scheduler = hooks.executor = None  # no cycles: all of it goes once `run` returns
-        return self.finish(settled, hooks.outcomes, hooks.signal, scheduler.slots_of)
+        outcomes, signum = hooks.outcomes, hooks.signal
+        slots_of = scheduler.slots_of if opts.trace_file else {}
+        # The end needs nothing else of the run, nor of the prediction but its makespan: their
+        # tables go before it is made (at 100 000 computations, tens of MB).
+        prediction.keep_makespan()
+        del scheduler, hooks, recorder, executor, reporter, prediction, to_run
+        return self.finish(settled, outcomes, signum, slots_of)
 
     def _caches(self, logs: str, warn) -> RunCache | None:
         """The local output cache and the remote one, as the build has them turned on."""
@@ -266,9 +276,7 @@ class _Build:
             session.state.save([], [], [], session.digests.changed)
             session.digests.changed = {}
         wall = time.monotonic() - self.t0
-        measured = {i: o.end_s - o.start_s for i, o in outcomes.items()}
-        ran_latency = critical.expected_latency(comps, session.affected, measured)
-        critical_s = max(ran_latency.values(), default=0.0)
+        critical_s = critical.longest_s(comps, session.affected, lambda i: _seconds(outcomes.get(i)))
         if signum is not None:
             status, code = "interrupted", 128 + signum
         elif any(s.status == FAILED for s in settled.values()):
@@ -283,6 +291,8 @@ class _Build:
             from farmer.timeline import write_chrome_trace
 
             spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
+            measured = {i: o.end_s - o.start_s for i, o in outcomes.items()}
+            ran_latency = critical.expected_latency(comps, session.affected, measured)
             path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
             write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
         ran = session.ran(outcomes) if status == "ok" else None
@@ -300,6 +310,11 @@ class _Build:
         if ran is not None:
             self.session.write_proof(self.farmer_dir, self.opts.targets, ran)
         print(line, flush=True)
+
+
+def _seconds(outcome: Outcome | None) -> float:
+    """How long a computation ran (0: it did not run)."""
+    return 0.0 if outcome is None else outcome.end_s - outcome.start_s
 
 
 def _ignore_signal(signum: int, frame: object) -> None:

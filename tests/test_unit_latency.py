@@ -291,3 +291,56 @@ def test_a_makespan_asked_for_alone_is_that_of_the_whole_simulation():
     whole = predict(comps, list(range(5)), to_run, durations, 2, {}).simulation
     assert alone.makespan_s == whole.makespan_s == pytest.approx(6.0)
     assert len(alone.simulation.timeline) == 5 and alone.makespan_s == whole.makespan_s
+
+
+@pytest.mark.parametrize("order, durations", [
+    ([0, 1, 2, 3], {0: 1.0, 1: 5.0, 2: 2.0, 3: 1.0}),
+    ([0, 2], {0: 1.0, 1: 5.0, 2: 2.0, 3: 1.0}),  # consumers outside the order add nothing
+    ([0, 1, 2, 3], {3: 0.5}),  # what did not run lasts nothing
+    ([], {}),
+])
+def test_the_longest_latency_at_a_builds_end_is_the_largest_expected_latency(order, durations):
+    comps = diamond()
+    expected = max(critical.expected_latency(comps, order, durations).values(), default=0.0)
+    assert critical.longest_s(comps, order, lambda i: durations.get(i, 0.0)) == expected
+
+
+def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same():
+    """Without a timeline, the simulated clock keeps no start or end per computation, and
+    the run is the same: world set-ups, CPU slots and pools included."""
+    from farmer.executors.simulated import SimulatedExecutor, WorldSetups
+    from farmer.scheduler import Scheduler
+
+    from farmer.latency.simulate import _SimHooks
+
+    comps = make_comps(6, edges=[(0, 2), (1, 2), (2, 3)], cpus={4: 2}, pools={5: "p"})
+    comps[3].world = "w"
+    duration = {0: 1.0, 1: 2.5, 2: 0.5, 3: 3.0, 4: 4.0, 5: 1.5}
+    to_run = {i: "never built" for i in range(6)}
+    latency = critical.expected_latency(comps, list(range(6)), duration)
+    worlds = WorldSetups({"w": 2.0}, {"w": None})
+    runs = []
+    for record in (True, False):
+        executor = SimulatedExecutor(duration, worlds=worlds, record=record)
+        scheduler = Scheduler(comps, list(range(6)), latency, 2, {"p": 1}, True, executor, _SimHooks(to_run))
+        settled = scheduler.run()
+        runs.append((executor.clock, scheduler.start_order, {i: s.status for i, s in settled.items()}))
+        assert bool(executor.began) == bool(executor.started) == bool(executor.ended) == record
+    assert runs[0] == runs[1]
+    full = simulate.simulate(comps, list(range(6)), to_run, duration, latency, 2, {"p": 1}, worlds)
+    alone = simulate.simulate(comps, list(range(6)), to_run, duration, latency, 2, {"p": 1}, worlds, False)
+    assert alone.makespan_s == full.makespan_s == runs[0][0] and alone.timeline == []
+
+
+def test_a_prediction_that_keeps_its_makespan_drops_its_tables():
+    """A build's end needs only the predicted makespan and whether it had history."""
+    from farmer.latency.predict import predict
+
+    comps = make_comps(3, edges=[(0, 1)])
+    to_run = {i: "never built" for i in range(3)}
+    guessed = estimates.estimate(comps, [0, 1, 2], {})  # no history: all unknown
+    p = predict(comps, [0, 1, 2], to_run, guessed, 2, {})
+    makespan = predict(comps, [0, 1, 2], to_run, guessed, 2, {}).makespan_s
+    p.keep_makespan()
+    assert p.makespan_s == makespan and not p.known
+    assert p.to_run == p.estimates == p.latency == {} and len(p.unknown) == 1

@@ -42,7 +42,7 @@ class FakeExecutor(SimulatedExecutor):
     def start(self, comp):
         assert comp.index not in self.started, f"c{comp.index} started twice"
         super().start(comp)
-        self.samples.append({i for _, _, i in self._events})
+        self.samples.append({e[2] for e in self._events})
 
     def wait(self, timeout):
         if not self._events and not self._stopped:

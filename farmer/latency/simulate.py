@@ -38,7 +38,7 @@ def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, st
     estimate and every other one up to date; world tasks wait for their world's set-up
     (`worlds`; none: every world is ready). Without `timeline`, no spans are made (a
     build's end asks only for the makespan: 100 000 spans are about 10 MB)."""
-    executor = SimulatedExecutor(duration, worlds=worlds)
+    executor = SimulatedExecutor(duration, worlds=worlds, record=timeline)
     scheduler = Scheduler(comps, selected, latency, jobs, pools, keep_going=True,
                           executor=executor, hooks=_SimHooks(to_run))
     scheduler.run()
