@@ -561,7 +561,7 @@ def _plain_task(r: _Reader, name: str, body: dict) -> TaskSpec | None:
         return None  # not only strings
     if "{" in texts or "}" in texts:
         return None  # templates to parse
-    return TaskSpec(name, r.where, list(inputs), list(outputs), cmd)
+    return TaskSpec(name, r.where, inputs, outputs, cmd)  # toml_rs's lists: nothing else holds them
 
 
 def _task(r: _Reader, name: str, body: object, pools: dict[str, int],

@@ -344,3 +344,37 @@ def test_a_prediction_that_keeps_its_makespan_drops_its_tables():
     p.keep_makespan()
     assert p.makespan_s == makespan and not p.known
     assert p.to_run == p.estimates == p.latency == {} and len(p.unknown) == 1
+
+
+def test_latencies_by_index_are_the_expected_latencies():
+    """What a build's prediction holds (by index, not dicts) reads as the dicts would."""
+    from farmer.latency.seconds import Seconds
+
+    comps = make_comps(6, edges=[(0, 1), (0, 2), (1, 3), (2, 3), (4, 5)])
+    order = [0, 1, 2, 3, 5]  # 4 left out: its consumer 5 counts it as absent
+    durations = {0: 1.0, 1: 5.0, 2: 2.0, 3: 1.0, 5: 0.5}
+    by_index = Seconds(len(comps), order)
+    for i in order[:-1]:
+        by_index[i] = durations[i]  # 5 not set: its duration reads as absent, 0
+    expected = critical.expected_latency(comps, order, {i: durations[i] for i in order[:-1]})
+    got = critical.latencies(comps, order, by_index)
+    assert got == expected and dict(got.items()) == expected
+    assert list(got) == order and len(got) == 5 and 4 not in got and -1 not in got
+    assert got.get(4) is None and got.get(4, 0.0) == 0.0 and got[5] == 0.0
+    with pytest.raises(KeyError):
+        got[4]
+    assert critical.critical_path(comps, got) == critical.critical_path(comps, expected) == [0, 1, 3]
+    assert 5 not in by_index and by_index.get(5, 7.0) == 7.0 and sorted(by_index.values()) == [1.0, 1.0, 2.0, 5.0]
+
+
+def test_a_prediction_knows_which_computations_that_run_have_no_history():
+    from farmer.latency.predict import predict
+
+    comps = make_comps(3, edges=[(0, 1)])
+    to_run = {i: "never built" for i in range(3)}
+    first = predict(comps, [0, 1, 2], to_run, estimates.estimate(comps, [0, 1, 2], {}), 2, {})
+    assert set(first.unknown) == {0, 1, 2} and 1 in first.unknown and not first.known
+    some = estimates.estimate(comps, [0, 1, 2], {"c1.out": samples("c1.out", [2.0], task="t1")})
+    assert set(predict(comps, [0, 1, 2], to_run, some, 2, {}).unknown) == {0, 2}
+    fewer = predict(comps, [0, 1, 2], {0: "never built"}, estimates.estimate(comps, [0, 1, 2], {}), 2, {})
+    assert set(fewer.unknown) == {0}

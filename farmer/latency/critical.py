@@ -4,6 +4,7 @@ among the computations that consume its outputs (the critical path from it to th
 from __future__ import annotations
 
 from farmer.graph import Computation
+from farmer.latency.seconds import Seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +22,21 @@ def expected_latency(comps: list[Computation], order: list[int],
             if lc is not None and lc > tail:
                 tail = lc
         latency[i] = duration.get(i, 0.0) + tail
+    return latency
+
+
+def latencies(comps: list[Computation], order: list[int], duration: Seconds) -> Seconds:
+    """`expected_latency` by index: what a build's prediction holds to its end."""
+    latency = Seconds(len(comps), order)
+    values, has = latency.values_by_index, latency.has
+    seconds, known = duration.values_by_index, duration.has
+    for i in reversed(order):
+        tail = 0.0
+        for c in comps[i].consumers:
+            if has[c] and values[c] > tail:
+                tail = values[c]
+        values[i] = (seconds[i] if known[i] else 0.0) + tail
+        has[i] = 1
     return latency
 
 

@@ -10,10 +10,11 @@ from itertools import islice
 from farmer.executors.simulated import WorldSetups
 from farmer.graph import Computation
 from farmer.latency import critical, estimates, simulate
+from farmer.latency.seconds import Seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Set as AbstractSet
 
 
 class Prediction:
@@ -25,8 +26,8 @@ class Prediction:
         self,
         jobs: int,
         to_run: dict[int, str],
-        estimates: dict[int, float],  # seconds, for every selected computation (0 if up to date)
-        latency: dict[int, float],  # expected latency: the critical path from each one to the end
+        estimates: Mapping[int, float],  # seconds, for every selected computation (0 if up to date)
+        latency: Mapping[int, float],  # expected latency: the critical path from each one to the end
         # the simulated run, or what makes it when first asked for: a build asks at its end
         # (last-build.json's predicted makespan), so simulating never delays its first command
         # (called with False: the makespan alone is asked for, and no timeline is made)
@@ -36,7 +37,7 @@ class Prediction:
         total_work_s: float,
         fifo_makespan_s: float | None = None,
         unit_makespan_s: float | None = None,
-        unknown: set[int] | None = None,  # would run, with no history yet (estimates.Estimates)
+        unknown: AbstractSet[int] | None = None,  # would run, with no history yet (estimates.Estimates)
     ) -> None:
         self.jobs, self.to_run, self.estimates, self.latency = jobs, to_run, estimates, latency
         self._simulation, self.critical_path = simulation, critical_path
@@ -87,7 +88,12 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
             compare: bool = False, worlds: WorldSetups | None = None) -> Prediction:
     """Simulate building `selected` where the computations in `to_run` take their estimates
     and the worlds they need take their set-up (`worlds`)."""
-    durations = {i: (estimates.get(i, 0.0) if i in to_run else 0.0) for i in selected}
+    durations = Seconds(len(comps), selected)  # by index: a build holds it to its end
+    seconds, has = durations.values_by_index, durations.has
+    for i in selected:
+        has[i] = 1
+        if i in to_run:
+            seconds[i] = estimates.get(i, 0.0)
     if not to_run:  # nothing would run: no need to simulate every up-to-date computation
         return Prediction(jobs=jobs, to_run=to_run, estimates=durations, latency=durations,
                           simulation=simulate.Simulation(0.0, [], []), critical_path=[],
@@ -96,7 +102,7 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     # What does not run takes no time and lies on no path between things that run (every
     # consumer of something that runs runs too): leave it out of the simulation.
     running = [i for i in selected if i in to_run]
-    latency = critical.expected_latency(comps, running, durations)
+    latency = critical.latencies(comps, running, durations)
     # Nothing changes to_run, durations or latency once made (the scheduler and the ETA only
     # read them), so the simulation made at the build's end reads them, not copies of them.
     sim = lambda timeline: simulate.simulate(  # noqa: E731
@@ -112,16 +118,17 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
                 while world is not None and world not in setups:
                     setups[world] = worlds.seconds.get(world, 0.0)
                     world = worlds.parents.get(world)
+    ahead = latency.values_by_index  # 0.0 where not running
     if head:
-        start = max(latency, key=lambda i: (latency[i] + head.get(i, 0.0), -i))
+        start = max(running, key=lambda i: (ahead[i] + head.get(i, 0.0), -i))
     else:  # the same: the first index of the longest latency (a key function per item is slow)
-        longest = max(latency.values())
-        start = min(i for i, s in latency.items() if s == longest)
+        longest = max(ahead)
+        start = ahead.index(longest) if longest > 0 else min(running)
     path = [i for i in critical.critical_path(comps, latency, start) if i in to_run]
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
         critical_path=path, critical_path_s=latency[start] + head.get(start, 0.0),
-        total_work_s=sum(durations[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
+        total_work_s=sum(seconds[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
         + sum(setups.values()),
         unknown=_running_unknown(estimates, to_run),
     )
@@ -140,12 +147,14 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     return prediction
 
 
-def _running_unknown(estimates: dict[int, float], to_run: dict[int, str]) -> set[int]:
+def _running_unknown(estimates: dict[int, float], to_run: dict[int, str]) -> AbstractSet[int]:
     """Those of `estimates.unknown` (estimates.Estimates) that would run: the set itself when
-    all would (the session estimates only what would run), not a copy of 100 000 of them."""
+    all would (the session estimates only what would run), not a copy of 100 000 of them;
+    `to_run`'s keys when they are all of them (a first build's): the estimates and their
+    set go once the prediction is made, and a build holds this to its end."""
     unknown: set[int] = getattr(estimates, "unknown", set())
     if all(i in to_run for i in unknown):
-        return unknown
+        return to_run.keys() if len(unknown) == len(to_run) else unknown
     return {i for i in unknown if i in to_run}
 
 
