@@ -197,6 +197,13 @@ class _Lines:
     def table(self, *path: str) -> int | None:
         return self.headers.get(path)
 
+    def task_line(self, name: str) -> int | None | _Lines:
+        """What a TaskSpec keeps for its line: the line of `[task.NAME]` where the index is
+        made already (a streamed Farmfile's), so that the index and the text go with the
+        parse (100 000 TaskSpecs holding them kept about 50 MB through traversal); else
+        this index, which TaskSpec.line asks when a line is needed."""
+        return self if self._headers is None else self._headers.get(("task", name))
+
     def key(self, table: tuple[str, ...], key: str) -> int | None:
         if not table:
             # A top-level key is usually a table header: `[key]` or `[key.sub]`.
@@ -561,7 +568,7 @@ def _plain_task(r: _Reader, name: str, body: dict) -> TaskSpec | None:
         return None  # not only strings
     if "{" in texts or "}" in texts:
         return None  # templates to parse
-    return TaskSpec(name, r.where, inputs, outputs, cmd)  # toml_rs's lists: nothing else holds them
+    return TaskSpec(name, r.where.task_line(name), inputs, outputs, cmd)  # toml_rs's lists: nothing else holds them
 
 
 def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
@@ -574,7 +581,7 @@ def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
     if not isinstance(body, dict):
         raise r.fail(r.where.key(("task",), name), f"task.{name} must be a table: [task.{name}]")
     r.known_keys(table, body, TASK_KEYS)
-    t = TaskSpec(name=name, line=r.where)
+    t = TaskSpec(name=name, line=r.where.task_line(name))
     for key in ("inputs", "outputs"):
         if key in body:
             setattr(t, key, r.strings(table, key, body[key]))

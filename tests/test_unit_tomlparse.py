@@ -194,3 +194,16 @@ def test_lines_are_numbered_as_splitlines_numbers_them(breaks):
                              ("task", "s1"): 14, ("task", "s2"): 19}
     assert lines.key(("task", "s2"), "outputs") == numbered.index('outputs = ["out/s2.txt"]') + 1
     assert (lines.brackets is None) == (breaks == "\u2028")  # an odd line break: never streamed
+
+
+def test_a_streamed_farmfile_s_tasks_keep_their_lines_not_the_line_index(streaming, monkeypatch):
+    """Streaming makes the line index anyway: each task keeps its line, and the index (with
+    the whole text) goes with the parse instead of living as long as the tasks."""
+    text = _generated(7, HEAD) + '[task.e]\ncmd = "true"\nenv = { A = "1" }\n'
+    numbered = text.splitlines()
+    streamed = farmfile.parse_text("Farmfile", text.encode())
+    assert all(not isinstance(t._line, farmfile._Lines) for t in streamed.tasks.values())
+    monkeypatch.setattr(tomlparse, "STREAM_FROM", 1 << 60)
+    whole = farmfile.parse_text("Farmfile", text.encode())
+    for name in ("s0", "s6", "e"):
+        assert streamed.tasks[name].line == whole.tasks[name].line == numbered.index(f"[task.{name}]") + 1
