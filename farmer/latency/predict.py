@@ -28,8 +28,9 @@ class Prediction:
         to_run: dict[int, str],
         estimates: Mapping[int, float],  # seconds, for every selected computation (0 if up to date)
         latency: Mapping[int, float],  # expected latency: the critical path from each one to the end
-        # the simulated run, or what makes it when first asked for: a build asks at its end
-        # (last-build.json's predicted makespan), so simulating never delays its first command
+        # the simulated run, or what makes it when first asked for: a build asks once its
+        # first commands run (last-build.json's predicted makespan), so simulating never
+        # delays its first command
         # (called with False: the makespan alone is asked for, and no timeline is made)
         simulation: simulate.Simulation | Callable[[bool], simulate.Simulation],
         critical_path: list[int],
@@ -104,7 +105,8 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     running = [i for i in selected if i in to_run]
     latency = critical.latencies(comps, running, durations)
     # Nothing changes to_run, durations or latency once made (the scheduler and the ETA only
-    # read them), so the simulation made at the build's end reads them, not copies of them.
+    # read them), so the simulation made later (once a build's first commands run) reads
+    # them, not copies of them.
     sim = lambda timeline: simulate.simulate(  # noqa: E731
         comps, running, to_run, durations, latency, jobs, pools, worlds, timeline)
     # A world task starts no sooner than its world chain is set up: that set-up heads its path.
