@@ -3,6 +3,7 @@
 its memory.
 
     python bench/profile_clean.py [--size 1000] [--memory] [--top 40] [--repeat N [--tree DIR]]
+    python bench/profile_clean.py --repeat N --compare DIR DIR...
 
 Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
@@ -19,6 +20,10 @@ process:
             also counts the interpreter's start. Each runs `python -S` with farmer, xxhash
             and toml_rs on PYTHONPATH, so that what a site's .pth files import (an editable
             install's finder imports pathlib, re and typing) is not taken from farmer's share
+  --compare the trees' builds interleaved, N each, as `farmer build` runs them (farmer.command
+            imported first, the rest by the build): the wall time from the build's first line
+            to the first spawn, in farmer or in its forked process starter, and farmer's CPU
+            at its fork
 """
 from __future__ import annotations
 
@@ -131,11 +136,39 @@ os.write(2, repr(phases).encode())
 """
 
 
-def repeated(size: int, repeat: int, work: Path, tree: Path) -> None:
-    """Fresh processes, without the profiler: CPU and wall to the first command."""
-    import statistics
-    import subprocess
+# One of --compare's runs: `farmer build` as its command line runs it (only farmer.command
+# imported first). The wall time from here to the first posix_spawn, in whichever process
+# makes it (farmer, or its process starter: executors/forked.py), and farmer's CPU at its
+# fork (or at its first spawn, without a fork).
+_LAUNCH = """
+import os, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+os.chdir(sys.argv[1])
+seen = []
+def spawning(real):
+    def spawn(*a, **k):
+        if not seen:
+            seen.append(1)
+            os.write(2, f"SPAWN {time.perf_counter() - t0} {time.process_time() - c0}\\n".encode())
+        return real(*a, **k)
+    return spawn
+os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_spawnp)
+real_fork = os.fork
+def fork():
+    os.write(2, f"FORK {time.process_time() - c0}\\n".encode())
+    return real_fork()
+os.fork = fork
+sys.stdout = open(os.devnull, "w")
+import farmer.command
+try:
+    farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
+except SystemExit:
+    pass
+"""
 
+
+def child_env(tree: Path) -> dict:
+    """farmer from `tree`, with xxhash and toml_rs from this interpreter's site-packages."""
     import toml_rs
     import xxhash
 
@@ -143,6 +176,43 @@ def repeated(size: int, repeat: int, work: Path, tree: Path) -> None:
                             str(Path(toml_rs.__file__).parent.parent)])
     env = dict(os.environ, PYTHONPATH=path)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # the first run writes farmer's bytecode
+    return env
+
+
+def compared(size: int, repeat: int, work: Path, trees: list[Path]) -> None:
+    """The trees' builds interleaved, each as `farmer build` runs it: wall to the first
+    spawn and farmer's CPU to its fork, medians and the fastest quarter."""
+    import statistics
+    import subprocess
+
+    runs: dict[Path, list[tuple[float, float]]] = {t: [] for t in trees}
+    for k in range(repeat + 1):
+        for tree in trees:
+            d = project(size, work)
+            cp = subprocess.run([sys.executable, "-S", "-c", _LAUNCH, str(d)], env=child_env(tree),
+                                capture_output=True, text=True)
+            marks = {line.split()[0]: line.split()[1:] for line in cp.stderr.splitlines()
+                     if line.startswith(("SPAWN ", "FORK "))}
+            if cp.returncode or "SPAWN" not in marks:
+                sys.exit(f"the build failed (farmer from {tree}):\n{cp.stderr}")
+            if k:  # the first compiled the bytecode
+                cpu = float(marks["FORK"][0] if "FORK" in marks else marks["SPAWN"][1])
+                runs[tree].append((float(marks["SPAWN"][0]) * 1000, cpu * 1000))
+    print(f"load average {os.getloadavg()[0]:.1f}; {repeat} interleaved runs each")
+    for tree, rs in runs.items():
+        walls, cpus = sorted(w for w, _ in rs), sorted(c for _, c in rs)
+        quarter = max(1, len(rs) // 4)
+        print(f"{tree}: wall to the first spawn {statistics.median(walls):.1f} ms (fastest quarter "
+              f"{walls[0]:.1f}-{walls[quarter - 1]:.1f}), farmer's CPU at its fork "
+              f"{statistics.median(cpus):.1f} ms ({cpus[0]:.1f}-{cpus[quarter - 1]:.1f})")
+
+
+def repeated(size: int, repeat: int, work: Path, tree: Path) -> None:
+    """Fresh processes, without the profiler: CPU and wall to the first command."""
+    import statistics
+    import subprocess
+
+    env = child_env(tree)
     runs = []
     for k in range(repeat + 1):
         d = project(size, work)
@@ -205,7 +275,14 @@ def main() -> int:
     ap.add_argument("--tree", default=str(bench.REPO_ROOT),
                     help="with --repeat: the directory holding the farmer/ to run (another commit's, "
                          "from git archive COMMIT farmer | tar -x -C DIR)")
+    ap.add_argument("--compare", nargs="+", metavar="DIR",
+                    help="with --repeat: these trees' builds interleaved, each as `farmer build` runs "
+                         "it: the wall time to the first spawn (in farmer or its process starter) "
+                         "and farmer's CPU to its fork")
     args = ap.parse_args()
+    if args.compare:
+        compared(args.size, args.repeat or 7, bench.BENCH_DIR / "work", [Path(t).resolve() for t in args.compare])
+        return 0
     if args.repeat:
         repeated(args.size, args.repeat, bench.BENCH_DIR / "work", Path(args.tree).resolve())
         return 0
