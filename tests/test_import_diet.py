@@ -209,13 +209,11 @@ def test_the_output_cache_is_imported_only_by_a_build_that_uses_it(project, priv
 NOT_ON_A_FIRST_MANIFEST_BUILD = NOT_ON_AN_INCREMENTAL_BUILD - {"farmer.depfile"}
 
 
-def test_a_first_build_of_a_configured_manifest_imports_no_heavy_module(project):
-    """The first build of a build.ninja just made by a generator (`meson setup`, `cmake -G
-    Ninja`): the manifest is parsed, the generator taken as run, the commands run, without
-    pathlib (and its fnmatch, urllib.parse, ipaddress), typing or the Farmfile's modules."""
+def configured_manifest(project) -> None:
+    """A build.ninja as a generator just made it (`meson setup`, `cmake -G Ninja`): a compile
+    rule with a gcc depfile, escapes, a comment, edge bindings, the regeneration edge."""
     project.write("meson.build", "project('x')\n")
     project.write("src.txt", "alpha\n")
-    # As Meson writes it: a compile rule with a gcc depfile, escapes, a comment, edge bindings.
     project.write("build.ninja", "# generated\nrule cat\n  command = cat $in > $out\n"
                                  "rule cc\n  command = cat $in > $out && echo \"$out: $in\" > $DEPFILE\n"
                                  "  deps = gcc\n  depfile = $DEPFILE\n"
@@ -225,6 +223,13 @@ def test_a_first_build_of_a_configured_manifest_imports_no_heavy_module(project)
                                  "build build.ninja: regen meson.build\n")
     os.utime(project.root / "meson.build", (1_000_000_000,) * 2)  # older than build.ninja
     time.sleep(0.2)  # a manifest changed just now (its ctime) is not vouched for: grains.RACY_NS
+
+
+def test_a_first_build_of_a_configured_manifest_imports_no_heavy_module(project):
+    """The first build of a build.ninja just made by a generator: the manifest is parsed, the
+    generator taken as run, the commands run, without pathlib (and its fnmatch,
+    urllib.parse, ipaddress), typing or the Farmfile's modules."""
+    configured_manifest(project)
     r = build_without_site(project, "-f", "build.ninja", "-j", "2")
     assert r.returncode == 0 and r.summary()["ran"] == 2, r
     assert project.read("out.txt") == "alpha\n" and project.read("build.ninja") != "regenerated\n"
@@ -232,3 +237,15 @@ def test_a_first_build_of_a_configured_manifest_imports_no_heavy_module(project)
     modules = imported_modules(r.stderr)
     assert {"farmer.ninja.parser", "farmer.build"} <= modules, sorted(modules)
     assert not NOT_ON_A_FIRST_MANIFEST_BUILD & modules, sorted(NOT_ON_A_FIRST_MANIFEST_BUILD & modules)
+
+
+def test_a_first_build_of_a_configured_manifest_starts_before_sqlite_is_imported(project):
+    """Nor, before its first command, SQLite and functools (state.db is made at the first
+    write), nor the depfile reader."""
+    configured_manifest(project)
+    modules = modules_at_the_first_command(project, "-f", "build.ninja", "-j", "2")
+    assert {"farmer.ninja.parser", "farmer.build"} <= modules, sorted(modules)
+    unwanted = NOT_ON_AN_INCREMENTAL_BUILD | {"_sqlite3", "functools", "contextlib"}
+    assert not unwanted & modules, sorted(unwanted & modules)
+    assert project.read("obj dir/a.o") == "alpha\n"
+    assert project.build("-f", "build.ninja").summary()["ran"] == 0

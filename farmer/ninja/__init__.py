@@ -52,8 +52,6 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
     `ninja -C`. Only commands that hold the lock write the cache (`write_cache`).
     `base_dir`: --base-dir (else FARMER_BASE_DIR): the commands are rewritten (farmer/basedir.py).
     `later`: where the cache's write goes instead of being done now (command.load_project)."""
-    from functools import partial
-
     from farmer.ninja import cache
     from farmer.ninja.graph import build_graph
     from farmer.ninja.parser import parse_manifest
@@ -74,7 +72,9 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
     else:
         warnings = manifest.warnings
         if write_cache:
-            save = partial(cache.save, farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
+            def save() -> None:  # (not functools.partial: the start-up rule)
+                cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
+
             if later is None or basedir.setting(base_dir)[0]:  # saved before the rebase below
                 save()
             else:

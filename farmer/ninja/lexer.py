@@ -12,9 +12,11 @@ names, `[text, name, text, name, ..., text]`, so evaluating it is one join.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from farmer.errors import UsageError
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # Token kinds.
 NEWLINE, INDENT, IDENT, EOF = "newline", "indent", "identifier", "eof"
