@@ -135,18 +135,19 @@ class Digests:
     in `_flags` whether that entry was racy and whether `_stat` is the stat the file had
     when `_now` was taken (`moved`). Where both are set they are the same stat: an entry's
     key is that stat, its mtime -1 when it was racy (so it never matches: hashed again).
+    `_stat` is a memoryview of native int64s over a bytearray with room to spare, made
+    anew (and copied) when full: the array module would import collections, 2 ms of a
+    first build's way to its first command.
     """
 
     def __init__(self, cache: dict[str, tuple[StatKey, str]],
                  lookup: Callable[[str], tuple[StatKey, str] | None] | None = None) -> None:
-        from array import array  # here, not at import: the no-op path imports this module
-
         self.cache = cache
         self.lookup = lookup  # where entries missing from `cache` may be found (state.db)
         self.changed: dict[str, tuple[StatKey, str] | None] = {}
         self.hashed = 0  # files actually read, for reporting and tests
         self._slot: dict[str, int] = {}
-        self._stat = array("q")
+        self._stat = memoryview(bytearray(8 * FIELDS * _FIRST_SLOTS)).cast("q")
         self._content: list[str | None] = []
         self._now: list[str | None] = []
         self._flags = bytearray()
@@ -162,8 +163,17 @@ class Digests:
             self._now.append("")
             self._content.append(None)
             self._flags.append(0)
-            self._stat.extend(_NO_STAT)
+            if FIELDS * slot == len(self._stat):
+                self._grow()
         return slot
+
+    def _grow(self) -> None:
+        """Room for a quarter more slots, and then some (their stat zeros until `_put`)."""
+        old = self._stat
+        slots = len(old) // FIELDS
+        grown = memoryview(bytearray(8 * FIELDS * (slots + slots // 4 + _FIRST_SLOTS))).cast("q")
+        grown[:len(old)] = old
+        self._stat = grown
 
     def _put(self, slot: int, key: StatKey) -> None:
         stat, j = self._stat, FIELDS * slot
@@ -383,6 +393,6 @@ class Digests:
             self._flags[slot] &= ~_SEEN
 
 
-_NO_STAT = (0, 0, 0, 0)
+_FIRST_SLOTS = 256  # `Digests._stat`'s room at first, in slots
 _RACY, _SEEN = 1, 2  # `Digests._flags`
 

@@ -29,11 +29,12 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
 # methods, toml_rs's extension without its package (which imports typing and pathlib).
 # Nor SQLite (there is no state.db to read: it is made by the first write, once commands
 # run) with the functools it imports, nor the importlib package (toml_rs's extension is
-# found through the frozen machinery every interpreter has).
+# found through the frozen machinery every interpreter has), nor `array` with the
+# `collections` it imports (the stat table and the prediction's seconds are memoryviews).
 NOT_BEFORE_THE_FIRST_COMMAND = NOT_ON_AN_INCREMENTAL_BUILD - {
     "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander"} | {
     "contextlib", "toml_rs._lib", "difflib", "_sqlite3", "functools", "importlib",
-    "importlib.machinery"}
+    "importlib.machinery", "array", "collections", "collections.abc"}
 
 FARMFILE = """
 [task.compile]

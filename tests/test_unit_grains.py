@@ -219,3 +219,23 @@ def test_since_tells_a_changed_stat_from_a_racy_one_in_one_stat(tmp_path):
     write(tmp_path / "old", b"v2 longer", OLD_NS)
     assert d.since(old) is True and d.moved(old)
     assert d.since(str(tmp_path / "never-digested")) is False
+
+
+def test_many_files_keep_their_stat_as_the_table_grows(tmp_path):
+    """The stat table grows as files come (far past its first room): each file's stat and
+    digest, as taken, stay what they were, and the stat cache written back has them all."""
+    paths = [write(tmp_path / f"f{k}", f"{k}\n".encode(), OLD_NS + k) for k in range(1500)]
+    time.sleep(0.15)  # their ctime out of the racy window (grains.RACY_NS)
+    d = Digests({})
+    digests = [d.digest(p) for p in paths]
+    assert d.hashed == 1500 and d.slots() == 1500
+    for k, p in enumerate(paths):
+        assert d.seen(p) == stat_key(os.stat(p)) and d.seen(p)[0] == OLD_NS + k
+        raw, digest, racy = d.taken(p)
+        assert digest == digests[k] == hash_file(p) and not racy
+        assert int.from_bytes(raw[:8], "little", signed=True) == OLD_NS + k
+        assert d.since(p) is False
+    assert d.total_size(paths) == sum(len(f"{k}\n") for k in range(1500))
+    assert d.entries() == {p: (stat_key(os.stat(p)), digests[k]) for k, p in enumerate(paths)}
+    again = Digests(d.entries())  # the next build: every stat vouches, nothing is read
+    assert [again.digest(p) for p in paths] == digests and again.hashed == 0

@@ -125,7 +125,7 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         start = max(running, key=lambda i: (ahead[i] + head.get(i, 0.0), -i))
     else:  # the same: the first index of the longest latency (a key function per item is slow)
         longest = max(ahead)
-        start = ahead.index(longest) if longest > 0 else min(running)
+        start = min(i for i in running if ahead[i] == longest) if longest > 0 else min(running)
     path = [i for i in critical.critical_path(comps, latency, start) if i in to_run]
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
