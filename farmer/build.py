@@ -27,7 +27,6 @@ from farmer.private import make_dir
 from farmer.recorder import Recorder, RunCache
 from farmer.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
 from farmer.session import BuildOptions, Session, open_session
-from farmer.worlds.sweep import sweep as sweep_fifo_dirs
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
@@ -62,7 +61,9 @@ def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | 
     if not opts.dry_run:
         if lock.fd is None:
             lock.acquire()
-        sweep_fifo_dirs()  # what killed farmers left, whether or not this build starts a world
+        # What killed farmers left, whether or not this build starts a world (theirs only,
+        # never a live farmer's): once the first commands have started.
+        build.later.append(_sweep_fifo_dirs)
         orphans.kill_orphans(farmer_dir)  # before planning: they would race this build
         build.early = lock.early  # a signal since the lock was taken stops this build
         lock.defer_signals()
@@ -119,7 +120,8 @@ class _Build:
         if not to_run:
             # Nothing is out of date: the scheduler would only settle everything as up to date.
             return self.finish({}, {}, None, {})
-        if not session.graph.paths_first:  # a cached graph's symlinks were checked on another day
+        if not (session.graph.paths_first or session.graph.inside_checked):
+            # a cached graph's symlinks were checked on another day
             check_inside(session.spec.root, [comps[i] for i in to_run])
 
         logs = os.path.join(self.farmer_dir, "logs")
@@ -310,6 +312,12 @@ class _Build:
         if ran is not None:
             self.session.write_proof(self.farmer_dir, self.opts.targets, ran)
         print(line, flush=True)
+
+
+def _sweep_fifo_dirs() -> None:
+    from farmer.worlds.sweep import sweep
+
+    sweep()
 
 
 def _seconds(outcome: Outcome | None) -> float:

@@ -7,7 +7,6 @@ table header and the key (`_Lines`), which is exact for the ordinary one-key-per
 
 from __future__ import annotations
 
-import math
 import os
 
 from farmer import template
@@ -277,7 +276,7 @@ class _Reader:
                 self.where.key(table, key),
                 f"{'.'.join(table)}.{key} must be {what} of at least {minimum}",
             )
-        if not integer and not (math.isfinite(value) and value <= _MAX_SECONDS):  # nan, inf
+        if not integer and not (-_MAX_SECONDS <= value <= _MAX_SECONDS):  # nan, inf
             raise self.fail(
                 self.where.key(table, key),
                 f"{'.'.join(table)}.{key} must be a finite number of at most {_MAX_SECONDS:g}",

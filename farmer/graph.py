@@ -174,7 +174,7 @@ class Computation:
 
 class Graph:
     __slots__ = ("root", "computations", "producer", "by_task", "order", "by_id", "listings",
-                 "world_inputs", "missing_known", "paths_first", "identity")
+                 "world_inputs", "missing_known", "paths_first", "identity", "inside_checked")
 
     def __init__(
         self,
@@ -190,12 +190,16 @@ class Graph:
         missing_known: bool = True,  # Computation.missing is current (see check_inputs)
         paths_first: bool = False,  # a target that is an output path and a task name means the path
         identity: str = "",  # a digest of every computation's id in index order (`identify`)
+        # What every computation writes was checked to stay inside the root as the graph was
+        # made, just now (a traversal's): a build need not look again (inside.check_inside).
+        inside_checked: bool = False,
     ) -> None:
         self.root, self.computations = os.fspath(root), computations
         self.producer, self.by_task, self.order, self.by_id = producer, by_task, order, by_id
         self.listings = {} if listings is None else listings
         self.world_inputs = {} if world_inputs is None else world_inputs
         self.missing_known, self.paths_first, self.identity = missing_known, paths_first, identity
+        self.inside_checked = inside_checked
 
     def identify(self) -> str:
         """A digest of the computations' ids in index order: what refers to computations

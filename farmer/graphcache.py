@@ -144,6 +144,7 @@ class CachedGraph(Graph):
         self.missing_known = False  # learnt at selection (graph.check_inputs)
         self.paths_first = False
         self.identity = ""
+        self.inside_checked = False  # checked on the day it was made: the symlinks may differ now
 
     def __getattr__(self, name: str):  # only called for an attribute not set
         if name not in _MAPS or self._pieces is None:

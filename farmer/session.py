@@ -14,7 +14,6 @@ import os
 import sys
 
 from farmer import noop, report
-from farmer.executors.simulated import WorldSetups
 from farmer.grains import Digests
 from farmer.graph import Graph, check_inputs, select_targets
 from farmer.latency import estimates
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from farmer.atomic import Part
+    from farmer.executors.simulated import WorldSetups
     from farmer.executors.base import Outcome
     from farmer.scheduler import Settled
     from farmer.spec import Spec
@@ -201,6 +201,8 @@ class Session:
         if needed:  # a world never set up before costs nothing yet: nothing is known of it
             seconds = {w: estimates.from_history(history[world_setup_id(w)]) for w in needed
                        if world_setup_id(w) in history}
+            from farmer.executors.simulated import WorldSetups
+
             setups = WorldSetups(seconds, {w: self.spec.worlds[w].parent for w in needed})
         return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare, setups)
 

@@ -216,7 +216,8 @@ def _traverse(spec: Spec) -> Graph:
                              "or a computation id; fix the name in [farmer] default")
     _warn_empty(spec, by_task_inst, resolver)  # after the errors: a bad Farmfile gets one line
     return Graph(root=spec.root, computations=comps, producer=producer, by_task=by_task,
-                 order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs)
+                 order=order, by_id=by_id, listings=files.digests(), world_inputs=world_inputs,
+                 inside_checked=True)
 
 
 def _warn_empty(spec: Spec, by_task: dict[str, list[Instance]], resolver: _Resolver) -> None:

@@ -30,11 +30,15 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
 # Nor SQLite (there is no state.db to read: it is made by the first write, once commands
 # run) with the functools it imports, nor the importlib package (toml_rs's extension is
 # found through the frozen machinery every interpreter has), nor `array` with the
-# `collections` it imports (the stat table and the prediction's seconds are memoryviews).
+# `collections` it imports (the stat table and the prediction's seconds are memoryviews),
+# `math`, the simulation of the plan (made once the first commands run) or the sweep of
+# dead farmers' world folders (done then).
 NOT_BEFORE_THE_FIRST_COMMAND = NOT_ON_AN_INCREMENTAL_BUILD - {
     "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander"} | {
     "contextlib", "toml_rs._lib", "difflib", "_sqlite3", "functools", "importlib",
-    "importlib.machinery", "array", "collections", "collections.abc"}
+    "importlib.machinery", "array", "collections", "collections.abc", "math",
+    "farmer.latency.simulate", "farmer.executors.simulated", "farmer.worlds",
+    "farmer.worlds.sweep"}
 
 FARMFILE = """
 [task.compile]

@@ -104,8 +104,12 @@ def test_a_cached_graph_answers_every_field_of_a_graph_and_its_computations(farm
     cached = project.load(farmfile, write_cache=False)[1]
     assert isinstance(cached, CachedGraph)
     for name in Graph.__slots__:
-        if name not in ("computations", "missing_known", "paths_first", "identity"):  # learnt, not stored; computations below
+        if name not in ("computations", "missing_known", "paths_first", "identity",
+                        "inside_checked"):  # learnt, not stored; computations below
             assert getattr(cached, name) == getattr(traversed, name), name
+    # the traversal checked its outputs against the symlinks of now; a build checks the
+    # cached graph's again (tests/test_symlinks_outside.py)
+    assert traversed.inside_checked and not cached.inside_checked
     for a, b in zip(traversed.computations, cached.computations, strict=True):
         assert {f: getattr(a, f) for f in graphcache._ROW if f != "missing"} == \
             {f: getattr(b, f) for f in graphcache._ROW if f != "missing"}

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 from itertools import islice
 
-from farmer.executors.simulated import WorldSetups
 from farmer.graph import Computation
-from farmer.latency import critical, estimates, simulate
+from farmer.latency import critical, estimates
 from farmer.latency.seconds import Seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Set as AbstractSet
+
+    from farmer.executors.simulated import WorldSetups
+    from farmer.latency import simulate
+
+# Start-up rule (docs/performance.md): the simulation (farmer/latency/simulate.py, with the
+# simulated executor) is imported where a prediction is first simulated, which a build does
+# once its first commands run.
 
 
 class Prediction:
@@ -73,8 +79,10 @@ class Prediction:
         """Keep only the makespan (simulated now, unless it was) and whether every
         computation had history (`known`): all a build's end needs. The tables by
         computation go (at 100 000 computations, with the scheduler's, tens of MB)."""
+        from farmer.latency.simulate import Simulation
+
         makespan = self.makespan_s
-        self._simulation = simulate.Simulation(makespan, [], [])
+        self._simulation = Simulation(makespan, [], [])
         self.to_run, self.estimates, self.latency = {}, {}, {}
         self.unknown = set(islice(self.unknown, 1))
         self.critical_path = []
@@ -96,8 +104,10 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         if i in to_run:
             seconds[i] = estimates.get(i, 0.0)
     if not to_run:  # nothing would run: no need to simulate every up-to-date computation
+        from farmer.latency.simulate import Simulation
+
         return Prediction(jobs=jobs, to_run=to_run, estimates=durations, latency=durations,
-                          simulation=simulate.Simulation(0.0, [], []), critical_path=[],
+                          simulation=Simulation(0.0, [], []), critical_path=[],
                           critical_path_s=0.0, total_work_s=0.0, fifo_makespan_s=0.0 if compare else None,
                           unit_makespan_s=0.0 if compare else None)
     # What does not run takes no time and lies on no path between things that run (every
@@ -107,8 +117,11 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     # Nothing changes to_run, durations or latency once made (the scheduler and the ETA only
     # read them), so the simulation made later (once a build's first commands run) reads
     # them, not copies of them.
-    sim = lambda timeline: simulate.simulate(  # noqa: E731
-        comps, running, to_run, durations, latency, jobs, pools, worlds, timeline)
+    def sim(timeline: bool) -> simulate.Simulation:
+        from farmer.latency.simulate import simulate
+
+        return simulate(comps, running, to_run, durations, latency, jobs, pools, worlds, timeline)
+
     # A world task starts no sooner than its world chain is set up: that set-up heads its path.
     head: dict[int, float] = {}
     setups: dict[str, float] = {}  # each world set up, once
@@ -138,6 +151,8 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     if head.get(start):
         prediction.critical_world = comps[start].world
     if compare:
+        from farmer.latency import simulate
+
         # make: the order the Makefile lists things in. ninja >= 1.12: the longest chain
         # counted in steps, every step weighing the same.
         fifo = {i: -float(rank) for rank, i in enumerate(sorted(running))}
@@ -175,6 +190,8 @@ def remaining(comps: list[Computation], left: list[int], to_run: dict[int, str],
     """What is left (`left`, not settled yet) simulated again, the running computations
     (`running_for`: index -> seconds they have run) first, for what remains of their
     estimates, after what is left of their worlds' set-up (`worlds`)."""
+    from farmer.latency import simulate
+
     durations = {i: estimate_s.get(i, 0.0) for i in left}
     latency = critical.expected_latency(comps, left, durations)
     for i, ran_s in running_for.items():
@@ -199,6 +216,8 @@ def eta(p: Prediction, comps: list[Computation], left: list[int], measured: dict
         est = estimates.fill_unknown(est, p.unknown, comps, measured)
     worlds = p.worlds
     if worlds is not None:
+        from farmer.executors.simulated import WorldSetups
+
         # Left of the worlds' set-up: nothing of those ready; the rest of those being set up
         # (their waiting tasks have not begun); all of those not started yet.
         seconds = {w: 0.0 if w in ready else estimates.remaining_s(s, now - began[w]) if w in began else s

@@ -1,9 +1,10 @@
 """Where the worlds' FIFO directories live, and the sweep of those a killed farmer left.
 
 A farmer killed with -9 cannot remove its FIFO directory (its worlds die with it: they ask
-the kernel for SIGKILL when their parent dies). Every build that takes the lock sweeps such
-directories, not only one that starts a world: cheap (one listing of the temporary folder),
-and kept out of the world modules so that a build without worlds imports nothing more.
+the kernel for SIGKILL when their parent dies). Every build that gets as far as its plan
+sweeps such directories, not only one that starts a world, once its first commands have
+started (or it found nothing to run): cheap (one listing of the temporary folder), and kept
+out of the world modules so that a build without worlds imports nothing more.
 """
 
 from __future__ import annotations
