@@ -227,7 +227,7 @@ def _literal_instances(spec: Spec) -> dict[str, list[Instance]]:
     rendering and resolving them changes nothing: checked in one batch, or task by task
     when some path needs a look. The others take the general way, which words the errors
     (in order: a literal task taken here has none to report)."""
-    tasks = [task for task in spec.tasks.values() if is_literal(task)]
+    tasks = [task for task in spec.tasks.values() if task.plain or is_literal(task)]
     if not (all_normal([p for task in tasks for p in task.outputs])
             and all_plain_inputs([p for task in tasks for p in task.inputs])):
         tasks = [task for task in tasks if all_normal(task.outputs) and all_plain_inputs(task.inputs)]

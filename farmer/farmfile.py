@@ -16,7 +16,7 @@ from farmer.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, read  
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
 TASK_KEYS = {
     "inputs", "outputs", "cmd", "python", "world", "foreach", "depfile", "env", "cost",
@@ -73,7 +73,7 @@ def _header_path(line: str) -> tuple[str, ...] | None:
 def is_name(name: str) -> bool:
     """A task, world or wildcard name: letters, digits, '_', '.' and '-', not starting with
     '.' or '-'."""
-    return name[:1] not in ("", ".", "-") and _only(name, _BARE_DOTTED)
+    return name[:1] not in _NOT_FIRST and _only(name, _BARE_DOTTED)
 
 
 def _key_name(line: str) -> str | None:
@@ -452,9 +452,7 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
             )
     _check_world_tree(r, worlds)
 
-    tasks: dict[str, TaskSpec] = {}
-    for name, body in data.get("task", {}).items() if task_tables is None else task_tables:
-        tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
+    tasks = _tasks(r, data.get("task", {}).items() if task_tables is None else task_tables, pools, worlds)
 
     cache = _cache(r, data["cache"]) if "cache" in data else None
     remote = _remote(r, data["remote"]) if "remote" in data else None
@@ -553,29 +551,39 @@ def _check_world_tree(r: _Reader, worlds: dict[str, WorldSpec]) -> None:
 _PLAIN_TASK_KEYS = {"inputs", "outputs", "cmd"}
 
 
-def _plain_task(r: _Reader, name: str, body: dict) -> TaskSpec | None:
-    """The TaskSpec of a task that has only inputs, outputs and a cmd, all strings without a
-    brace (what a generator writing out each step makes): `_task`'s checks in one pass.
-    None when it is of another shape, or has something to report (`_task` reports it)."""
-    inputs, outputs, cmd = body.get("inputs", []), body.get("outputs", []), body.get("cmd")
-    if not (isinstance(inputs, list) and isinstance(outputs, list)
-            and (isinstance(cmd, str) or cmd is None and not outputs)):  # an alias has no outputs
-        return None
-    try:
-        texts = "".join([*inputs, *outputs, cmd or ""])
-    except TypeError:
-        return None  # not only strings
-    if "{" in texts or "}" in texts:
-        return None  # templates to parse
-    return TaskSpec(name, r.where.task_line(name), inputs, outputs, cmd)  # toml_rs's lists: nothing else holds them
+def _tasks(r: _Reader, tables: Iterable[tuple[str, object]], pools: dict[str, int],
+           worlds: dict[str, WorldSpec]) -> dict[str, TaskSpec]:
+    """Each task table's TaskSpec, in the Farmfile's order. A table of only inputs, outputs
+    and a cmd, all strings without a brace, under a valid name (what a generator writing out
+    each step makes) passes `_task`'s checks by this loop's few tests, inline (a Farmfile
+    may have 100 000 of them): a plain TaskSpec. Any other table goes through `_task`,
+    which words what is wrong with it."""
+    tasks: dict[str, TaskSpec] = {}
+    task_line = r.where.task_line
+    plain_keys, allowed = _PLAIN_TASK_KEYS, _BARE_DOTTED
+    for name, body in tables:
+        if body.__class__ is dict and body.keys() <= plain_keys and name.isascii() \
+                and name[:1] not in _NOT_FIRST and not name.encode().translate(None, allowed):
+            inputs, outputs, cmd = body.get("inputs"), body.get("outputs"), body.get("cmd")
+            if (inputs.__class__ is list or inputs is None) and (outputs.__class__ is list or outputs is None) \
+                    and (cmd.__class__ is str or cmd is None and not outputs):  # an alias has no outputs
+                try:
+                    texts = "".join(inputs or ()) + "".join(outputs or ()) + (cmd or "")
+                except TypeError:  # not only strings
+                    texts = "{"
+                if "{" not in texts and "}" not in texts:  # no template to parse
+                    # (toml_rs's lists: nothing else holds them)
+                    tasks[name] = TaskSpec(name, task_line(name), inputs, outputs, cmd, plain=True)
+                    continue
+        tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
+    return tasks
+
+
+_NOT_FIRST = ("", ".", "-")  # what a name may not start with (`is_name`)
 
 
 def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
           worlds: dict[str, WorldSpec]) -> TaskSpec:
-    if isinstance(body, dict) and body.keys() <= _PLAIN_TASK_KEYS:
-        plain = _plain_task(r, name, body)
-        if plain is not None:
-            return plain
     table = ("task", name)
     if not isinstance(body, dict):
         raise r.fail(r.where.key(("task",), name), f"task.{name} must be a table: [task.{name}]")

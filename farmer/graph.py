@@ -70,6 +70,7 @@ class _Settings:
 
 _PLAIN_VALUES = (NO_NAMES, None, None, 1, None, None, False, True, None, (), True)
 _PLAIN = _Settings(*_PLAIN_VALUES)
+_new = object.__new__
 
 
 def _setter(name: str) -> Callable[[Computation, object], None]:
@@ -94,7 +95,7 @@ class Computation:
     graphcache._ROW, checked against this signature)."""
 
     __slots__ = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind",
-                 "action", "missing", "fingerprint", "producers", "consumers", "ninja", "_settings")
+                 "action", "missing", "_fingerprint", "producers", "consumers", "ninja", "_settings")
     FIELDS = ("index", "id", "task", "wildcards", "inputs", "outputs", "depfile", "kind",
               "action", "env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
               "world_setup", "missing", "fingerprint", "producers", "consumers", "validates",
@@ -155,6 +156,37 @@ class Computation:
         settings = (NO_NAMES if env is None else env, world, cost, cpus, pool, timeout, always, cache,
                     world_setup, validates or (), remote)
         self._settings = _PLAIN if settings == _PLAIN_VALUES else _Settings(*settings)
+
+    @classmethod
+    def literal(cls, index: int, id: str, task: str, inputs: list[str], outputs: list[str],
+                kind: str | None, action: str | None) -> Computation:
+        """`Computation(index, id, task, inputs=inputs, outputs=outputs, kind=kind,
+        action=action)`, made without __init__'s look at the defaults (a traversal of a
+        generated Farmfile makes 100 000 of these). Its fingerprint is taken when first
+        read: a first build's first command needs none."""
+        comp = _new(cls)
+        comp.index, comp.id, comp.task = index, id, task
+        comp.wildcards, comp.inputs, comp.outputs = NO_NAMES, inputs, outputs
+        comp.depfile, comp.kind, comp.action = None, kind, action
+        comp._fingerprint = None
+        comp.producers, comp.consumers = [], []
+        comp.ninja, comp.missing, comp._settings = None, (), _PLAIN
+        return comp
+
+    @property
+    def fingerprint(self) -> str:
+        """The action fingerprint (uptodate.action_fingerprint); None as set: taken when
+        first read (`literal`)."""
+        fingerprint = self._fingerprint
+        if fingerprint is None:
+            from farmer.uptodate import action_fingerprint
+
+            fingerprint = self._fingerprint = action_fingerprint(self)
+        return fingerprint
+
+    @fingerprint.setter
+    def fingerprint(self, value: str | None) -> None:
+        self._fingerprint = value
 
     def __repr__(self) -> str:
         return f"Computation({self.index}, {self.id!r}, task={self.task!r}, kind={self.kind!r})"

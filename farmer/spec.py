@@ -28,7 +28,8 @@ NO_ENV: dict[str, str] = {}
 
 class TaskSpec:
     __slots__ = ("name", "_line", "inputs", "outputs", "cmd", "python", "world", "foreach",
-                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache", "remote")
+                 "depfile", "env", "cost", "cpus", "pool", "timeout", "always", "cache", "remote",
+                 "plain")
 
     def __init__(self, name: str, line: int | Lines | None, inputs: list[str] | None = None,
                  outputs: list[str] | None = None, cmd: str | None = None,
@@ -36,7 +37,7 @@ class TaskSpec:
                  foreach: str | dict[str, list[str]] | None = None, depfile: str | None = None,
                  env: dict[str, str] | None = None, cost: float | None = None, cpus: int = 1,
                  pool: str | None = None, timeout: float | None = None, always: bool = False,
-                 cache: bool = True, remote: bool = True) -> None:
+                 cache: bool = True, remote: bool = True, plain: bool = False) -> None:
         self.name, self._line = name, line
         self.inputs = [] if inputs is None else inputs
         self.outputs = [] if outputs is None else outputs
@@ -44,6 +45,10 @@ class TaskSpec:
         self.env = NO_ENV if env is None else env
         self.cost, self.cpus, self.pool, self.timeout = cost, cpus, pool, timeout
         self.always, self.cache, self.remote = always, cache, remote
+        # Read from a table of only inputs, outputs and a cmd (or neither: an alias), none
+        # with a brace: every other field is its default, and it has one computation, its
+        # texts as written (farmfile._tasks; traversal._literal_computation).
+        self.plain = plain
 
     @property
     def line(self) -> int | None:

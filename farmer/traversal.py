@@ -322,8 +322,13 @@ def _literal_computation(spec: Spec, inst: Instance, index: int, by_id: dict[str
     task = inst.task
     raw, outputs = inst.raw_inputs, inst.outputs
     cid = outputs[0] if outputs else _computation_id(inst)
-    if task.depfile is not None or cid in by_id or any(map(outputs.__contains__, raw)):
+    if task.depfile is not None or cid in by_id or (
+            outputs[0] in raw if len(outputs) == 1 else any(map(outputs.__contains__, raw))):
         return None  # a depfile to normalize, an id taken, or a cycle: worded there
+    if task.plain:  # a cmd (or an alias) with every other field at its default
+        inputs = list(raw) if len(raw) < 2 else list(dict.fromkeys(raw))
+        return Computation.literal(index, cid, task.name, inputs, outputs,
+                                   None if task.cmd is None else "cmd", task.cmd)
     kind = "cmd" if task.cmd is not None else "python" if task.python is not None else None
     action = task.cmd if task.cmd is not None else task.python
     if kind == "python":

@@ -266,7 +266,7 @@ def _graph(tmp_path, text, files, compiled: bool, monkeypatch):
         else:  # neither compiled nor literal: every task rendered, resolved, checked path by path
             m.setattr(template, "compile_list", lambda *args: None)
             m.setattr(expander, "_literal_instances", lambda spec: {})
-            m.setattr(farmfile, "_plain_task", lambda *args: None)
+            m.setattr(farmfile, "_PLAIN_TASK_KEYS", frozenset())  # no plain TaskSpec
         try:
             return traversal.traverse(farmfile.load(tmp_path / "Farmfile"))
         except UsageError as e:
@@ -293,7 +293,7 @@ def test_compiled_graph_equals_interpreted_graph(tmp_path, monkeypatch):
 
 
 # Tasks written out in full, as a generator writes them (expander.is_literal): made by the
-# literal paths (farmfile._plain_task, expander._literal_instances,
+# literal paths (farmfile._tasks's plain tables, expander._literal_instances,
 # traversal._literal_computation), which must give what the general paths give.
 LITERAL = r"""
 [world.py]

@@ -148,6 +148,34 @@ def test_literal_braces_are_fine(tmp_path):
     assert spec.tasks["a"].cmd == "awk '{{print $1}}'"
 
 
+def test_tables_written_out_in_full_are_plain_task_specs(tmp_path):
+    """Only inputs, outputs and a cmd (or neither: an alias), no brace: what a generator
+    writes, read by farmfile._tasks's few tests; every other field at its default."""
+    spec = load(tmp_path, '[task.s0]', 'inputs = ["src/a.txt", "src/b.txt"]', 'outputs = ["out/a.txt"]',
+                'cmd = "cat src/a.txt > out/a.txt"', '', '[task.all]', 'inputs = ["out/a.txt"]', '',
+                '[task.t]', 'outputs = ["out/t"]', 'cmd = "echo {outputs}"', '',
+                '[task.e]', 'cmd = "true"', 'env = {A = "1"}', '', '[task.empty]')
+    assert {n: t.plain for n, t in spec.tasks.items()} == {
+        "s0": True, "all": True, "t": False, "e": False, "empty": True}
+    s0, alias = spec.tasks["s0"], spec.tasks["all"]
+    assert (s0.inputs, s0.outputs, s0.cmd, s0.line) == (
+        ["src/a.txt", "src/b.txt"], ["out/a.txt"], "cat src/a.txt > out/a.txt", 1)
+    assert (alias.inputs, alias.outputs, alias.cmd, alias.line) == (["out/a.txt"], [], None, 6)
+    assert (s0.python, s0.world, s0.foreach, s0.depfile, s0.env, s0.cost, s0.cpus, s0.pool, s0.timeout,
+            s0.always, s0.cache, s0.remote) == (None, None, None, None, {}, None, 1, None, None, False, True, True)
+
+
+@pytest.mark.parametrize("lines, line, words", [
+    (['[task."a b"]', 'inputs = ["x"]', 'outputs = ["y"]', 'cmd = "cp x y"'], 1, "task name 'a b' may only use"),
+    (['[task.a]', 'inputs = ["x", 1]', 'outputs = ["y"]', 'cmd = "cp x y"'], 2, "task.a.inputs must be a list of strings"),
+    (['[task.a]', 'inputs = ["x"]', 'outputs = ["y"]'], 1, "declares outputs but has no cmd or python"),
+    (['[task.a]', 'outputs = "y"', 'cmd = "touch y"'], 2, "task.a.outputs must be a list of strings"),
+])
+def test_tables_of_the_plain_keys_with_something_wrong_say_what(tmp_path, lines, line, words):
+    msg = error(tmp_path, *lines)
+    assert at_line(msg, line) and words in msg, msg
+
+
 def test_missing_farmfile(tmp_path):
     with pytest.raises(UsageError) as info:
         farmfile.load(tmp_path / "Farmfile")
