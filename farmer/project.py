@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from farmer import graphcache
 from farmer.atomic import collector_paused
 from farmer.grains import hash_bytes
 from farmer.graph import Graph
@@ -13,6 +12,8 @@ from farmer.spec import Spec, read
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+GRAPH_CACHE = "graph.cache"  # graphcache.NAME, which a first build has no file of
 
 
 def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
@@ -32,7 +33,13 @@ def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None]
     root = os.path.dirname(path) or "."
     text = read(path)
     farmer_dir = os.path.join(root, ".farmer")
-    cached = graphcache.load(farmer_dir, path, text)
+    # Without the file, nothing to read: a first build imports graphcache.py once its first
+    # commands have started, to write it (`later` in command.py).
+    cached = None
+    if os.path.exists(os.path.join(farmer_dir, GRAPH_CACHE)):
+        from farmer import graphcache
+
+        cached = graphcache.load(farmer_dir, path, text)
     if cached is not None:
         os.chdir(root)
         cached[0].digest = hash_bytes(text)
@@ -49,4 +56,10 @@ def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None]
     # What the tasks declared is in the graph now; a spec from the cache has no tasks either
     # (100 000 TaskSpecs are about 40 MB a build would hold to its end).
     spec.tasks = {}
-    return spec, graph, lambda: graphcache.save(farmer_dir, path, text, spec, graph)
+    return spec, graph, lambda: _save(farmer_dir, path, text, spec, graph)
+
+
+def _save(farmer_dir: str, path: str, text: bytes, spec: Spec, graph: Graph) -> None:
+    from farmer import graphcache
+
+    graphcache.save(farmer_dir, path, text, spec, graph)

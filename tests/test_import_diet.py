@@ -31,14 +31,14 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
 # run) with the functools it imports, nor the importlib package (toml_rs's extension is
 # found through the frozen machinery every interpreter has), nor `array` with the
 # `collections` it imports (the stat table and the prediction's seconds are memoryviews),
-# `math`, the simulation of the plan (made once the first commands run) or the sweep of
-# dead farmers' world folders (done then).
+# `math`, the simulation of the plan (made once the first commands run), the sweep of
+# dead farmers' world folders or the graph cache (its write: both done then).
 NOT_BEFORE_THE_FIRST_COMMAND = NOT_ON_AN_INCREMENTAL_BUILD - {
     "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander"} | {
     "contextlib", "toml_rs._lib", "difflib", "_sqlite3", "functools", "importlib",
     "importlib.machinery", "array", "collections", "collections.abc", "math",
     "farmer.latency.simulate", "farmer.executors.simulated", "farmer.worlds",
-    "farmer.worlds.sweep"}
+    "farmer.worlds.sweep", "farmer.graphcache"}
 
 FARMFILE = """
 [task.compile]

@@ -48,6 +48,8 @@ def described(graph) -> list[tuple]:
 
 
 def test_the_cached_graph_is_the_traversed_one(farmfile):
+    assert not os.path.exists(cache_path(farmfile))  # a first load: nothing to read
+    assert project.GRAPH_CACHE == graphcache.NAME  # what project.py looks for before importing this
     spec, fresh = project.load(farmfile, write_cache=True)
     assert not isinstance(fresh, CachedGraph)
     _, cached = project.load(farmfile, write_cache=True)
