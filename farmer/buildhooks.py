@@ -55,6 +55,7 @@ class BuildHooks(Hooks):
         self.later: list[Callable[[], None]] = []  # run once the first commands have started
 
     def idle(self) -> None:
+        self.recorder.hash_discovered()  # the headers of what just ran, now that its consumers run
         while self.later:
             self.later.pop()()
 

@@ -3,9 +3,12 @@
 
 `prepare` digests the inputs the run will read, makes the output folders and writes the
 rspfile; `record` digests the outputs (a declared output missing fails the run), reads the
-depfile, and keeps the trace and the duration sample, written to state.db in batches. It
-knows nothing of the scheduler, the terminal or the executor: what it has to say goes to
-`warn`.
+depfile, and keeps the trace and the duration sample, written to state.db in batches. The
+files a depfile lists outside the project root that this build has not digested yet (the
+system's and the source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed
+by `hash_discovered`, once the consumers the run released have started, not between the
+two (see `_Unhashed`). It knows nothing of the scheduler, the terminal or the executor:
+what it has to say goes to `warn`.
 
 The seams, in the order a run meets them:
   prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
@@ -22,7 +25,7 @@ import time
 from farmer import private
 from farmer.errors import UsageError
 from farmer.executors.base import Outcome
-from farmer.grains import NotAFile
+from farmer.grains import RACY_NS, NotAFile
 from farmer.session import world_setup_id
 from farmer.state import Sample, Trace
 
@@ -74,6 +77,13 @@ class Recorder:
         self._last_flush = time.monotonic()
         # Output folders made (or found) in this build: one mkdir and stat each, not one a run.
         self._folders: set[str] = set()
+        self._started_ns: dict[int, int] = {}  # wall clock at each run's start, for `_Unhashed`
+        self._unhashed: list[_Unhashed] = []  # traces whose depfile's files are not all hashed yet
+        # Hashing a run's headers later is for builds that keep no outputs: a cache stores a
+        # run's outputs with its trace, as soon as the run is recorded.
+        self._later = type(self.cache) is RunCache
+        root = session.spec.root
+        self._root = root if root.endswith(os.sep) else root + os.sep
 
     def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
         """Ready `comp` to run. An Outcome when it is done without running (restored from
@@ -86,6 +96,7 @@ class Recorder:
                 digests.forget(path)
             before.append((path, digest_text(digests, path)))
         self._inputs_before[comp.index] = before
+        self._started_ns[comp.index] = time.time_ns()
         hit = self.cache.lookup(comp, before, self.s.world_fingerprint(comp.world))
         if hit:
             done = Outcome(comp.index, True, None, 0, now_s, now_s)
@@ -127,18 +138,55 @@ class Recorder:
                     outcome.reason = outcome.reason or f"declared output {path} missing"
                     break
                 outputs.append((path, d))
+        started_ns = self._started_ns.pop(comp.index, None)
         if not outcome.ok:
             self._inputs_before.pop(comp.index, None)
             self.failed_outputs(comp)
         else:
             unsure = self._changed_inputs(comp)
-            trace = self._trace(comp, outcome, outputs)
+            trace, unhashed = self._trace(comp, outcome, outputs)
             self.s.outputs_written(comp.outputs)
-            if (not outcome.cached or outcome.where == "remote") and not unsure:  # a remote hit: kept locally too
-                self.cache.store(comp, trace, outcome)
+            if unhashed:
+                self._unhashed.append(_Unhashed(comp, trace, outcome, unsure, unhashed,
+                                                time.time_ns() if started_ns is None else started_ns))
+            else:
+                self._keep(comp, trace, outcome, unsure)
         if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
             self.flush()
         return outcome
+
+    def _keep(self, comp: Computation, trace: Trace, outcome: Outcome, unsure: bool) -> None:
+        """`trace` is complete: on its way to state.db (and the output cache)."""
+        self.s.recorded(comp.index, trace)
+        self._pending_traces.append(trace)
+        if (not outcome.cached or outcome.where == "remote") and not unsure:  # a remote hit: kept locally too
+            self.cache.store(comp, trace, outcome)
+
+    def hash_discovered(self) -> None:
+        """Hash what the depfiles of the runs recorded since listed and `record` left for
+        later (`_Unhashed`), and keep their traces. Called once the consumers those runs
+        released have started, and before anything is written to state.db: until then a
+        trace is nowhere, so an interrupt or a crash in between leaves the run unrecorded
+        (it runs again), never recorded with files it did not check."""
+        digests = self.s.digests
+        while self._unhashed:
+            late = self._unhashed[0]
+            comp, discovered = late.comp, late.trace.discovered
+            for k, path in late.paths:
+                digest = digest_text(digests, path)
+                seen = digests.seen(path)  # the stat this digest was taken with (None: not a file)
+                if seen is not None and seen[3] >= late.started_ns - RACY_NS:
+                    # Changed since shortly before the run started (its ctime: nothing sets it
+                    # back): what the run read cannot be told. CHANGED matches no content, so
+                    # the run runs again next build.
+                    if seen[3] >= late.started_ns:
+                        self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
+                                  "it will run again next build")
+                    digests.unstable.add(path)
+                    digest, late.unsure = CHANGED, True
+                discovered[k] = (path, digest)
+            self._unhashed.pop(0)
+            self._keep(comp, late.trace, late.outcome, late.unsure)
 
     def failed_outputs(self, comp: Computation) -> None:
         """A failed computation leaves no output in its place (SPEC §2): each is moved to
@@ -164,6 +212,7 @@ class Recorder:
 
     def flush(self) -> None:
         """Write the traces and samples recorded so far, and the stat data hashed."""
+        self.hash_discovered()
         self.s.state.save(self._pending_traces, [], self._pending_samples, self.s.digests.changed)
         self._pending_traces, self._pending_samples = [], []
         self.s.digests.changed = {}
@@ -196,10 +245,14 @@ class Recorder:
                           "it will run again next build")
         return unsure
 
-    def _trace(self, comp: Computation, outcome: Outcome, outputs: list[tuple[str, str]]) -> Trace:
+    def _trace(self, comp: Computation, outcome: Outcome,
+               outputs: list[tuple[str, str]]) -> tuple[Trace, list[tuple[int, str]]]:
+        """The run's trace, and where in its `discovered` a file is left to `hash_discovered`
+        (its digest there a placeholder until then)."""
         digests = self.s.digests
         inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
         discovered: list[tuple[str, str]] = []
+        unhashed: list[tuple[int, str]] = []
         edge = comp.ninja
         if comp.depfile:
             from farmer import depfile  # only a computation with a depfile needs its parser
@@ -210,11 +263,19 @@ class Recorder:
                 text = ""
             try:
                 declared = set(comp.inputs)
+                later, root = self._later, self._root
                 for p in depfile.parse(text):
                     p = os.path.normpath(p)
                     if p not in declared:
                         declared.add(p)
-                        discovered.append((p, digest_text(digests, p)))
+                        # Outside the root, not yet digested in this build: a header of the
+                        # system or of the source tree, which no command of the build writes.
+                        if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)) \
+                                and digests.taken_digest(p) is None:
+                            unhashed.append((len(discovered), p))
+                            discovered.append((p, CHANGED))
+                        else:
+                            discovered.append((p, digest_text(digests, p)))
             except depfile.DepfileError as e:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
             if edge is not None and edge.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
@@ -223,8 +284,6 @@ class Recorder:
             _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.s.world_fingerprint(comp.world), inputs,
                       discovered, outputs)
-        self.s.recorded(comp.index, trace)
-        self._pending_traces.append(trace)
         if not outcome.cached:  # a restore says nothing of how long the run takes
             # a remote run's duration (queueing, transfers, another machine) is kept apart, under
             # ids of its own, so the local estimates `plan --simulate` uses stay the local ones
@@ -232,7 +291,27 @@ class Recorder:
             self._pending_samples.append(Sample(
                 prefix + comp.id, prefix + comp.task, time.time(), outcome.end_s - outcome.start_s,
                 outcome.cpu_s, outcome.max_rss_kb, digests.total_size(comp.inputs)))
-        return trace
+        return trace, unhashed
+
+
+class _Unhashed:
+    """A run's trace whose depfile named files left to hash once its consumers have
+    started: between a compile's end and its link's start, hashing the compiler's headers
+    took 1-5 ms, where ninja keeps their mtimes. What it hashes then is what the run read
+    if the file has not changed since shortly before the run started: its ctime (which no
+    one can set back) is older than `started_ns` by more than the time stamps' tick
+    (RACY_NS, as for the stat cache). A file that changed since, during the run or after it
+    (the user saved a header while the build ran), is recorded as CHANGED: the run runs
+    again next build. Only files outside the project root that the build had not digested
+    are left: the build's own outputs (a generated header) are hashed when their command
+    ends, and whatever a command writes in the root is recorded as it was when it ended."""
+
+    __slots__ = ("comp", "trace", "outcome", "unsure", "paths", "started_ns")
+
+    def __init__(self, comp: Computation, trace: Trace, outcome: Outcome, unsure: bool,
+                 paths: list[tuple[int, str]], started_ns: int) -> None:
+        self.comp, self.trace, self.outcome, self.unsure = comp, trace, outcome, unsure
+        self.paths, self.started_ns = paths, started_ns
 
 
 REMOTE_PREFIX = "remote:"  # history of runs on a remote's workers (no task name has a colon)
