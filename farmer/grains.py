@@ -51,20 +51,28 @@ _THIN = b"!<thin>\n"
 THIN_PREFIX = "thin:"  # a content digest so marked is a thin archive's (see `Digests`)
 
 
-def hash_file(path: str) -> str:
+def hash_file(path: str, size: int = -1) -> str:
     """The digest of the file's bytes; a thin archive's is marked with THIN_PREFIX. Read
     through os.read: `open()` adds an fstat, an ioctl, an lseek and a third read to each
-    small file (8 system calls against 4), and every run's outputs are hashed."""
-    h = xxhash.xxh3_128()
+    small file (8 system calls against 4), and every run's outputs are hashed. `size`: the
+    file's as a stat just before said it: a first read that returns that many bytes, fewer
+    than it asked for, stopped at the end of the file, so the read that would return
+    nothing is not made (3 system calls; a file that grew since the stat returns more, or a
+    full chunk, and is read on to its end)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         first = chunk = os.read(fd, _CHUNK)
-        while chunk:
-            h.update(chunk)
-            chunk = os.read(fd, _CHUNK)
+        if len(first) == size < _CHUNK:
+            digest = xxhash.xxh3_128_hexdigest(first)
+        else:
+            h = xxhash.xxh3_128()
+            while chunk:
+                h.update(chunk)
+                chunk = os.read(fd, _CHUNK)
+            digest = h.hexdigest()
     finally:
         os.close(fd)
-    return THIN_PREFIX + h.hexdigest() if first.startswith(_THIN) else h.hexdigest()
+    return THIN_PREFIX + digest if first.startswith(_THIN) else digest
 
 
 def thin_members(path: str) -> list[str] | None:
@@ -227,7 +235,7 @@ class Digests:
         else:
             started = time.time_ns()
             try:
-                digest = hash_file(path)
+                digest = hash_file(path, st.st_size)
             except (FileNotFoundError, NotADirectoryError):  # removed since the stat
                 return self._missing(path)
             except PermissionError:

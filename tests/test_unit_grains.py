@@ -52,6 +52,20 @@ def test_empty_and_large_files(tmp_path):
     assert d.digest(empty) != d.digest(big)
 
 
+def test_a_file_that_grew_since_its_stat_is_hashed_to_its_end(tmp_path):
+    """The size a stat gave spares the read at the end of the file only when the first read
+    returned exactly that: a file appended to since is read whole."""
+    p = write(tmp_path / "grows", b"a" * 100)
+    whole = hash_file(p)
+    assert hash_file(p, 100) == whole
+    with open(p, "ab") as f:
+        f.write(b"b" * 50)
+    grown = hash_file(p)
+    assert grown != whole and hash_file(p, 100) == grown
+    big = write(tmp_path / "big", os.urandom((1 << 20) + 7))
+    assert hash_file(big, 1 << 20) == hash_file(big, (1 << 20) + 7) == hash_file(big)
+
+
 def test_stat_cache_hit_does_not_reread(tmp_path):
     p = write(tmp_path / "a", b"content", OLD_NS)
     cache = settled_cache_entry(p, "digest-from-last-build")
