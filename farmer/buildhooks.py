@@ -55,9 +55,9 @@ class BuildHooks(Hooks):
         self.later: list[Callable[[], None]] = []  # run once the first commands have started
 
     def idle(self) -> None:
-        self.recorder.hash_discovered()  # the headers of what just ran, now that its consumers run
         while self.later:
             self.later.pop()()
+        self.recorder.idle()  # the headers of what ran, now that its consumers run (recorder.py)
 
     def check(self, index: int, producers_ran: bool) -> str | None:
         if not producers_ran:

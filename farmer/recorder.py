@@ -79,6 +79,7 @@ class Recorder:
         self._folders: set[str] = set()
         self._started_ns: dict[int, int] = {}  # wall clock at each run's start, for `_Unhashed`
         self._unhashed: list[_Unhashed] = []  # traces whose depfile's files are not all hashed yet
+        self._warm = False  # `idle` has readied what comes after the first commands
         # Hashing a run's headers later is for builds that keep no outputs: a cache stores a
         # run's outputs with its trace, as soon as the run is recorded.
         self._later = type(self.cache) is RunCache
@@ -161,6 +162,20 @@ class Recorder:
         self._pending_traces.append(trace)
         if (not outcome.cached or outcome.where == "remote") and not unsure:  # a remote hit: kept locally too
             self.cache.store(comp, trace, outcome)
+
+    def idle(self) -> None:
+        """The scheduler waits for the commands it started: hash what `record` left for
+        later, and, the first time, get ready what the first run's end and the build's end
+        would otherwise wait for."""
+        self.hash_discovered()
+        if self._warm:
+            return
+        self._warm = True
+        import resource  # noqa: F401  os.wait4 imports it at its first reap (its struct_rusage)
+
+        if any(self.comps[i].depfile for i in self._started_ns):
+            from farmer import depfile  # noqa: F401
+        self.s.state.prepare()  # the first batch's database, without state.db
 
     def hash_discovered(self) -> None:
         """Hash what the depfiles of the runs recorded since listed and `record` left for

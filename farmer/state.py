@@ -136,6 +136,7 @@ class State:
         self._held_stats: dict[str, tuple[StatKey, str] | None] = {}
         self._fresh = False  # no state.db: the first batch makes it (`_make`)
         self._reopen = False  # made by `_make`: connected again when next read or written
+        self._making: sqlite3.Connection | None = None  # `prepare`'s: the first batch's, begun
         self.db: sqlite3.Connection | None = self._open_readonly() if readonly else self._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
@@ -203,13 +204,20 @@ class State:
             self.db = self._open_now()
         return self.db
 
-    def _make(self, batch: tuple | None) -> None:
-        """The first write of a project without state.db: the schema and `batch` (`_write`'s
-        arguments) in one transaction, into a new file beside it, which becomes state.db by a
-        rename once committed: one sync, no journal file, no switch to WAL and back. A farmer
-        killed before the rename leaves no state.db (the file beside it is replaced next
-        time): as if that batch had not been written. A build that writes once (a small
-        first build, at its end) never connects again; the next read or write connects."""
+    def prepare(self) -> None:
+        """Without state.db, begin the first batch's transaction now (`_begin_make`: SQLite
+        imported, the new file connected, its schema written), for `_make` to finish: a
+        build calls this while its first commands run, so that what it writes at its end
+        waits for no more than its rows and one sync. A build that writes nothing leaves
+        nothing (`close`); one that fails here tries again at its first batch."""
+        if not self._fresh or self.readonly or self._making is not None:
+            return
+        try:
+            self._making = self._begin_make()
+        except (sqlite3.Error, OSError):
+            pass  # said by `_make`, if it fails again
+
+    def _begin_make(self) -> sqlite3.Connection:
         new = self.path + ".new"
         for suffix in ("", "-journal"):
             try:
@@ -220,12 +228,28 @@ class State:
         try:
             db.execute("PRAGMA journal_mode=MEMORY")  # a rollback needs no file: nobody reads it yet
             db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT INTO meta VALUES ('schema', '{SCHEMA_VERSION}');")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _make(self, batch: tuple | None) -> None:
+        """The first write of a project without state.db: the schema and `batch` (`_write`'s
+        arguments) in one transaction, into a new file beside it, which becomes state.db by a
+        rename once committed: one sync, no journal file, no switch to WAL and back. A farmer
+        killed before the rename leaves no state.db (the file beside it is replaced next
+        time): as if that batch had not been written. A build that writes once (a small
+        first build, at its end) never connects again; the next read or write connects."""
+        db, self._making = self._making, None
+        if db is None:
+            db = self._begin_make()
+        try:
             if batch is not None:
                 self._write(db, *batch)
             db.execute("COMMIT")  # synced (synchronous=FULL, SQLite's default) before the rename
         finally:
             db.close()
-        os.replace(new, self.path)
+        os.replace(self.path + ".new", self.path)
         self._committed()
         self._fresh = False
         self._reopen = True
@@ -502,6 +526,10 @@ class State:
         try:
             if (self._declared is not None or self._held_traces or self._held_stats) and not self.write_failed:
                 self.save([], [], [], {})
+            if self._making is not None:  # begun by `prepare`, and nothing to write: undone
+                self._making.close()
+                self._making = None
+                os.unlink(self.path + ".new")
             if self.db is None:
                 return
             if self.wal and not self.readonly:

@@ -105,6 +105,41 @@ def test_what_may_wait_is_read_back_and_written_with_the_first_batch(farmer_dir)
     assert not (dead / "state.db").exists() and State(dead).traces() == {}
 
 
+def test_a_first_batch_prepared_while_commands_run_is_finished_by_the_first_save(farmer_dir):
+    """`prepare` (a build's first idle moment) begins the first batch: the database appears
+    only once that batch is committed; a build that writes nothing leaves nothing, and one
+    killed in between leaves only the file the next one replaces."""
+    s = State(farmer_dir)
+    s.prepare()
+    assert not (farmer_dir / "state.db").exists() and s.traces() == {}
+    s.save([trace("out/a")], [], [sample("out/a", 1.0)], {"src/a": ((1, 2, 3, 4), "d")})
+    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    s.prepare()  # there is a database now: nothing to begin
+    s.save([trace("out/b")], [], [], {})
+    s.close()
+    s = State(farmer_dir)
+    assert sorted(s.traces()) == ["out/a", "out/b"] and set(s.stat_cache()) == {"src/a"}
+    s.close()
+
+    idle = farmer_dir.parent / "idle" / ".farmer"
+    s = State(idle)
+    s.prepare()
+    s.close()
+    assert list(idle.iterdir()) == []
+
+    killed = farmer_dir.parent / "killed" / ".farmer"
+    s = State(killed)
+    s.prepare()
+    s._making.close()  # as a farmer killed now leaves it
+    assert [p.name for p in killed.iterdir()] == ["state.db.new"]
+    s = State(killed)
+    assert s.traces() == {}
+    s.prepare()
+    s.save([trace("out/c")], [], [], {})
+    s.close()
+    assert sorted(p.name for p in killed.iterdir()) == ["state.db"] and set(State(killed).traces()) == {"out/c"}
+
+
 def test_the_first_batch_makes_state_db_whole_or_not_at_all(farmer_dir):
     """state.db is made under another name and renamed once its first batch is committed:
     a farmer killed while writing it leaves no state.db, only a file the next one replaces."""
