@@ -152,8 +152,6 @@ class Recorder:
                                                 time.time_ns() if started_ns is None else started_ns))
             else:
                 self._keep(comp, trace, outcome, unsure)
-        if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
-            self.flush()
         return outcome
 
     def _keep(self, comp: Computation, trace: Trace, outcome: Outcome, unsure: bool) -> None:
@@ -166,8 +164,11 @@ class Recorder:
     def idle(self) -> None:
         """The scheduler waits for the commands it started: hash what `record` left for
         later, and, the first time, get ready what the first run's end and the build's end
-        would otherwise wait for."""
+        would otherwise wait for; the batch due every second (written here, once the
+        consumers of what ran have started, not between a run's end and theirs)."""
         self.hash_discovered()
+        if time.monotonic() - self._last_flush > _FLUSH_EVERY_S:
+            self.flush()
         if self._warm:
             return
         self._warm = True
