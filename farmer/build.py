@@ -251,7 +251,8 @@ class _Build:
                     and not any(comps[i].ninja and comps[i].ninja.console for i in to_run):
                 from farmer.executors.forked import forked
 
-                return forked(executor, comps, wake_fd, at_once=threads)
+                return forked(executor, comps, wake_fd, at_once=threads,  # a starter a CPU
+                              starters=min(opts.jobs, os.cpu_count() or 1))
             return executor
         from farmer.executors.composite import with_worlds
 

@@ -156,3 +156,34 @@ def test_a_process_starter_that_cannot_fork_leaves_farmer_to_start_the_commands(
     assert all(project.read(f"out/f{n}.txt") == "" for n in range(FILLERS))
     monkeypatch.undo()
     assert project.build().summary()["up to date"] == FILLERS
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_commands_running_at_once_from_starters_of_their_own(project, how):
+    """With -j 2, a second command started while the first runs gets a starter of its own
+    (one a CPU): the two are farmer's children, and an interrupt or a killed farmer ends
+    what each runs (no starter keeps another's requests open)."""
+    sleeps = [project.unique_sleep(30), project.unique_sleep(30)]
+    project.farmfile("".join(f"""
+        [task.slow{n}]
+        outputs = ["out/slow{n}.txt"]
+        cmd = "touch started{n} && {sleep} && echo slow > {{{{outputs}}}}"
+        """ for n, sleep in enumerate(sleeps)) + fillers(after="out/slow0.txt"))
+    p = project.popen("build", "-j", "2")
+    for n in range(2):
+        assert project.wait_for(f"started{n}", timeout=20, proc=p), p.communicate(timeout=10)
+    shells = [pid for sleep in sleeps for pid in pids_matching(sleep)]
+    starters = {parent_of(pid) for pid in shells} - set(shells)  # the shells' parents, not the sleeps'
+    assert len(starters) == min(2, os.cpu_count() or 1), starters
+    assert all(parent_of(s) == p.pid for s in starters)
+    if how == "SIGKILL":
+        p.kill()  # each starter sees its own requests end
+    else:
+        os.killpg(p.pid, signal.SIGINT)
+    p.communicate(timeout=10)
+    assert p.returncode == (-9 if how == "SIGKILL" else 130)
+    assert [wait_no_process(sleep, timeout=5) for sleep in sleeps] == [[], []]
+    assert wait_no_process_in(project, timeout=5) == []
+    if how == "SIGINT":
+        t = project.tasks()
+        assert [t[f"out/slow{n}.txt"]["reason"] for n in range(2)] == ["interrupted"] * 2

@@ -14,7 +14,9 @@ build's thread sends it the indices of what to start, and it sends back each run
 ProcessExecutor made it there: its process groups, timeouts, logs and kills, unchanged.
 `stop` asks it to kill what runs; an end of its requests (the build is over, or farmer
 died) makes it kill what runs and exit. It ignores the terminal's signals: farmer decides.
-Used for builds with many commands to run (forking costs about a millisecond).
+Used for builds with many commands to run (forking costs about a millisecond). With -j 2 or
+more, a second start while the first starter is busy forks another (one a CPU at most):
+see ForkedExecutor.
 """
 
 from __future__ import annotations
@@ -124,108 +126,132 @@ def _serve(inner: ProcessExecutor, comps: list[Computation], requests: int, repo
 
 
 def forked(inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None,
-           at_once: bool = True) -> Executor:
-    """`inner` run from a forked child, or `inner` itself where that cannot be: no pidfds
-    (SIGCHLD would go to the child), threads alive (a lock held mid-operation would be
-    copied), a large farmer, no process to spare. `at_once`: fork now; else at the first
-    start (a first build's first command then waits neither for the copy of the parent's
-    pages that its work between the fork and that start would make, nor for a request),
-    for a build that starts no thread before it starts a command (no live view, no cache)."""
+           at_once: bool = True, starters: int = 1) -> Executor:
+    """`inner` run from forked children (up to `starters` of them), or `inner` itself where
+    that cannot be: no pidfds (SIGCHLD would go to the child), threads alive (a lock held
+    mid-operation would be copied), a large farmer, no process to spare. `at_once`: fork
+    the first now; else at the first start (a first build's first command then waits
+    neither for the copy of the parent's pages that its work between the fork and that
+    start would make, nor for a request), for a build that starts no thread before it
+    starts a command (no live view, no cache)."""
     threading = sys.modules.get("threading")
     if not hasattr(os, "pidfd_open") or threading is not None and threading.active_count() > 1 \
             or _resident() > _LARGEST:
         return inner
-    try:
-        requests_r, requests_w = os.pipe2(os.O_CLOEXEC)
-    except OSError:
-        return inner
-    try:
-        reports_r, reports_w = os.pipe2(os.O_CLOEXEC)
-    except OSError:
-        os.close(requests_r)
-        os.close(requests_w)
-        return inner
-    executor = ForkedExecutor(inner, comps, (requests_r, requests_w, reports_r, reports_w), wake_fd)
+    executor = ForkedExecutor(inner, comps, wake_fd, starters)
     if at_once and not executor.fork([]):
         executor.selector.close()
         return inner
     return executor
 
 
-class ForkedExecutor(Executor):
-    """The build's side: what it asked to start, and the outcomes as they come. Before its
-    child is forked (`fork`), it holds the pipes' four ends; where the fork is refused at
-    the first start, `inner` starts the computations in this process (`_here`)."""
+class _Starter:
+    """One forked child: where its requests go, where its reports come from, what it was
+    asked to start and has not reported back."""
 
-    def __init__(self, inner: ProcessExecutor, comps: list[Computation],
-                 pipes: tuple[int, int, int, int], wake_fd: int | None) -> None:
+    __slots__ = ("pid", "requests", "reports", "asked", "out", "dead")
+
+    def __init__(self, pid: int, requests: int, reports: int) -> None:
+        self.pid, self.requests, self.reports = pid, requests, _Messages(reports)
+        self.asked: list[int] = []  # to send at the next wait (one write for a round's starts), or at once when idle
+        self.out: set[int] = set()  # started and not yet reported back
+        self.dead = False
+
+
+class ForkedExecutor(Executor):
+    """The build's side: its starters, what each was asked to start, and the outcomes as
+    they come. A start goes to an idle starter, or forks one more while there are fewer
+    than `most` (one per CPU that -j can keep busy: each starter waits for one spawn at a
+    time, its vfork child's file actions and exec, and on ext4 without a journal creating a
+    `>` file after a clean build's `rm -rf` costs 0.4-0.8 ms of system time: made by one
+    starter, every start waited for every other's); else to the starter with the least
+    to do. Where the first fork is refused at the first start, `inner` starts the
+    computations in this process (`_here`); where a later one is, the starters there
+    do it all."""
+
+    def __init__(self, inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None,
+                 most: int = 1) -> None:
         self.inner, self.comps, self.load = inner, comps, inner.load
-        self._pipes: tuple[int, int, int, int] | None = pipes  # until forked
-        self.pid: int | None = None
-        self.requests = pipes[1]
-        os.set_blocking(pipes[2], False)
-        self.reports = _Messages(pipes[2])
+        self.most = max(1, most)
+        self.starters: list[_Starter] = []
         self.selector = event_loop()  # other executors' descriptors (remote relays) join it
-        self.selector.register(pipes[2], READ, self)
         if wake_fd is not None:
             self.selector.register(wake_fd, READ, None)
-        self._asked: list[int] = []  # to send at the next wait (one write for a round's starts), or at once to an idle child
-        self._out: set[int] = set()  # started and not yet reported back
         self._done: list[Outcome] = []
         self._stopped = False
         self._here: ProcessExecutor | None = None  # no child after all: `inner` runs them here
 
     def fork(self, first: list[int]) -> bool:
-        """Fork the child, which starts `first` at once; False where that cannot be (no
-        process to spare; threads alive, when it comes at the first start): the pipes are
-        closed, and it is for `inner` to start the computations in this process."""
-        requests_r, requests_w, reports_r, reports_w = self._pipes  # type: ignore[misc]
-        self._pipes = None
+        """Fork a starter, which starts `first` at once; False where that cannot be (no
+        process or pipe to spare; threads alive, when it comes at a start)."""
         threading = sys.modules.get("threading")
-        pid = None
-        if threading is None or threading.active_count() == 1:
-            try:
-                pid = os.fork()
-            except OSError:
-                pass
-        if pid is None:
-            self.selector.unregister(reports_r)
-            for fd in (requests_r, requests_w, reports_r, reports_w):
+        if self._stopped or threading is not None and threading.active_count() > 1:
+            return False
+        pipes: list[int] = []
+        try:
+            pipes += os.pipe2(os.O_CLOEXEC)
+            pipes += os.pipe2(os.O_CLOEXEC)
+            pid = os.fork()
+        except OSError:
+            for fd in pipes:
                 os.close(fd)
             return False
+        requests_r, requests_w, reports_r, reports_w = pipes
         if pid == 0:  # the child: whatever happens, it ends here (os._exit: nothing of the parent's runs)
             code = 1
             try:
                 os.close(requests_w)
                 os.close(reports_r)
+                for other in self.starters:  # else the other starters would not see their requests end
+                    os.close(other.requests)
+                    os.close(other.reports.fd)
+                if self.starters:  # forked after the build resumed the collector, whose
+                    import gc  # passes over the heap it shares would copy its pages
+
+                    gc.disable()
                 _serve(self.inner, self.comps, requests_r, reports_w, first)
                 code = 0
             finally:
                 os._exit(code)
-        self.pid = pid
         os.close(requests_r)
         os.close(reports_w)
-        self.inner.selector.close()  # the child's now; this side waits on its own loop
+        os.set_blocking(reports_r, False)
+        starter = _Starter(pid, requests_w, reports_r)
+        starter.out.update(first)
+        self.selector.register(reports_r, READ, starter)
+        if not self.starters:
+            self.inner.selector.close()  # the children make their own; this side waits on its own loop
+        self.starters.append(starter)
         return True
 
     def running(self) -> int:
         if self._here is not None:
             return self._here.running()
-        return len(self._out) + len(self._done)
+        return sum(len(s.out) for s in self.starters) + len(self._done)
 
     def start(self, comp: Computation) -> None:
-        if self._pipes is not None:  # not forked yet: the child starts this one as it begins
-            if self.fork([comp.index]):
-                self._out.add(comp.index)
-                return
-            self._start_here()
         if self._here is not None:
             self._here.start(comp)
             return
-        self._asked.append(comp.index)
-        if not self._out:  # the child is idle: it starts this now, not after the round's
-            self._send_asked()  # other work (a first build writes its graph cache then)
-        self._out.add(comp.index)
+        least = None
+        for starter in self.starters:
+            if not starter.dead and (least is None or len(starter.out) < len(least.out)):
+                least = starter
+        if (least is None or least.out) and len(self.starters) < self.most:
+            if self.fork([comp.index]):
+                return
+            self.most = len(self.starters)  # no more forks: the ones there do it all
+            if not self.starters:
+                self._start_here()
+                self._here.start(comp)  # type: ignore[union-attr]
+                return
+        if least is None:  # every starter died
+            self._done.append(Outcome(comp.index, False, "farmer's process starter died", None, 0.0, 0.0))
+            return
+        least.asked.append(comp.index)
+        if not least.out:  # the starter is idle: it starts this now, not after the round's
+            self._send_asked(least)  # other work (a first build writes its graph cache then)
+        least.out.add(comp.index)
 
     def _start_here(self) -> None:
         """No child: `inner` starts the computations in this process, waiting on this
@@ -234,22 +260,24 @@ class ForkedExecutor(Executor):
         self.inner.selector = self.selector
         self._here = self.inner
 
-    def _send_asked(self) -> None:
-        if self._asked:
-            asked, self._asked = self._asked, []
+    @staticmethod
+    def _send_asked(starter: _Starter) -> None:
+        if starter.asked:
+            asked, starter.asked = starter.asked, []
             try:
-                _send(self.requests, asked)
+                _send(starter.requests, asked)
             except OSError:  # the child is gone: `_read` reports what it had
                 pass
 
     def wait(self, timeout: float | None) -> list[Outcome]:
         if self._here is not None:
             return self._here.wait(timeout)
-        self._send_asked()
+        for starter in self.starters:
+            self._send_asked(starter)
         if not self._done:
             for key, _ in self.selector.select(timeout):
-                if key.data is self:
-                    self._read()
+                if type(key.data) is _Starter:
+                    self._read(key.data)
                 elif key.data is None:  # a signal's wake-up
                     drain(key.fd)
                 else:
@@ -257,41 +285,40 @@ class ForkedExecutor(Executor):
         done, self._done = self._done, []
         return done
 
-    def _read(self) -> None:
-        for batch in self.reports.read():
+    def _read(self, starter: _Starter) -> None:
+        for batch in starter.reports.read():
             for index, ok, reason, code, start_s, end_s, cpu_s, rss, printed in batch:
                 outcome = Outcome(index, ok, reason, code, start_s, end_s, cpu_s, rss)
                 outcome.printed = printed
-                self._out.discard(index)
+                starter.out.discard(index)
                 self._done.append(outcome)
-        if self.reports.ended:  # the child died: what it ran is not known to have ended well
-            self.selector.unregister(self.reports.fd)
-            for index in sorted(self._out):
+        if starter.reports.ended:  # the child died: what it ran is not known to have ended well
+            self.selector.unregister(starter.reports.fd)
+            starter.dead = True
+            for index in sorted(starter.out):
                 self._done.append(Outcome(index, False, "farmer's process starter died", None, 0.0, 0.0))
-            self._out.clear()
+            starter.out.clear()
 
     def stop(self) -> None:
         if self._here is not None:
             self._here.stop()
         elif not self._stopped:
-            self._stopped = True
-            if self.pid is not None:  # before the fork, nothing runs
-                self._asked.append(_STOP)
-                self._send_asked()
+            self._stopped = True  # and no more forks
+            for starter in self.starters:  # before the first fork, nothing runs
+                starter.asked.append(_STOP)
+                self._send_asked(starter)
 
     def close(self) -> None:
-        """Ends the child's requests: it kills what still runs, and exits."""
+        """Ends the children's requests: each kills what still runs, and exits."""
         if self._here is not None:
             self._here.close()  # and with it this loop, its own now
             return
-        self._asked = []
-        if self._pipes is not None:  # never forked: nothing was started
-            for fd in self._pipes:
-                os.close(fd)
-            self._pipes = None
+        if not self.starters:  # never forked: nothing was started
             self.inner.selector.close()
-        else:
-            os.close(self.requests)
-            os.waitpid(self.pid, 0)
-            os.close(self.reports.fd)
+        for starter in self.starters:
+            starter.asked = []
+            os.close(starter.requests)
+        for starter in self.starters:
+            os.waitpid(starter.pid, 0)
+            os.close(starter.reports.fd)
         self.selector.close()
