@@ -700,7 +700,11 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
         runs: dict[str, list[RunResult]] = {t.name: [] for t in tools}
         rss_runs: dict[str, RunResult | None] = {}
         for i in range(reps):
-            for t in tools:
+            # The tools take turns, the order reversed every other round: what one tool's
+            # build leaves to the next (its dirty pages written back, its `rm -rf`'s freed
+            # inodes, which ext4 without a journal skips when it creates files for a minute
+            # or more) falls on each tool alike.
+            for t in tools if i % 2 == 0 else tools[::-1]:
                 last = i == reps - 1   # measure RSS on the last one (launcher: +1 ms)
                 def one(t=t, last=last):
                     t.clean()
