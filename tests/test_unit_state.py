@@ -413,18 +413,18 @@ def leftovers(farmer_dir) -> list[str]:
     return sorted(p.name for p in farmer_dir.iterdir() if p.name != "state.db")
 
 
-@pytest.mark.parametrize("batches", [0, 1, 2, 5])
+@pytest.mark.parametrize("batches", [0, 1, 2, 3, 5])
 def test_every_batch_is_kept_and_the_file_is_left_self_contained(farmer_dir, batches):
-    """However many batches a build writes (none: the stale check of a cached graph; one: a
-    small incremental build, in the rollback journal; more: in WAL, switched back at the
-    end), they are all there afterwards and the file needs no -wal or -shm."""
+    """However many batches a build writes (none: the stale check of a cached graph; one or
+    two: a small build, in the rollback journal; more: in WAL, switched back at the end),
+    they are all there afterwards and the file needs no -wal or -shm."""
     s = State(farmer_dir)
     s.save([], [], [sample("made", 0.0)], {})  # the file exists (a first write makes it)
     s.close()
     s = State(farmer_dir)
     for k in range(batches):
         s.save([trace(f"out/{k}")], [], [sample(f"out/{k}", 1.0)], {f"src/{k}": ((1, 2, 3, 4), "d")})
-    assert s.wal == (batches > 1)
+    assert s.wal == (batches > 2)
     s.close()
     assert journal_mode(farmer_dir) == "delete"
     assert leftovers(farmer_dir) == []
@@ -439,8 +439,8 @@ def test_a_file_left_in_wal_by_a_dead_farmer_is_closed_in_delete_mode(tmp_path, 
     open it for writing reads what it holds and leaves it self-contained, even if it writes
     nothing."""
     s = State(farmer_dir)
-    s.save([trace("out/a")], [], [], {})
-    s.save([trace("out/b")], [], [], {})
+    for name in ("out/a", "out/b", "out/c"):  # WAL from the third batch
+        s.save([trace(name)], [], [], {})
     dead = tmp_path / "dead" / ".farmer"  # the files as a SIGKILL leaves them
     dead.mkdir(parents=True)
     for name in ("state.db", "state.db-wal"):
@@ -449,7 +449,7 @@ def test_a_file_left_in_wal_by_a_dead_farmer_is_closed_in_delete_mode(tmp_path, 
     assert (dead / "state.db").read_bytes()[18:20] == b"\x02\x02"  # the header's "WAL"
     assert (dead / "state.db-wal").stat().st_size > 0
     again = State(dead)
-    assert sorted(again.traces()) == ["out/a", "out/b"]
+    assert sorted(again.traces()) == ["out/a", "out/b", "out/c"]
     again.close()
     assert journal_mode(dead) == "delete"
     assert leftovers(dead) == []
