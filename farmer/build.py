@@ -22,6 +22,7 @@ from farmer.inside import check_inside
 from farmer.lastbuild import summary_line
 from farmer.latency import critical
 from farmer.latency.predict import Prediction
+from farmer.latency.seconds import Seconds
 from farmer.lock import ProjectLock
 from farmer.private import make_dir
 from farmer.recorder import Recorder, RunCache
@@ -279,7 +280,12 @@ class _Build:
             session.state.save([], [], [], session.digests.changed)
             session.digests.changed = {}
         wall = time.monotonic() - self.t0
-        critical_s = critical.longest_s(comps, session.affected, lambda i: _seconds(outcomes.get(i)))
+        measured = Seconds(len(comps), session.affected)  # by index: no dict of floats at 100 000
+        for i in session.affected:
+            outcome = outcomes.get(i)
+            if outcome is not None:
+                measured[i] = outcome.end_s - outcome.start_s
+        critical_s = max(critical.latencies(comps, session.affected, measured).values(), default=0.0)
         if signum is not None:
             status, code = "interrupted", 128 + signum
         elif any(s.status == FAILED for s in settled.values()):
@@ -319,11 +325,6 @@ def _sweep_fifo_dirs() -> None:
     from farmer.worlds.sweep import sweep
 
     sweep()
-
-
-def _seconds(outcome: Outcome | None) -> float:
-    """How long a computation ran (0: it did not run)."""
-    return 0.0 if outcome is None else outcome.end_s - outcome.start_s
 
 
 def _ignore_signal(signum: int, frame: object) -> None:

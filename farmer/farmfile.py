@@ -560,10 +560,9 @@ def _tasks(r: _Reader, tables: Iterable[tuple[str, object]], pools: dict[str, in
     which words what is wrong with it."""
     tasks: dict[str, TaskSpec] = {}
     task_line = r.where.task_line
-    plain_keys, allowed = _PLAIN_TASK_KEYS, _BARE_DOTTED
+    plain_keys = _PLAIN_TASK_KEYS
     for name, body in tables:
-        if body.__class__ is dict and body.keys() <= plain_keys and name.isascii() \
-                and name[:1] not in _NOT_FIRST and not name.encode().translate(None, allowed):
+        if body.__class__ is dict and body.keys() <= plain_keys and is_name(name):
             inputs, outputs, cmd = body.get("inputs"), body.get("outputs"), body.get("cmd")
             if (inputs.__class__ is list or inputs is None) and (outputs.__class__ is list or outputs is None) \
                     and (cmd.__class__ is str or cmd is None and not outputs):  # an alias has no outputs

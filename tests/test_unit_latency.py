@@ -300,9 +300,19 @@ def test_a_makespan_asked_for_alone_is_that_of_the_whole_simulation():
     ([], {}),
 ])
 def test_the_longest_latency_at_a_builds_end_is_the_largest_expected_latency(order, durations):
+    """A build's end takes its critical path's length from `latencies` over what ran, held
+    by index (build.py): the same as `expected_latency`'s dict."""
+    from farmer.latency.seconds import Seconds
+
     comps = diamond()
-    expected = max(critical.expected_latency(comps, order, durations).values(), default=0.0)
-    assert critical.longest_s(comps, order, lambda i: durations.get(i, 0.0)) == expected
+    measured = Seconds(len(comps), order)
+    for i in order:
+        if i in durations:
+            measured[i] = durations[i]
+    by_index = critical.latencies(comps, order, measured)
+    by_dict = critical.expected_latency(comps, order, durations)
+    assert dict(by_index.items()) == by_dict
+    assert max(by_index.values(), default=0.0) == max(by_dict.values(), default=0.0)
 
 
 def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same():

@@ -6,10 +6,6 @@ from __future__ import annotations
 from farmer.graph import Computation
 from farmer.latency.seconds import Seconds
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 
 def expected_latency(comps: list[Computation], order: list[int],
                      duration: dict[int, float]) -> dict[int, float]:
@@ -38,25 +34,6 @@ def latencies(comps: list[Computation], order: list[int], duration: Seconds) -> 
         values[i] = (seconds[i] if known[i] else 0.0) + tail
         has[i] = 1
     return latency
-
-
-def longest_s(comps: list[Computation], order: list[int], duration: Callable[[int], float]) -> float:
-    """The largest of `expected_latency(comps, order, ...)`, each computation's latency
-    kept in one array by index instead of a dict of floats (a build's end, over 100 000
-    computations); `duration(i)` is never negative."""
-    from array import array
-
-    latency = array("d", bytes(8 * len(comps)))  # 0.0 where not in `order`: adds nothing
-    longest = 0.0
-    for i in reversed(order):
-        tail = 0.0
-        for c in comps[i].consumers:
-            if latency[c] > tail:
-                tail = latency[c]
-        latency[i] = here = duration(i) + tail
-        if here > longest:
-            longest = here
-    return longest
 
 
 def critical_path(comps: list[Computation], latency: dict[int, float],
