@@ -128,7 +128,7 @@ class _Build:
         logs = os.path.join(self.farmer_dir, "logs")
         logs_new = not os.path.lexists(logs)  # a first build: no log of an older run to remove
         make_dir(logs)
-        live = opts.live and not any(comps[i].ninja and comps[i].ninja.console for i in to_run)  # it owns the terminal
+        live = opts.live and not self._console(to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
         cache = self.cache or self._caches(logs, reporter.message)
         recorder = Recorder(session, reporter.message, cache)
@@ -246,10 +246,10 @@ class _Build:
         executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
         executor.groups = self.groups
         executor.logs_new = logs_new
-        if opts.no_worlds or all(comps[i].world is None for i in to_run):
+        # (only a Farmfile that declares worlds has world tasks)
+        if opts.no_worlds or not self.session.spec.worlds or all(comps[i].world is None for i in to_run):
             # (the console pool's commands run in farmer's process group, on its terminal)
-            if opts.jobs > 1 and len(to_run) >= _FORK_FROM \
-                    and not any(comps[i].ninja and comps[i].ninja.console for i in to_run):
+            if opts.jobs > 1 and len(to_run) >= _FORK_FROM and not self._console(to_run):
                 from farmer.executors.forked import forked
 
                 return forked(executor, comps, wake_fd, at_once=threads,  # a starter a CPU
@@ -259,6 +259,13 @@ class _Build:
 
         return with_worlds(executor, self.session.spec, comps, to_run, logs, self.t0, opts.timeout,
                            warn, opts.worlds, self.session.world_fingerprint)
+
+    def _console(self, to_run: dict[int, str]) -> bool:
+        """Whether the plan runs a command of ninja's console pool (only a build.ninja has
+        one: a Farmfile's graph is not looked through)."""
+        comps = self.session.graph.computations
+        return self.session.graph.paths_first and any(comps[i].ninja and comps[i].ninja.console
+                                                      for i in to_run)
 
     def _local_cache(self, logs: str, warn) -> RunCache | None:
         """The local output cache (farmer/cache/), when it is turned on; nothing of it is

@@ -302,9 +302,11 @@ def expand_tasks(spec: Spec, files: Files, expanders: Expanders) -> dict[str, li
         for out in paths:
             owner.setdefault(out, name)
 
+    literal = _literal_instances(spec)
+    if len(literal) == len(spec.tasks):  # every task written out in full: nothing to match
+        return literal  # (in the Farmfile's order, as `_literal_instances` goes)
     pattern_tasks = []
     matched: dict[str, list[dict[str, str]]] = {}
-    literal = _literal_instances(spec)
     for name, task in spec.tasks.items():
         if name in literal:
             record(name, literal[name])

@@ -37,6 +37,7 @@ _DOTTED = r""""[^"]*"|'[^']*'|[^.\s"']+"""  # parts of a dotted TOML key
 _KEY = r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+))\s*="""
 _BARE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"  # a bare key's characters
 _BARE_DOTTED = (_BARE + ".").encode()  # a task or world name's too
+_NAME_LINES = _BARE_DOTTED + b"\n"  # names a line each (`are_names`)
 # What str.isspace() (and so the patterns' \s) takes for blank, but the line break itself.
 _BLANKS = "\t\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006" \
           "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -74,6 +75,15 @@ def is_name(name: str) -> bool:
     """A task, world or wildcard name: letters, digits, '_', '.' and '-', not starting with
     '.' or '-'."""
     return name[:1] not in _NOT_FIRST and _only(name, _BARE_DOTTED)
+
+
+def are_names(names: list[str]) -> bool:
+    """Whether `is_name` holds for each of `names`: one look at them joined by line breaks
+    (none in a name: as many breaks as names less one), none empty or starting with '.' or
+    '-' (no break followed by one)."""
+    joined = "\n" + "\n".join(names) + "\n"
+    return (not names or joined.count("\n") == len(names) + 1 and _only(joined, _NAME_LINES)
+            and "\n\n" not in joined and "\n." not in joined and "\n-" not in joined)
 
 
 def _key_name(line: str) -> str | None:
@@ -452,7 +462,11 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
             )
     _check_world_tree(r, worlds)
 
-    tasks = _tasks(r, data.get("task", {}).items() if task_tables is None else task_tables, pools, worlds)
+    if task_tables is None:
+        tables = data.get("task", {})
+        tasks = _tasks(r, tables.items(), pools, worlds, tables.__class__ is dict and are_names(list(tables)))
+    else:
+        tasks = _tasks(r, task_tables, pools, worlds)
 
     cache = _cache(r, data["cache"]) if "cache" in data else None
     remote = _remote(r, data["remote"]) if "remote" in data else None
@@ -552,17 +566,19 @@ _PLAIN_TASK_KEYS = {"inputs", "outputs", "cmd"}
 
 
 def _tasks(r: _Reader, tables: Iterable[tuple[str, object]], pools: dict[str, int],
-           worlds: dict[str, WorldSpec]) -> dict[str, TaskSpec]:
+           worlds: dict[str, WorldSpec], named: bool = False) -> dict[str, TaskSpec]:
     """Each task table's TaskSpec, in the Farmfile's order. A table of only inputs, outputs
     and a cmd, all strings without a brace, under a valid name (what a generator writing out
     each step makes) passes `_task`'s checks by this loop's few tests, inline (a Farmfile
     may have 100 000 of them): a plain TaskSpec. Any other table goes through `_task`,
-    which words what is wrong with it."""
+    which words what is wrong with it. `named`: every table's name is known to be valid
+    (`are_names`)."""
     tasks: dict[str, TaskSpec] = {}
     task_line = r.where.task_line
     plain_keys = _PLAIN_TASK_KEYS
+    plain = TaskSpec.plain_table
     for name, body in tables:
-        if body.__class__ is dict and body.keys() <= plain_keys and is_name(name):
+        if body.__class__ is dict and body.keys() <= plain_keys and (named or is_name(name)):
             inputs, outputs, cmd = body.get("inputs"), body.get("outputs"), body.get("cmd")
             if (inputs.__class__ is list or inputs is None) and (outputs.__class__ is list or outputs is None) \
                     and (cmd.__class__ is str or cmd is None and not outputs):  # an alias has no outputs
@@ -572,7 +588,7 @@ def _tasks(r: _Reader, tables: Iterable[tuple[str, object]], pools: dict[str, in
                     texts = "{"
                 if "{" not in texts and "}" not in texts:  # no template to parse
                     # (toml_rs's lists: nothing else holds them)
-                    tasks[name] = TaskSpec(name, task_line(name), inputs, outputs, cmd, plain=True)
+                    tasks[name] = plain(name, task_line(name), inputs or [], outputs or [], cmd)
                     continue
         tasks[name] = _task(r, r.name("task", name), body, pools, worlds)
     return tasks

@@ -65,8 +65,10 @@ def check_inside(root: str | os.PathLike, comps: list[Computation]) -> None:
 
     by_dir: dict[str, list[str]] = {}
     for comp in comps:
-        for p in comp.outputs + ([comp.depfile] if comp.depfile else []):
+        for p in comp.outputs:
             by_dir.setdefault(p.rpartition("/")[0], []).append(p)
+        if comp.depfile:
+            by_dir.setdefault(comp.depfile.rpartition("/")[0], []).append(comp.depfile)
     # Usually every directory written to resolves inside the root and holds no symlink: a
     # look at each directory proves it. Otherwise the paths are looked at in order.
     if all(no_link_among(d, ps) for d, ps in by_dir.items()):

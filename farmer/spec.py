@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # The env of a task that sets none: one dict, never changed (a dict each was 6 MB of a
 # 100 000-task Farmfile's parse).
 NO_ENV: dict[str, str] = {}
+_new = object.__new__
 
 
 class TaskSpec:
@@ -49,6 +50,19 @@ class TaskSpec:
         # with a brace: every other field is its default, and it has one computation, its
         # texts as written (farmfile._tasks; traversal._literal_computation).
         self.plain = plain
+
+    @classmethod
+    def plain_table(cls, name: str, line: int | Lines | None, inputs: list[str], outputs: list[str],
+                    cmd: str | None) -> TaskSpec:
+        """`TaskSpec(name, line, inputs, outputs, cmd, plain=True)`, made without __init__'s
+        parameters (a generated Farmfile's parse makes 100 000 of these)."""
+        task = _new(cls)
+        task.name, task._line, task.inputs, task.outputs, task.cmd = name, line, inputs, outputs, cmd
+        task.python = task.world = task.foreach = task.depfile = None
+        task.env = NO_ENV
+        task.cost, task.cpus, task.pool, task.timeout = None, 1, None, None
+        task.always, task.cache, task.remote, task.plain = False, True, True, True
+        return task
 
     @property
     def line(self) -> int | None:

@@ -191,16 +191,18 @@ def _traverse(spec: Spec) -> Graph:
     made_by = producer.get
     for comp in comps:
         inputs = comp.inputs
-        if len(inputs) == 1 and comp.world is None:  # the usual foreach computation, quicker
+        world = comp.world
+        if len(inputs) == 1 and world is None:  # the usual foreach computation, quicker
             p = made_by(inputs[0])
             comp.producers = [] if p is None else [p]
             if p is not None:
                 comps[p].consumers.append(comp.index)
             continue
-        producers = {producer[p] for p in inputs if p in producer}  # own outputs refused above
-        if comp.world is not None:
+        producers = set(map(made_by, inputs))  # own outputs refused above
+        if world is not None:
             # A world's setup reads its inputs: tasks of the world wait for their producers.
-            producers.update(producer[p] for p in world_inputs[comp.world] if p in producer)
+            producers.update(map(made_by, world_inputs[world]))
+        producers.discard(None)
         comp.producers = sorted(producers)
         for p in comp.producers:
             comps[p].consumers.append(comp.index)
@@ -493,8 +495,10 @@ def mark_missing(comps: list[Computation], producer: dict[str, int], root: str |
     if files is not None:
         unsure.difference_update(files.plain_files())
     gone = _missing(root, unsure)
+    if not gone:  # as a computation is made (`Computation.missing`): nothing to set
+        return
     for comp in comps:
-        comp.missing = [p for p in comp.inputs if p in gone] if gone else ()
+        comp.missing = [p for p in comp.inputs if p in gone]
 
 
 _LISTING_PAYS = 16  # paths of one folder from which listing it costs less than a stat each
@@ -503,20 +507,21 @@ _LISTING_PAYS = 16  # paths of one folder from which listing it costs less than 
 def _missing(root: str | os.PathLike, paths: set[str]) -> set[str]:
     """The normalized `paths` that `os.path.exists(root/path)` says do not exist; the many
     paths of one folder (a generator's sources) found in one listing of it instead."""
-    by_folder: dict[str, list[str]] = {}
+    by_folder: dict[str, list[str]] = {}  # folder -> the names in it
     for path in paths:
-        by_folder.setdefault(path.rpartition("/")[0], []).append(path)
+        folder, _, name = path.rpartition("/")
+        by_folder.setdefault(folder, []).append(name)
     gone = set()
-    for folder, group in by_folder.items():
+    for folder, names in by_folder.items():
         listed: set[str] = set()  # what is no symlink there: it exists
-        if len(group) >= _LISTING_PAYS:
+        if len(names) >= _LISTING_PAYS:
             try:
                 with os.scandir(os.path.join(root, folder)) as entries:
                     listed = {e.name for e in entries if not e.is_symlink()}
             except OSError:
                 pass  # each looked at below
-        gone.update(p for p in group if p.rpartition("/")[2] not in listed
-                    and not os.path.exists(os.path.join(root, p)))
+        unlisted = [f"{folder}/{name}" if folder else name for name in names if name not in listed]
+        gone.update(p for p in unlisted if not os.path.exists(os.path.join(root, p)))
     return gone
 
 
