@@ -4,6 +4,7 @@ its memory.
 
     python bench/profile_clean.py [--size 1000] [--memory] [--top 40] [--repeat N [--tree DIR]]
     python bench/profile_clean.py --repeat N --compare DIR DIR...
+    python bench/profile_clean.py --warm N [--repeat R] [--compare DIR DIR...]
 
 Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
@@ -20,6 +21,12 @@ process:
             also counts the interpreter's start. Each runs `python -S` with farmer, xxhash
             and toml_rs on PYTHONPATH, so that what a site's .pth files import (an editable
             install's finder imports pathlib, re and typing) is not taken from farmer's share
+  --warm    N builds in one process after a first one (what imports and first calls cost is
+            left out), each stopped at its first start (the fork of the process starter, or
+            a spawn): the median CPU of each phase of the way there (the TOML parse, the
+            rest of the Farmfile's parse, the traversal, the stale-output sweep, the session,
+            the plan and its prediction, the scheduler up to its first start); with --compare
+            the trees' processes interleaved, R (--repeat, default 5) each
   --compare the trees' builds interleaved, N each, as `farmer build` runs them (farmer.command
             imported first, the rest by the build): the wall time from the build's first line
             to the first spawn, in farmer or in its forked process starter, and farmer's CPU
@@ -167,6 +174,83 @@ except SystemExit:
 """
 
 
+# One process of --warm: `python -S -c _WARM PROJECT N`. Each build raises _First at its
+# first start, which ends it there (through its own cleanup, not timed).
+_WARM = """
+import gc, os, shutil, sys, time
+os.chdir(sys.argv[1])
+class _First(BaseException):
+    pass
+stopped = []
+def stop(*a, **k):
+    stopped.append(time.process_time())
+    raise _First
+os.fork = os.posix_spawn = os.posix_spawnp = stop
+import farmer.build, farmer.command, farmer.farmfile, farmer.project, farmer.scheduler, farmer.session
+import farmer.stale, farmer.tomlparse, farmer.traversal
+phases = {}
+def timed(owner, name, phase):
+    real = getattr(owner, name)
+    def run(*a, **k):
+        t = time.process_time()
+        try:
+            return real(*a, **k)
+        finally:
+            phases[phase] = phases.get(phase, 0.0) + time.process_time() - t
+    setattr(owner, name, run)
+timed(farmer.tomlparse, "loads", "toml")
+timed(farmer.farmfile, "parse", "parse")
+timed(farmer.traversal, "traverse", "traversal")
+timed(farmer.stale, "sweep", "sweep")
+timed(farmer.build, "open_session", "session")
+timed(farmer.session.Session, "to_run", "plan")
+timed(farmer.session.Session, "predict", "prediction")
+timed(farmer.scheduler.Scheduler, "__init__", "scheduler")
+timed(farmer.scheduler.Scheduler, "run", "scheduler")
+sys.stdout = open(os.devnull, "w")
+runs = []
+for k in range(int(sys.argv[2]) + 1):
+    for name in ("out", ".farmer"):
+        shutil.rmtree(name, ignore_errors=True)
+    os.mkdir("out")
+    gc.collect()
+    phases.clear()
+    t = time.process_time()
+    try:
+        farmer.command.build(["all"], jobs=2)
+    except _First:
+        pass
+    if k:  # the first imported what the build imports as it goes, and made the first calls
+        phases["total"] = stopped[-1] - t
+        phases["the rest"] = phases["total"] - sum(v for p, v in phases.items() if p != "total")
+        runs.append(dict(phases))
+shutil.rmtree("out", ignore_errors=True)
+med = {p: sorted(r[p] for r in runs)[len(runs) // 2] * 1000 for p in runs[0]}
+os.write(2, repr(med).encode())
+"""
+
+
+def warm(size: int, builds: int, work: Path, trees: list[Path], rounds: int) -> None:
+    """--warm: each tree's processes interleaved, the medians of their medians."""
+    import statistics
+    import subprocess
+
+    d = project(size, work)
+    meds: dict[Path, list[dict]] = {t: [] for t in trees}
+    for _ in range(rounds):
+        for tree in trees:
+            cp = subprocess.run([sys.executable, "-S", "-c", _WARM, str(d), str(builds)],
+                                env=child_env(tree), capture_output=True, text=True)
+            if cp.returncode:
+                sys.exit(f"the build failed (farmer from {tree}):\n{cp.stderr}")
+            meds[tree].append(eval(cp.stderr.strip().splitlines()[-1]))  # noqa: S307 - our child's repr
+    print(f"load average {os.getloadavg()[0]:.1f}; {rounds} processes a tree, {builds} warm builds "
+          "each, to the first start: CPU ms, the median of the processes' medians")
+    for tree, ms in meds.items():
+        order = ["total"] + [p for p in ms[0] if p != "total"]
+        print(f"{tree}: " + ", ".join(f"{p} {statistics.median(m[p] for m in ms):.2f}" for p in order))
+
+
 def child_env(tree: Path) -> dict:
     """farmer from `tree`, with xxhash and toml_rs from this interpreter's site-packages."""
     import toml_rs
@@ -272,6 +356,7 @@ def main() -> int:
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=0)
+    ap.add_argument("--warm", type=int, default=0)
     ap.add_argument("--tree", default=str(bench.REPO_ROOT),
                     help="with --repeat: the directory holding the farmer/ to run (another commit's, "
                          "from git archive COMMIT farmer | tar -x -C DIR)")
@@ -280,6 +365,10 @@ def main() -> int:
                          "it: the wall time to the first spawn (in farmer or its process starter) "
                          "and farmer's CPU to its fork")
     args = ap.parse_args()
+    if args.warm:
+        trees = [Path(t).resolve() for t in args.compare or [args.tree]]
+        warm(args.size, args.warm, bench.BENCH_DIR / "work", trees, args.repeat or 5)
+        return 0
     if args.compare:
         compared(args.size, args.repeat or 7, bench.BENCH_DIR / "work", [Path(t).resolve() for t in args.compare])
         return 0

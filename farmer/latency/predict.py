@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 class Prediction:
     __slots__ = ("jobs", "to_run", "estimates", "latency", "_simulation", "critical_path",
-                 "critical_path_s", "total_work_s", "fifo_makespan_s", "unit_makespan_s",
+                 "critical_path_s", "_total_work_s", "fifo_makespan_s", "unit_makespan_s",
                  "unknown", "worlds", "critical_world", "_makespan_s")
 
     def __init__(
@@ -41,14 +41,14 @@ class Prediction:
         simulation: simulate.Simulation | Callable[[bool], simulate.Simulation],
         critical_path: list[int],
         critical_path_s: float,
-        total_work_s: float,
+        total_work_s: float | Callable[[], float],  # or what sums it when first asked for (a plan's)
         fifo_makespan_s: float | None = None,
         unit_makespan_s: float | None = None,
         unknown: AbstractSet[int] | None = None,  # would run, with no history yet (estimates.Estimates)
     ) -> None:
         self.jobs, self.to_run, self.estimates, self.latency = jobs, to_run, estimates, latency
         self._simulation, self.critical_path = simulation, critical_path
-        self.critical_path_s, self.total_work_s = critical_path_s, total_work_s
+        self.critical_path_s, self._total_work_s = critical_path_s, total_work_s
         self.fifo_makespan_s, self.unit_makespan_s = fifo_makespan_s, unit_makespan_s
         self.unknown = set() if unknown is None else unknown
         self.worlds: WorldSetups | None = None  # the worlds' set-up, as simulated
@@ -75,10 +75,19 @@ class Prediction:
             self._makespan_s = self._simulation(False).makespan_s
         return self._makespan_s
 
+    @property
+    def total_work_s(self) -> float:
+        """The seconds of work that would run, a computation's estimate counted once per CPU
+        it takes, with the worlds' set-up: only `plan --simulate` shows it."""
+        if callable(self._total_work_s):
+            self._total_work_s = self._total_work_s()
+        return self._total_work_s
+
     def keep_makespan(self) -> None:
         """Keep only the makespan (simulated now, unless it was) and whether every
         computation had history (`known`): all a build's end needs. The tables by
-        computation go (at 100 000 computations, with the scheduler's, tens of MB)."""
+        computation go (at 100 000 computations, with the scheduler's, tens of MB), and
+        with them the critical path and the total work (nothing a build's end reads)."""
         from farmer.latency.simulate import Simulation
 
         makespan = self.makespan_s
@@ -86,6 +95,7 @@ class Prediction:
         self.to_run, self.estimates, self.latency = {}, {}, {}
         self.unknown = set(islice(self.unknown, 1))
         self.critical_path = []
+        self._total_work_s = 0.0
 
     @property
     def lower_bound_s(self) -> float:
@@ -143,7 +153,8 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
         critical_path=path, critical_path_s=latency[start] + head.get(start, 0.0),
-        total_work_s=sum(seconds[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
+        # (a build never reads it: summed when first asked for)
+        total_work_s=lambda: sum(seconds[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
         + sum(setups.values()),
         unknown=_running_unknown(estimates, to_run),
     )
