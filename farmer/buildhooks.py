@@ -76,6 +76,9 @@ class BuildHooks(Hooks):
             self._progress()
         return done
 
+    def will_succeed(self, outcome: Outcome) -> bool:
+        return outcome.ok and self.recorder.outputs_there(self.comps[outcome.index])
+
     def finished(self, outcome: Outcome) -> Outcome:
         self.print_finished()
         comp = self.comps[outcome.index]

@@ -119,6 +119,20 @@ class Recorder:
                 f.write(edge.rspfile_content or "")
         return None
 
+    def outputs_there(self, comp: Computation) -> bool:
+        """Whether `record` will find each declared output a file (a stat each), asked
+        before it runs: the scheduler starts what is ready in between only when it will."""
+        edge = comp.ninja
+        if edge is not None and edge.optional_outputs:
+            return True
+        for path in comp.outputs:
+            try:
+                if not stat.S_ISREG(os.stat(path).st_mode):
+                    return False
+            except OSError:
+                return False
+        return True
+
     def record(self, comp: Computation, outcome: Outcome) -> Outcome:
         """Record how the run ended; a declared output missing (or not a file) turns
         success into failure."""

@@ -22,6 +22,10 @@ SKIPPED = "skipped"
 CACHED = "cached"
 
 
+_LOOK_AHEAD = 64  # computations `Scheduler._first_released` looks at, at most
+_AHEAD = (float("-inf"), -1)  # ahead of every ready computation in the heap's order
+
+
 class Hooks:
     """What the scheduler asks and tells around each run; a real build's are the recorder's
     (farmer/recorder.py), a simulation's take the plan's verdicts as they are."""
@@ -40,6 +44,12 @@ class Hooks:
     def finished(self, outcome: Outcome) -> Outcome:
         """Record a finished run; may turn success into failure (a declared output missing)."""
         return outcome
+
+    def will_succeed(self, outcome: Outcome) -> bool:
+        """Whether `finished` will keep `outcome` a success, asked before it is recorded: True
+        lets the scheduler start what is ready in the meantime. A hook whose `finished` can
+        fail a run must say so here, or a build without -k starts one more after it."""
+        return outcome.ok
 
     def interrupted(self) -> int | None:
         """The signal that asks the build to stop, if one arrived."""
@@ -109,6 +119,7 @@ class Scheduler:
         self.slots_of: dict[int, tuple[int, ...]] = {}  # the slots each computation ran in (timelines)
         self._same: dict[tuple[str, str], Settled] = {}  # Settled values met often, shared
         self._discarded: set[int] = set()  # told to the executor as never starting
+        self._ended: set[int] = set()  # ended, vacated, not yet recorded (`_end`)
 
     @property
     def done(self) -> int:
@@ -131,10 +142,52 @@ class Scheduler:
                     break
             held_back = bool(self._ready) and not self.stopping and bool(self._free_slots)
             self.hooks.idle()
-            for outcome in self.executor.wait(0.5 if held_back else None):
-                self._complete(outcome)
+            ended = self.executor.wait(0.5 if held_back else None)
+            if ended:
+                self._end(ended)
         self._settle_rest()
         return self.settled
+
+    def _end(self, ended: list[Outcome]) -> None:
+        """Runs ended: what they held is free, and what is ready starts before they are
+        recorded (their outputs' digests, traces and lines: about half a millisecond of
+        farmer's one thread each, which a CPU would otherwise wait for), if it is what would
+        start after it: ahead of every consumer they may make ready, and only when each is
+        sure to stay a success (without -k a failure starts nothing more) and no signal came."""
+        for outcome in ended:
+            self._vacate(outcome.index)
+        self._ended.update(o.index for o in ended)
+        if not self.stopping and self._ready and self._free_slots \
+                and (self.keep_going or all(self.hooks.will_succeed(o) for o in ended)) \
+                and self.hooks.interrupted() is None:
+            self._start_what_fits(before=self._first_released(ended))
+        for outcome in ended:
+            self._ended.discard(outcome.index)
+            self._complete(outcome)
+
+    def _first_released(self, ended: list[Outcome]) -> tuple[float, int] | None:
+        """The first in the ready heap's order of the computations that recording `ended`
+        may make ready: the consumers waiting for nothing else, and theirs in turn (one found
+        up to date releases its own at once). None: none; where there are more than
+        `_LOOK_AHEAD` to look at, a place ahead of everything (nothing starts before)."""
+        waiting, latency, settled, comps = self._waiting, self.latency, self.settled, self.comps
+        first = None
+        released: dict[int, int] = {}  # consumer -> its producers among those that may settle
+        stack = [o.index for o in ended]
+        while stack:
+            for c in comps[stack.pop()].consumers:
+                n = waiting.get(c)
+                if n is None or c in settled:
+                    continue
+                k = released[c] = released.get(c, 0) + 1
+                if k == n:
+                    if len(released) > _LOOK_AHEAD:
+                        return _AHEAD
+                    item = (-latency.get(c, 0.0), c)
+                    if first is None or item < first:
+                        first = item
+                    stack.append(c)
+        return first
 
     def _settled(self, status: str, reason: str) -> Settled:
         """Settled(status, reason), one value for each pair met often ("never built", "up to
@@ -179,10 +232,14 @@ class Scheduler:
 
     # -- starting ---------------------------------------------------------------------
 
-    def _start_what_fits(self) -> None:
+    def _start_what_fits(self, before: tuple[float, int] | None = None) -> None:
+        """Start the ready computations in the heap's order while they fit; with `before`,
+        only those ahead of it in that order."""
         passed_over = []
         while self._ready and self._free_slots:
             if not self.executor.can_start():  # the load limit (-l), say
+                break
+            if before is not None and self._ready[0] >= before:
                 break
             item = heapq.heappop(self._ready)
             i = item[1]
@@ -205,6 +262,7 @@ class Scheduler:
                 self.executor.start(comp)
             else:
                 self._discard([i])  # it will not start
+                self._vacate(i)
                 self._complete(done)
                 if self.stopping:
                     break
@@ -213,13 +271,16 @@ class Scheduler:
 
     # -- finishing --------------------------------------------------------------------
 
+    def _vacate(self, i: int) -> None:
+        """`i` no longer runs: its CPU slots and its pool's place are free."""
+        self._free_slots.extend(self._slots.pop(i))
+        pool = self.comps[i].pool
+        if pool is not None:
+            self._pool_used[pool] -= 1
+
     def _complete(self, outcome: Outcome) -> None:
+        """Record how `i` ended (its slots vacated already) and release its consumers."""
         i = outcome.index
-        comp = self.comps[i]
-        slots = self._slots.pop(i)
-        self._free_slots.extend(slots)
-        if comp.pool is not None:
-            self._pool_used[comp.pool] -= 1
         outcome = self.hooks.finished(outcome)
         reason = self._reasons.pop(i)
         if outcome.ok:
@@ -243,7 +304,8 @@ class Scheduler:
         """What will never start now: when the build stops, everything not running; with
         -k, everything that needs what failed."""
         if self.stopping:
-            self._discard([j for j in self.selected if j not in self.settled and j not in self._slots])
+            self._discard([j for j in self.selected if j not in self.settled and j not in self._slots
+                           and j not in self._ended])
             return
         doomed: dict[int, None] = {}  # ordered, for a predictable order of calls
         stack = list(self.comps[failed].consumers)

@@ -142,6 +142,38 @@ def test_declared_output_missing_is_a_failure(project):
     assert t["out/user.txt"]["status"] == "skipped"
 
 
+FORGETFUL = """
+[task.lazy]
+outputs = ["out/made.txt", "out/forgotten.txt"]
+cost = 100
+cmd = "echo made > out/made.txt"
+
+[task.independent]
+outputs = ["out/indep.txt"]
+cost = 0.01
+cmd = "echo indep > {outputs}"
+"""
+
+
+def test_declared_output_missing_starts_nothing_more_without_k(project):
+    # farmer starts what is ready before it records the run that ended, but not after a run
+    # whose recording will fail: -j 1, lazy (expected latency 100) first, independent next
+    project.farmfile(FORGETFUL)
+    r = project.build("-j", "1")
+    assert r.returncode == 1, r
+    assert "declared output out/forgotten.txt missing" in r.output, r
+    t = project.tasks()
+    assert t["out/made.txt"]["reason"] == "declared output out/forgotten.txt missing"
+    assert t["out/indep.txt"]["status"] == "skipped"
+    assert t["out/indep.txt"]["reason"] == "build stopped"
+    assert t["out/indep.txt"]["start_s"] is None
+    assert not project.exists("out/indep.txt")
+    r = project.build("-j", "1", "-k")
+    assert r.returncode == 1, r
+    assert project.statuses() == {"out/made.txt": "failed", "out/indep.txt": "ran"}
+    assert project.read("out/indep.txt") == "indep\n"
+
+
 def test_killed_by_signal_is_a_failure(project):
     project.farmfile(
         """

@@ -342,3 +342,123 @@ def test_interrupt_before_anything_starts():
     sched, settled, ex, _ = run(comps, jobs=2, interrupt_at=0.0)
     assert ex.started == {}
     assert all(s == (SKIPPED, "build stopped") for s in statuses(settled).values())
+
+
+# -- starting before recording ------------------------------------------------------------------
+
+
+class OrderedHooks(FakeHooks):
+    """FakeHooks that log starts and recordings in one list, and fail the recording of the
+    runs in `unrecordable` (a declared output missing), saying so in `will_succeed` as the
+    recorder does (or not, with `warns=False`)."""
+
+    def __init__(self, executor, unrecordable=(), warns=True):
+        super().__init__(executor)
+        self.events: list[tuple[str, int]] = []
+        self.unrecordable, self.warns = set(unrecordable), warns
+
+    def starting(self, index, reason):
+        self.events.append(("start", index))
+
+    def will_succeed(self, outcome):
+        return outcome.ok and not (self.warns and outcome.index in self.unrecordable)
+
+    def finished(self, outcome):
+        self.events.append(("record", outcome.index))
+        if outcome.index in self.unrecordable:
+            outcome.ok, outcome.reason = False, f"declared output c{outcome.index}.out missing"
+        return outcome
+
+
+def ordered_run(comps, latency, jobs=1, keep_going=False, unrecordable=(), warns=True):
+    ex = FakeExecutor(comps, {})
+    hooks = OrderedHooks(ex, unrecordable, warns)
+    sched = Scheduler(comps, list(range(len(comps))), latency, jobs, {}, keep_going, ex, hooks)
+    return sched, sched.run(), ex, hooks
+
+
+def test_what_is_ready_starts_before_the_run_that_ended_is_recorded():
+    comps = make_comps(3)
+    sched, settled, _, hooks = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0})
+    assert hooks.events == [("start", 0), ("start", 1), ("record", 0), ("start", 2),
+                            ("record", 1), ("record", 2)]
+    assert sched.start_order == [0, 1, 2]
+    assert all(s.status == RAN for s in settled.values())
+
+
+def test_a_consumer_ahead_of_what_is_ready_waits_for_its_producers_recording():
+    # c1, c0's consumer, comes before the ready c2: c0 is recorded first, then c1 starts.
+    comps = make_comps(3, edges=[(0, 1)])
+    sched, _, _, hooks = ordered_run(comps, {0: 5.0, 1: 4.0, 2: 2.0})
+    assert hooks.events[:3] == [("start", 0), ("record", 0), ("start", 1)]
+    assert sched.start_order == [0, 1, 2]
+    # behind what is ready, it starts after it, as it would have had c0 been recorded at once
+    sched, _, _, hooks = ordered_run(comps, {0: 5.0, 1: 1.0, 2: 2.0})
+    assert hooks.events[:3] == [("start", 0), ("start", 2), ("record", 0)]
+    assert sched.start_order == [0, 2, 1]
+
+
+def test_a_run_its_recording_fails_starts_nothing_more_without_keep_going():
+    comps = make_comps(3)
+    _, settled, ex, hooks = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, unrecordable={0})
+    assert hooks.events == [("start", 0), ("record", 0)]
+    assert statuses(settled) == {0: (FAILED, "declared output c0.out missing"),
+                                 1: (SKIPPED, "build stopped"), 2: (SKIPPED, "build stopped")}
+    assert set(ex.started) == {0}
+
+
+def test_a_run_its_recording_fails_with_keep_going_the_rest_goes_on():
+    comps = make_comps(3, edges=[(0, 2)])
+    _, settled, ex, hooks = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, keep_going=True,
+                                        unrecordable={0})
+    assert hooks.events[:3] == [("start", 0), ("start", 1), ("record", 0)]
+    assert statuses(settled) == {0: (FAILED, "declared output c0.out missing"),
+                                 1: (RAN, "never built"), 2: (SKIPPED, "input c0.out failed")}
+    assert set(ex.started) == {0, 1}
+
+
+def test_a_hook_that_does_not_say_its_recording_fails_lets_one_more_start():
+    # what `will_succeed` is for: without it, the next ready run starts before the failure is known
+    comps = make_comps(3)
+    _, settled, ex, _ = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, unrecordable={0}, warns=False)
+    assert set(ex.started) == {0, 1}
+    assert statuses(settled)[2] == (SKIPPED, "build stopped")
+
+
+def test_runs_ending_together_free_their_slots_before_either_is_recorded():
+    # -j 2: c0 and c1 end at once; c2 and c3 take both slots before either is recorded
+    comps = make_comps(4)
+    _, _, _, hooks = ordered_run(comps, {0: 4.0, 1: 3.0, 2: 2.0, 3: 1.0}, jobs=2)
+    assert hooks.events == [("start", 0), ("start", 1), ("start", 2), ("start", 3),
+                            ("record", 0), ("record", 1), ("record", 2), ("record", 3)]
+
+
+class _NeverSure(FakeHooks):
+    def will_succeed(self, outcome):
+        return False  # every run is recorded before anything more starts: the order of old
+
+
+def test_starting_before_recording_changes_no_schedule():
+    # Random graphs (up-to-date ones among them, failures, -k, CPUs, a pool): the starts,
+    # their times and the verdicts are those of a scheduler that records every run first.
+    import random
+
+    for trial in range(300):
+        rng = random.Random(trial)
+        n = rng.randint(1, 25)
+        edges = [(p, c) for c in range(n) for p in range(c) if rng.random() < 0.15]
+        cpus = {i: rng.choice([1, 1, 2, 3]) for i in range(n)}
+        pools = {i: "p" for i in range(n) if rng.random() < 0.3}
+        durations = {i: rng.choice([0.5, 1.0, 2.0]) for i in range(n)}
+        latency = {i: rng.choice([1.0, 2.0, 3.0]) for i in range(n)}
+        up_to_date = {i for i in range(n) if rng.random() < 0.2}
+        fail = {i for i in range(n) if rng.random() < 0.05}
+        jobs, keep_going = rng.randint(1, 4), rng.random() < 0.5
+        seen = []
+        for hooks_class in (FakeHooks, _NeverSure):
+            comps = make_comps(n, edges, cpus, pools)
+            ex = FakeExecutor(comps, durations, fail)
+            sched = Scheduler(comps, list(range(n)), latency, jobs, {"p": 1}, keep_going, ex,
+                              hooks_class(ex, up_to_date))
+            seen.append((sched.start_order, ex.started, statuses(sched.run()), ex.clock))
+        assert seen[0] == seen[1], trial
