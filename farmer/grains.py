@@ -61,7 +61,9 @@ def hash_file(path: str, size: int = -1) -> str:
     full chunk, and is read on to its end)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        first = chunk = os.read(fd, _CHUNK)
+        # Asked for no more than `size` needs (a page at least): a read of 1 MB is a buffer
+        # of 1 MB, which the allocator maps, shrinks and unmaps (three system calls a file).
+        first = chunk = os.read(fd, min(max(size + 1, 4096), _CHUNK) if size >= 0 else _CHUNK)
         if len(first) == size < _CHUNK:
             digest = xxhash.xxh3_128_hexdigest(first)
         else:
@@ -160,6 +162,7 @@ class Digests:
         self._now: list[str | None] = []
         self._flags = bytearray()
         self.unstable: set[str] = set()  # files seen to change during this build
+        self.since_stat: os.stat_result | None = None  # the stat `since` took last
         # Paths whose digest also covers their mtime: the outputs of build.ninja edges
         # without `restat = 1`, whose consumers run whenever they ran, as in ninja.
         self.timed: Callable[[str], bool] | None = None
@@ -204,17 +207,19 @@ class Digests:
                 return self._key(slot), content
         return self.cache.get(path)
 
-    def digest(self, path: str) -> str | None:
+    def digest(self, path: str, st: os.stat_result | None = None) -> str | None:
         """The content digest of `path`, or None when it does not exist (a dangling symlink
         counts as missing). Raises NotAFile for a directory or other non-file. A thin
-        archive's digest covers its members' digests: its own bytes are only their names."""
+        archive's digest covers its members' digests: its own bytes are only their names.
+        `st`: its stat, taken just before by the caller (one stat less)."""
         slot = self._slot.get(path)
         if slot is not None:
             known = self._now[slot]
             if known != "":
                 return known
         try:
-            st = os.stat(path)
+            if st is None:
+                st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return self._missing(path)
         except PermissionError:
@@ -291,7 +296,8 @@ class Digests:
     def since(self, path: str) -> bool | None:
         """`moved` in one stat: True when the stat of `path` changed since its digest was
         taken in this build, None when it did not but was racy then (only its content can
-        tell), False otherwise (or when it was not taken)."""
+        tell: `since_stat` is that stat, for `digest`), False otherwise (or when it was
+        not taken)."""
         slot = self._slot.get(path)
         if slot is None:
             return False
@@ -299,7 +305,8 @@ class Digests:
         if not flags & _SEEN and taken is not None:  # not taken, or unreadable
             return False
         try:
-            now: StatKey | None = stat_key(os.stat(path))
+            st = self.since_stat = os.stat(path)
+            now: StatKey | None = stat_key(st)
         except (FileNotFoundError, NotADirectoryError):
             now = None
         except OSError:

@@ -78,6 +78,7 @@ class Recorder:
         # Output folders made (or found) in this build: one mkdir and stat each, not one a run.
         self._folders: set[str] = set()
         self._started_ns: dict[int, int] = {}  # wall clock at each run's start, for `_Unhashed`
+        self._output_stats: dict[int, list[os.stat_result]] = {}  # `outputs_there`'s, for `record`
         self._unhashed: list[_Unhashed] = []  # traces whose depfile's files are not all hashed yet
         self._warm = False  # `idle` has readied what comes after the first commands
         # Hashing a run's headers later is for builds that keep no outputs: a cache stores a
@@ -125,12 +126,16 @@ class Recorder:
         edge = comp.ninja
         if edge is not None and edge.optional_outputs:
             return True
+        stats = []
         for path in comp.outputs:
             try:
-                if not stat.S_ISREG(os.stat(path).st_mode):
-                    return False
+                st = os.stat(path)
             except OSError:
                 return False
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            stats.append(st)
+        self._output_stats[comp.index] = stats  # `record` digests them with these stats
         return True
 
     def record(self, comp: Computation, outcome: Outcome) -> Outcome:
@@ -139,11 +144,12 @@ class Recorder:
         digests = self.s.digests
         outputs: list[tuple[str, str]] = []
         edge = comp.ninja
+        stats = self._output_stats.pop(comp.index, None)
         if outcome.ok:
-            for path in comp.outputs:
+            for k, path in enumerate(comp.outputs):
                 digests.forget(path)
                 try:
-                    d = digests.digest(path)
+                    d = digests.digest(path, stats[k] if stats else None)
                 except NotAFile:
                     d, outcome.reason = None, f"declared output {path} is not a file"
                 if d is None and edge is not None and edge.optional_outputs:  # ninja: no check; it runs again next time
@@ -263,7 +269,7 @@ class Recorder:
                 changed = True
             elif since is None:  # racy: only its content can tell
                 digests.forget(path)
-                changed = digest_text(digests, path) != digest
+                changed = digest_text(digests, path, digests.since_stat) != digest
             else:
                 continue
             if changed:
@@ -348,10 +354,11 @@ REMOTE_PREFIX = "remote:"  # history of runs on a remote's workers (no task name
 CHANGED = "changed-while-running"  # a trace's digest for an input that changed during the run
 
 
-def digest_text(digests: Digests, path: str) -> str:
-    """A file's digest as a trace records it: "missing" or "not-a-file" when it is neither."""
+def digest_text(digests: Digests, path: str, st: os.stat_result | None = None) -> str:
+    """A file's digest as a trace records it: "missing" or "not-a-file" when it is neither.
+    `st`: its stat, just taken."""
     try:
-        return digests.digest(path) or "missing"
+        return digests.digest(path, st) or "missing"
     except NotAFile:
         return "not-a-file"
 

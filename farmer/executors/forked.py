@@ -60,6 +60,9 @@ def _send(fd: int, value: object) -> None:
         data = data[os.write(fd, data):]
 
 
+_READ = 1 << 12  # bytes a read asks for: a round's requests or reports are a few dozen each
+
+
 class _Messages:
     """Length-prefixed marshalled values from a non-blocking pipe."""
 
@@ -69,10 +72,17 @@ class _Messages:
         self.fd, self.buf, self.ended = fd, b"", False
 
     def read(self) -> list:
+        """What has come. A read that returns less than it asked for emptied the pipe: the
+        next one would fail (EAGAIN), and an end still to come wakes the loop again."""
         try:
-            while chunk := os.read(self.fd, 1 << 16):
+            while True:
+                chunk = os.read(self.fd, _READ)
+                if not chunk:
+                    self.ended = True
+                    break
                 self.buf += chunk
-            self.ended = True
+                if len(chunk) < _READ:
+                    break
         except (BlockingIOError, InterruptedError):
             pass
         values = []
