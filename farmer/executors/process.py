@@ -73,14 +73,17 @@ def _memory_file() -> int | None:
         os.close(fd)
 
 
-def _keep_output(output: int, log: str, failed: bool, older: bool) -> bool | None:
-    """Copy a run's output from its memory file into its log; a run that printed nothing
-    and succeeded leaves no log (an older run's is removed; `older`: there may be one). A
-    log that cannot be written (a full disk) costs only the log, as it did when the
-    command wrote it. Whether it printed anything (None: not known)."""
+def _keep_output(output: int, logs: str, cid: str, failed: bool, older: bool) -> bool | None:
+    """Copy a run's output from its memory file into its log (of `cid` in `logs`); a run
+    that printed nothing and succeeded leaves no log (an older run's is removed; `older`:
+    there may be one). A log that cannot be written (a full disk) costs only the log, as it
+    did when the command wrote it. Whether it printed anything (None: not known)."""
     size = None
     try:
         size = os.fstat(output).st_size
+        if size == 0 and not failed and not older:
+            return False
+        log = log_path(logs, cid)
         if size == 0 and not failed:
             if older:
                 try:
@@ -148,17 +151,17 @@ def keep_log(log: str) -> None:
 
 class _Running:
     __slots__ = ("index", "pid", "pidfd", "start", "deadline", "timeout", "killed_for", "group",
-                 "output", "log")
+                 "output", "cid")
 
     def __init__(self, index: int, pid: int, pidfd: int | None, start: float,
                  deadline: float | None, timeout: float | None, killed_for: str | None = None,
-                 group: bool = True, output: int | None = None, log: str = "") -> None:
+                 group: bool = True, output: int | None = None, cid: str = "") -> None:
         self.index, self.pid, self.pidfd = index, pid, pidfd
         self.start = start  # monotonic
         self.deadline, self.timeout, self.killed_for = deadline, timeout, killed_for
         self.group = group  # leads its own process group (not a console-pool command)
         self.output = output  # the memory file its stdout and stderr go to, if any
-        self.log = log
+        self.cid = cid  # the computation's id, which names its log
 
 
 class ProcessExecutor(Executor):
@@ -190,24 +193,21 @@ class ProcessExecutor(Executor):
 
     def start(self, comp: Computation) -> None:
         now = time.monotonic()
-        log = log_path(self.logs, comp.id)
-        argv = comp.argv()
         env = {**self._env, **comp.env} if comp.env else self._env
         # ninja's console pool: the terminal's stdin/stdout/stderr, in farmer's process group.
         console = comp.ninja is not None and comp.ninja.console
         output = None
+        log = ""  # its path, where the run writes it itself (else `_keep_output` makes it)
         if console:
+            log = log_path(self.logs, comp.id)
             os.close(open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         else:
             output = _memory_file()
             if output is None:
+                log = log_path(self.logs, comp.id)
                 unlink_link(log)  # farmer's own file: never written through a planted link
-        actions = [] if console else [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            _output_to(output, log),
-            (os.POSIX_SPAWN_DUP2, 2, 1),
-        ]
         group = {} if console else {"setpgroup": 0}
+        argv = None
         try:
             pid = None
             plain = direct(comp.action) if comp.kind == "cmd" and not console and comp.action else None
@@ -221,12 +221,18 @@ class ProcessExecutor(Executor):
                 except OSError:
                     pass  # let the shell run it and say what is wrong, as it would have
             if pid is None:
+                argv = comp.argv()
+                actions = [] if console else [
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    _output_to(output, log),
+                    (os.POSIX_SPAWN_DUP2, 2, 1),
+                ]
                 pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **group,
                                       setsigdef=_RESET_SIGNALS, setsigmask=())
         except OSError as e:
             if output is not None:
                 os.close(output)
-            with os.fdopen(open_file(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
+            with os.fdopen(open_file(log or log_path(self.logs, comp.id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
                 f.write(f"farmer: cannot start {argv[0]}: {e.strerror}\n")
             self._finished.append(Outcome(comp.index, False, "exit 127", 127, now - self.t0, now - self.t0))
             return
@@ -238,7 +244,7 @@ class ProcessExecutor(Executor):
             except OSError:
                 self._use_pidfd = False  # old kernel: fall back to SIGCHLD on the wake-up fd
         run = _Running(comp.index, pid, pidfd, now, now + timeout if timeout else None, timeout,
-                       group=not console, output=output, log=log)
+                       group=not console, output=output, cid=comp.id)
         self.by_pid[pid] = run
         if self.groups is not None and run.group:
             self.groups.started(pid)
@@ -329,7 +335,8 @@ class ProcessExecutor(Executor):
             ok, reason = False, f"signal {-code}"
         else:
             ok, reason = False, f"exit {code}"
-        printed = None if run.output is None else _keep_output(run.output, run.log, not ok, not self.logs_new)
+        printed = None if run.output is None else _keep_output(run.output, self.logs, run.cid, not ok,
+                                                                      not self.logs_new)
         outcome = Outcome(
             index=run.index, ok=ok, reason=reason,
             exit_code=code if code is not None and code >= 0 else None,  # a signal is no exit
