@@ -4,6 +4,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import wait_no_process
 
 FAILING = """
@@ -74,20 +76,40 @@ def test_consumers_of_failure_are_skipped(project):
     assert r.summary()["skipped"] >= 1, r
 
 
-def test_without_k_nothing_new_starts_after_failure(project):
-    project.farmfile(FAILING)
-    # -j 1 and cost: bad (expected latency 100) starts first, independent (0.01) would be last
+# lazy fails as its run is recorded: farmer starts what is ready before it records a run
+# that ended, but not after one whose recording will fail
+FORGETFUL = """
+[task.lazy]
+outputs = ["out/made.txt", "out/forgotten.txt"]
+cost = 100
+cmd = "echo made > out/made.txt"
+
+""" + FAILING[FAILING.index("[task.independent]"):]
+
+
+@pytest.mark.parametrize("farmfile, failed, reason", [
+    (FAILING, "out/bad.txt", "exit 3"),
+    (FORGETFUL, "out/made.txt", "declared output out/forgotten.txt missing"),
+], ids=["exit", "output-missing"])
+def test_without_k_nothing_new_starts_after_failure(project, farmfile, failed, reason):
+    project.farmfile(farmfile)
+    # -j 1 and cost: the failing task (expected latency 100) starts first, independent
+    # (0.01) would be last
     r = project.build("-j", "1")
     assert r.returncode == 1, r
-    assert r.finished_ids() == ["out/bad.txt"], r
+    assert r.finished_ids() == [failed], r
+    assert reason in r.output, r
     t = project.tasks()
+    assert t[failed]["reason"] == reason
     assert t["out/indep.txt"]["status"] == "skipped"
     assert t["out/indep.txt"]["reason"] == "build stopped"
     assert t["out/indep.txt"]["start_s"] is None
-    assert t["out/after.txt"]["status"] == "skipped"
     assert not project.exists("out/indep.txt")
     s = r.summary()
-    assert s["failed"] == 1 and s["skipped"] == 2 and s["ran"] == 0, r
+    assert s["failed"] == 1 and s["skipped"] == len(t) - 1 and s["ran"] == 0, r
+    r = project.build("-j", "1", "-k")  # with -k the independent task runs
+    assert r.returncode == 1, r
+    assert project.read("out/indep.txt") == "indep\n"
 
 
 def test_with_k_independent_work_completes(project):
@@ -140,38 +162,6 @@ def test_declared_output_missing_is_a_failure(project):
     assert t["out/made.txt"]["reason"] == "declared output out/forgotten.txt missing"
     assert not project.exists("out/made.txt")  # declared outputs of a failure are deleted
     assert t["out/user.txt"]["status"] == "skipped"
-
-
-FORGETFUL = """
-[task.lazy]
-outputs = ["out/made.txt", "out/forgotten.txt"]
-cost = 100
-cmd = "echo made > out/made.txt"
-
-[task.independent]
-outputs = ["out/indep.txt"]
-cost = 0.01
-cmd = "echo indep > {outputs}"
-"""
-
-
-def test_declared_output_missing_starts_nothing_more_without_k(project):
-    # farmer starts what is ready before it records the run that ended, but not after a run
-    # whose recording will fail: -j 1, lazy (expected latency 100) first, independent next
-    project.farmfile(FORGETFUL)
-    r = project.build("-j", "1")
-    assert r.returncode == 1, r
-    assert "declared output out/forgotten.txt missing" in r.output, r
-    t = project.tasks()
-    assert t["out/made.txt"]["reason"] == "declared output out/forgotten.txt missing"
-    assert t["out/indep.txt"]["status"] == "skipped"
-    assert t["out/indep.txt"]["reason"] == "build stopped"
-    assert t["out/indep.txt"]["start_s"] is None
-    assert not project.exists("out/indep.txt")
-    r = project.build("-j", "1", "-k")
-    assert r.returncode == 1, r
-    assert project.statuses() == {"out/made.txt": "failed", "out/indep.txt": "ran"}
-    assert project.read("out/indep.txt") == "indep\n"
 
 
 def test_killed_by_signal_is_a_failure(project):
