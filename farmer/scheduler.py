@@ -279,7 +279,8 @@ class Scheduler:
             self._pool_used[pool] -= 1
 
     def _complete(self, outcome: Outcome) -> None:
-        """Record how `i` ended (its slots vacated already) and release its consumers."""
+        """Record how `outcome`'s computation ended (its slots vacated already), and release
+        its consumers."""
         i = outcome.index
         outcome = self.hooks.finished(outcome)
         reason = self._reasons.pop(i)
