@@ -10,7 +10,7 @@ a simulated clock (`plan --simulate`), driven by this same code.
 
 from __future__ import annotations
 
-import heapq
+import _heapq as heapq  # start-up rule (docs/performance.md): the C module under heapq.py
 
 from farmer.executors.base import Executor, Outcome
 from farmer.graph import Computation

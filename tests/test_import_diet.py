@@ -22,6 +22,7 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
     # farmer's own: the Farmfile's parser and traversal run on a cold graph cache only
     "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander", "click", "rich",
     "farmer.depfile",  # no computation here has a depfile
+    "heapq",  # the scheduler's ready queue is _heapq's, the C module under it
 }
 
 # Nor before the first command of a first build (no .farmer/) of a Farmfile written out in

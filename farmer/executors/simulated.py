@@ -8,7 +8,7 @@ fake executor, with `fail` for the computations that exit 1, and tests/fakes.py'
 
 from __future__ import annotations
 
-import heapq
+import _heapq as heapq  # start-up rule (docs/performance.md): the C module under heapq.py
 
 from farmer.executors.base import Executor, Outcome
 
