@@ -78,9 +78,9 @@ def is_name(name: str) -> bool:
 
 
 def are_names(names: list[str]) -> bool:
-    """Whether `is_name` holds for each of `names`: one look at them joined by line breaks
-    (none in a name: as many breaks as names less one), none empty or starting with '.' or
-    '-' (no break followed by one)."""
+    """Whether `is_name` holds for each of `names` (a Farmfile's 1 000 task names): one look
+    at them, each between two line breaks (no break in a name: one break more than names),
+    none empty or starting with '.' or '-' (no break followed by a break, '.' or '-')."""
     joined = "\n" + "\n".join(names) + "\n"
     return (not names or joined.count("\n") == len(names) + 1 and _only(joined, _NAME_LINES)
             and "\n\n" not in joined and "\n." not in joined and "\n-" not in joined)

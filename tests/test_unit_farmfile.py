@@ -176,6 +176,22 @@ def test_tables_of_the_plain_keys_with_something_wrong_say_what(tmp_path, lines,
     assert at_line(msg, line) and words in msg, msg
 
 
+@pytest.mark.parametrize("names", [
+    [], ["a"], ["s0", "s1.x", "A_b-9"], [""], ["a", ""], ["", "a"], [".a"], ["a", "-b"], ["a b"],
+    ["a\nb"], ["a\n"], ["\na"], ["\n"], ["a", "b\n"], ["é"], ["a", "b."], ["a", "."], ["a\n.b"]])
+def test_task_names_checked_all_at_once_as_one_by_one(names):
+    """`are_names` (a Farmfile's task names at once) says what `is_name` says of each."""
+    assert farmfile.are_names(names) == all(farmfile.is_name(n) for n in names)
+
+
+@pytest.mark.parametrize("name", ["a\\nb", "-a", ".a", ""])
+def test_a_bad_name_among_plain_tables_is_refused(tmp_path, name):
+    msg = error(tmp_path, '[task.s0]', 'inputs = ["x"]', 'outputs = ["y"]', 'cmd = "cp x y"', '',
+                f'[task."{name}"]', 'inputs = ["y"]', 'outputs = ["z"]', 'cmd = "cp y z"')
+    assert "task name" in msg and "may only use" in msg, msg
+    assert at_line(msg, 6) or "\\" in name, msg  # (a header with an escape is not indexed)
+
+
 def test_missing_farmfile(tmp_path):
     with pytest.raises(UsageError) as info:
         farmfile.load(tmp_path / "Farmfile")
