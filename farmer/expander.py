@@ -19,6 +19,8 @@ from farmer.farmfile import Spec, TaskSpec
 from farmer.graph import NO_NAMES
 from farmer.matching import Files, has_control, pattern_regex
 
+_new = object.__new__
+
 # Anything that makes traversal.normalize do more than return its argument, in paths joined
 # and framed by "\n": `//`, `./` (so `../` too), a trailing `/` or `.`, an empty or absolute
 # path. Substring tests run at C speed, where a regex alternation would not.
@@ -211,6 +213,17 @@ class Instance:
         self.safe = safe  # plain, and no input or output path needs shell quotes
         self.literal = literal  # plain, and the task's texts are as written (`is_literal`)
 
+    @classmethod
+    def literal_of(cls, task: TaskSpec) -> Instance:
+        """`Instance(task, NO_NAMES, task.inputs, task.outputs, True, False, True)`: a literal
+        task's one instance (plain; not `safe`: with nothing substituted, there is no quoting
+        to decide), made without __init__'s parameters. Its lists are the task's own, as
+        every instance's are its computation's: none of them is ever changed."""
+        inst = _new(cls)
+        inst.task, inst.wildcards, inst.raw_inputs, inst.outputs = task, NO_NAMES, task.inputs, task.outputs
+        inst.plain, inst.safe, inst.literal = True, False, True
+        return inst
+
 
 def is_literal(task: TaskSpec) -> bool:
     """Whether `task` has one computation whose every text is as written: no foreach, no
@@ -231,9 +244,8 @@ def _literal_instances(spec: Spec) -> dict[str, list[Instance]]:
     if not (all_normal([p for task in tasks for p in task.outputs])
             and all_plain_inputs([p for task in tasks for p in task.inputs])):
         tasks = [task for task in tasks if all_normal(task.outputs) and all_plain_inputs(task.inputs)]
-    # Not `safe`: with nothing substituted, there is no quoting to decide.
-    return {task.name: [Instance(task, NO_NAMES, task.inputs, list(task.outputs), True, False, True)]
-            for task in tasks}
+    literal = Instance.literal_of
+    return {task.name: [literal(task)] for task in tasks}
 
 
 class Expanders(dict):
