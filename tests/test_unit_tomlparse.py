@@ -56,10 +56,16 @@ def parser(request, monkeypatch):
     return request.param
 
 
-def test_nesting_bound():
-    assert tomlparse.nesting_bound(EVERY_KIND) == 2
-    assert tomlparse.nesting_bound("a = [" + "[1], " * 1000 + "]") == 2
-    assert tomlparse.nesting_bound("a = " + "[" * 300 + "]" * 300) == 300
+def test_too_deep():
+    """Deeper than toml_rs is given (256 levels), strings counted as if they were TOML."""
+    assert not tomlparse.too_deep(EVERY_KIND)
+    assert not tomlparse.too_deep("a = [" + "[1], " * 1000 + "]")
+    assert not tomlparse.too_deep("a = " + "[" * 256 + "]" * 256)
+    assert tomlparse.too_deep("a = " + "[" * 257 + "]" * 257)
+    assert tomlparse.too_deep("a = " + "[{" * 150 + "}]" * 150)
+    assert tomlparse.too_deep("a = " + "[" * 10_000)  # never closed: still too deep
+    assert tomlparse.too_deep('s = "]]]"\na = ' + "[" * 300 + "]" * 300)  # closers first hide none
+    assert not tomlparse.too_deep('s = "[[[["\na = [1]')
 
 
 def test_every_kind_of_value_reads_as_tomllib_reads_it(parser):
