@@ -5,6 +5,7 @@ its memory.
     python bench/profile_clean.py [--size 1000] [--memory] [--top 40] [--repeat N [--tree DIR]]
     python bench/profile_clean.py --repeat N --compare DIR DIR...
     python bench/profile_clean.py --warm N [--repeat R] [--compare DIR DIR...]
+    python bench/profile_clean.py --cold N [--compare DIR DIR...]
 
 Generates bench/run.py's graph (one `[task]` per step) into bench/work/clean-n{size}/,
 removes out/ and .farmer/, and runs `farmer build -j 2 all` of the working tree in this
@@ -27,6 +28,10 @@ process:
             rest of the Farmfile's parse, the traversal, the stale-output sweep, the session,
             the plan and its prediction, the scheduler up to its first start); with --compare
             the trees' processes interleaved, R (--repeat, default 5) each
+  --cold    N fresh processes a tree (interleaved with --compare), each ended at its first
+            start: the CPU from the interpreter's start (`python -S`) to it, median, lower
+            quartile and least; quicker than --compare's, whose builds run to their end,
+            so that enough runs for a loaded machine take a minute
   --compare the trees' builds interleaved, N each, as `farmer build` runs them (farmer.command
             imported first, the rest by the build): the wall time from the build's first line
             to the first spawn, in farmer or in its forked process starter, and farmer's CPU
@@ -230,6 +235,45 @@ os.write(2, repr(med).encode())
 """
 
 
+# One run of --cold: `python -S -c _COLD PROJECT`, ended at its first start.
+_COLD = """
+import os, sys, time
+os.chdir(sys.argv[1])
+def stop(*a, **k):
+    os.write(2, f"CPU {time.process_time()}\\n".encode())
+    os._exit(0)
+os.fork = os.posix_spawn = os.posix_spawnp = stop
+sys.stdout = open(os.devnull, "w")
+import farmer.command
+farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
+"""
+
+
+def cold(size: int, rounds: int, work: Path, trees: list[Path]) -> None:
+    """--cold: the trees' fresh processes interleaved, each to its first start."""
+    import statistics
+    import subprocess
+
+    cpus: dict[Path, list[float]] = {t: [] for t in trees}
+    for k in range(rounds + 1):
+        for tree in trees:
+            d = project(size, work)
+            (d / "out").mkdir()
+            cp = subprocess.run([sys.executable, "-S", "-c", _COLD, str(d)], env=child_env(tree),
+                                capture_output=True, text=True)
+            line = next((x for x in cp.stderr.splitlines() if x.startswith("CPU ")), None)
+            if line is None:
+                sys.exit(f"the build did not start a command (farmer from {tree}):\n{cp.stderr}")
+            if k:  # the first compiled the bytecode
+                cpus[tree].append(float(line.split()[1]) * 1000)
+    print(f"load average {os.getloadavg()[0]:.1f}; {rounds} fresh processes a tree, interleaved: "
+          "CPU ms from the interpreter's start to the first start")
+    for tree, vs in cpus.items():
+        vs.sort()
+        print(f"{tree}: median {statistics.median(vs):.2f}, lower quartile {vs[len(vs) // 4]:.2f}, "
+              f"least {vs[0]:.2f}")
+
+
 def warm(size: int, builds: int, work: Path, trees: list[Path], rounds: int) -> None:
     """--warm: each tree's processes interleaved, the medians of their medians."""
     import statistics
@@ -357,6 +401,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=0)
     ap.add_argument("--warm", type=int, default=0)
+    ap.add_argument("--cold", type=int, default=0)
     ap.add_argument("--tree", default=str(bench.REPO_ROOT),
                     help="with --repeat: the directory holding the farmer/ to run (another commit's, "
                          "from git archive COMMIT farmer | tar -x -C DIR)")
@@ -365,6 +410,9 @@ def main() -> int:
                          "it: the wall time to the first spawn (in farmer or its process starter) "
                          "and farmer's CPU to its fork")
     args = ap.parse_args()
+    if args.cold:
+        cold(args.size, args.cold, bench.BENCH_DIR / "work", [Path(t).resolve() for t in args.compare or [args.tree]])
+        return 0
     if args.warm:
         trees = [Path(t).resolve() for t in args.compare or [args.tree]]
         warm(args.size, args.warm, bench.BENCH_DIR / "work", trees, args.repeat or 5)
