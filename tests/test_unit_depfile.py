@@ -117,12 +117,33 @@ def test_real_gcc_md_mp(tmp_path):
     "a.o a.d: a.c\\\r\n b.h\r\n\r\nb.h:\n",  # CRLF, an -MP rule
     "a.o:a.c b:c.h\td.h : e.h\n\nf.o: \\\n\n",  # colons inside words, a lone colon, tabs
     "a.o: x.h", "", "\n\n", ":", "a.o: ü.h ñ/😀.h\n",
+    # what gcc writes for Meson's sources, under `test cases/`
+    "p.o: \\\n ../test\\ cases/common/2\\ cpp/cpp.C /usr/include/stdio.h \\\n /usr/x.h\n",
+    "a\\ :\\ b.h a:\\ b \\ \\ \\\n\\ x\\ ", "a.o: my\\ file.c\r\n\r\nmy\\ file.c:\r\n",
 ])
 def test_plain_texts_read_by_string_methods_as_by_the_character_loop(text, monkeypatch):
-    """What gcc writes (only line continuations) is split by string methods; the words
-    must be the character loop's, which reads every other text."""
+    """What gcc writes (line continuations, escaped spaces) is split by string methods; the
+    words must be the character loop's, which reads every other text."""
     from farmer import depfile
     fast = depfile._plain_words(text)
     assert fast is not None
     monkeypatch.setattr(depfile, "_plain_words", lambda text: None)
     assert fast == depfile._words(text)
+
+
+def test_string_methods_agree_with_the_character_loop_on_generated_texts(monkeypatch):
+    """Texts made of the characters that matter to the grammar: wherever the string
+    methods take a text, their words are the character loop's."""
+    import random
+
+    from farmer import depfile
+    rng = random.Random(17)
+    pieces = ["a", "b.h", " ", "  ", "\t", ":", "\n", "\r\n", "\\", "\\ ", "\\\n", "\\\r\n", "#", "$",
+              "\0", "\\:", "\\\\ "]
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 12))) for _ in range(20000)]
+    fast = [depfile._plain_words(t) for t in texts]
+    assert sum(f is not None for f in fast) > 5000  # the generator reaches the fast path
+    monkeypatch.setattr(depfile, "_plain_words", lambda text: None)
+    for text, words in zip(texts, fast):
+        if words is not None:
+            assert words == depfile._words(text), repr(text)
