@@ -99,9 +99,7 @@ class Proof:
         the whole as one str, then bytes, were three times 22 MB). With `spill` (a
         directory), the entries go to a file with no name there as they come and `tasks` is
         its range, which the snapshot copies: at 100 000, 25 MB not held."""
-        from array import array  # only to make a proof (it imports collections)
-
-        ends, at = array("q"), 0
+        ends, k, at = int64s(len(selected)), 0, 0
         fd = None if spill is None else unnamed_file(spill)
         tasks, spilled, more = bytearray(b"["), 0, False
         for some in entries:
@@ -109,12 +107,16 @@ class Proof:
                 continue
             for entry in some:
                 at += 1 + len(entry)  # "[" or ","
-                ends.append(at)
+                if k == len(ends):
+                    ends = _grown(ends, k)
+                ends[k] = at
+                k += 1
             tasks += (b"," if more else b"") + ",".join(some).encode()
             more = True
             if fd is not None:
                 fd, tasks, spilled = _spilled(fd, tasks, spilled)
         tasks += b"]"
+        ends = ends[:k]
         if fd is not None:
             fd, tasks, spilled = _spilled(fd, tasks, spilled)
             if fd is not None:
@@ -273,21 +275,34 @@ class Flat:
     def by_row_item(self, size: int) -> Flat:
         """The transposed table: for each item value in range(size), the rows holding it,
         in order (counted first, then placed: no list per value)."""
-        from array import array  # only to write a snapshot (it imports collections)
-
         starts, items = self.starts, self.items
-        counts = array("q", bytes(8 * (size + 1)))
+        counts = int64s(size + 1)
         for n in items:
             counts[n + 1] += 1
         for n in range(size):
             counts[n + 1] += counts[n]
-        placed = array("q", bytes(8 * len(items)))
-        free = counts[:-1]
+        placed = int64s(len(items))
+        free = int64s(size)
+        free[:] = counts[:-1]
         for k in range(len(starts) - 1):
             for n in items[starts[k]:starts[k + 1]]:
                 placed[free[n]] = k
                 free[n] += 1
         return Flat(counts, placed)
+
+
+def int64s(count: int, fill: int = 0) -> memoryview:
+    """`count` native int64s, all 0 (or all -1: `fill` -1), in a memoryview of a bytearray, as
+    `array("q")` would hold them, without importing `array` (it imports `collections`,
+    about 2 ms of a small first build's end)."""
+    return memoryview(bytearray(b"\xff" if fill else b"\0") * (8 * count)).cast("q")
+
+
+def _grown(ints: memoryview, used: int) -> memoryview:
+    """`ints`, whose first `used` are taken, with twice the room."""
+    grown = int64s(2 * used + 16)
+    grown[:used] = ints[:used]
+    return grown
 
 
 def _view(data: bytes) -> memoryview:
@@ -297,8 +312,10 @@ def _view(data: bytes) -> memoryview:
 
 def _raw(ints: memoryview | list[int]) -> bytes:
     """The bytes `_view` reads back as `ints`."""
-    if not isinstance(ints, list):  # a memoryview or an array of them
+    if not isinstance(ints, list):  # a memoryview of them
         return ints.tobytes()
+    if not ints:
+        return b""
     from array import array  # only to write a snapshot (it imports collections)
 
     return array("q", ints).tobytes()
@@ -400,13 +417,12 @@ def _first(rests_on: Iterable[tuple[int, list[str]]], taken: Digests, selected: 
            entries: Iterable[list[str]], graph: str, spill: str | os.PathLike | None) -> Proof | None:
     """The proof of a build without one: every selected computation's files, in order, laid
     flat as they come (no list per computation)."""
-    from array import array  # only to make a proof (it imports collections)
-
     proof = Proof.of(entries, selected, spill)
     proof.graph = graph
     paths, stats, racy = proof.paths, proof.stats, proof.racy
-    at = array("q", [-1]) * taken.slots()  # each file's index in `paths`, by its slot in `taken`
-    starts, items = array("q", [0]), array("q")
+    at = int64s(taken.slots(), -1)  # each file's index in `paths`, by its slot in `taken`
+    starts, items = int64s(proof.count + 1), int64s(4 * proof.count + 16)
+    rows = used = 0
     for _, files in rests_on:
         for p in files:
             slot = taken.taken_slot(p)
@@ -420,11 +436,17 @@ def _first(rests_on: Iterable[tuple[int, list[str]]], taken: Digests, selected: 
                 stats += stat
                 if was_racy:
                     racy[n] = digest
-            items.append(n)
-        starts.append(len(items))
-    if len(starts) != proof.count + 1:
+            if used == len(items):
+                items = _grown(items, used)
+            items[used] = n
+            used += 1
+        rows += 1
+        if rows == len(starts):
+            return None  # more rows than computations
+        starts[rows] = used
+    if rows != proof.count:
         return None
-    proof._rests = Flat(starts, items)
+    proof._rests = Flat(starts, items[:used])
     return proof
 
 

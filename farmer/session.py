@@ -24,7 +24,6 @@ from farmer.uptodate import out_of_date, timed_outputs, to_run
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from array import array
     from collections.abc import Callable, Iterable, Iterator
 
     from farmer.atomic import Part
@@ -106,11 +105,10 @@ class Session:
         self.rechecked: set[int] = set()  # checked against their traces this build, with a proof
         # Of each computation recorded in this build, what the proof needs of its trace
         # (`recorded`): the digests it names, one computation's after another in `fresh`
-        # from `fresh_at[index]` (-1: none; None: nothing recorded yet, since `array` imports
-        # collections, which a first build's first command need not wait for), and what its
+        # from `fresh_at[index]` (-1: none; None: nothing recorded yet), and what its
         # depfile listed.
         self.fresh: list[str] = []
-        self.fresh_at: array | None = None
+        self.fresh_at: memoryview | None = None
         self.fresh_discovered: dict[int, list[str]] = {}
 
     @classmethod
@@ -234,9 +232,7 @@ class Session:
         the digests it names in order, and the paths its depfile listed."""
         self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
         if self.fresh_at is None:
-            from array import array  # here: the no-op path imports this module, not a session
-
-            self.fresh_at = array("q", [-1]) * len(self.graph.computations)
+            self.fresh_at = noop.int64s(len(self.graph.computations), -1)
         self.fresh_at[i] = len(self.fresh)
         for pairs in (trace.inputs, trace.discovered, trace.outputs):
             self.fresh += [d for _, d in pairs]

@@ -477,3 +477,45 @@ def test_a_state_db_error_is_one_line_without_the_sqlite3_package():
     assert cp.stdout == "2 False\n", cp
     assert cp.stderr == ("farmer: error: .farmer/state.db: disk I/O error; check the disk's free "
                          "space and permissions\n")
+
+
+_SQLITE_WITHOUT_FUNCTOOLS = """\
+import sys
+from farmer import state
+{setup}
+s = state.State(sys.argv[1])
+s.save([state.Trace("out/a", "act", None, [("a.c", "d1")], [], [("out/a", "d2")])], [], [], {{}})
+s.close()
+had = "functools" in sys.modules, "collections" in sys.modules
+again = state.State(sys.argv[1])
+for _ in range(300):  # the statement cache: the same queries again and again
+    assert list(again.traces()) == ["out/a"]
+again.close()
+import functools
+print(had, functools.partial.__name__, functools.lru_cache(maxsize=4)(len)("a"))
+"""
+
+
+@pytest.mark.parametrize("setup, had", [
+    ("", "(False, False)"),  # the stand-in: neither is imported for SQLite
+    ("import functools", "(True, True)"),  # imported already: nothing stands in
+    ("state._FUNCTOOLS_STAND_IN = {}", "(True, True)"),  # _sqlite3 asks for more: the ordinary import
+])
+def test_state_db_works_without_importing_functools(tmp_path, setup, had):
+    """state.py initialises _sqlite3 with a stand-in for functools (its lru_cache only), then
+    takes it out of sys.modules: state.db is written and read (its statement cache used),
+    and a later `import functools` is the real one."""
+    import os
+    import subprocess
+    import sys
+
+    import xxhash
+
+    from conftest import REPO, farmer_env
+
+    path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
+    cp = subprocess.run([sys.executable, "-S", "-c", _SQLITE_WITHOUT_FUNCTOOLS.format(setup=setup),
+                         str(tmp_path / ".farmer")], capture_output=True, text=True,
+                        env=farmer_env({"PYTHONPATH": path}), timeout=60)  # -S: no site module's imports
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == f"{had} partial 1\n"
