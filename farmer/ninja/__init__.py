@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-from farmer import basedir
 from farmer.atomic import collector_paused
 from farmer.errors import UsageError
 from farmer.spec import Spec
@@ -75,18 +74,26 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
             def save() -> None:  # (not functools.partial: the start-up rule)
                 cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
 
-            if later is None or basedir.setting(base_dir)[0]:  # saved before the rebase below
+            if later is None or _rebased(base_dir):  # saved before the rebase below
                 save()
             else:
                 later.append(save)
     for w in warnings:
         print(f"farmer: warning: {w}", file=sys.stderr)
-    given, source = basedir.setting(base_dir)
-    if given:
+    if _rebased(base_dir):
+        from farmer import basedir
+
+        given, source = basedir.setting(base_dir)
         base = basedir.resolve(given, root, source)
         basedir.rebase(graph, base)
         spec.digest = basedir.tagged(spec.digest, base)
     return spec, graph
+
+
+def _rebased(base_dir: str | None) -> bool:
+    """Whether a base directory is set (`basedir.setting`'s value), without importing
+    farmer/basedir.py: nearly every build has none."""
+    return bool(base_dir if base_dir is not None else os.environ.get("FARMER_BASE_DIR"))
 
 
 def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock | None = None,
