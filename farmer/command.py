@@ -204,9 +204,12 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
             return code
         if spec is not read_spec:
             later[1:] = []  # the manifest was read again, and its cache written
+        elif regenerated_from is not None and not trace_file:
+            # Once the first commands have started, after the graph cache's write (whose
+            # files it names), not after the last: without a proof (this build failed or
+            # was stopped) it vouches for nothing (farmer/ninjastamp.py).
+            later.insert(1, lambda: manifest.stamp(read_spec, regenerated_from))
         code = run_build(spec, graph, opts, lock, proof, executor, cache, state, later)
-        if code == 0 and spec is read_spec and regenerated_from is not None and not trace_file:
-            manifest.stamp(spec, regenerated_from)
         return _built(code, graph)
     except KeyboardInterrupt:
         if lock is not None and lock.early and lock.fd is not None:  # before the build began

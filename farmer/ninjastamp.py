@@ -2,15 +2,18 @@
 inputs of the edge that regenerates the manifest, with their stat data.
 
 The proof (farmer/noop.py) is keyed by a digest of the manifest files' bytes, which only a
-parse of the manifest finds (its includes and subninjas). After a good build this module
-writes `.farmer/ninja.stamp`: that digest, and the stat data of every manifest file (as the
-ninja graph cache recorded it before reading them) and of the regeneration edge's inputs
-(CMakeLists.txt, meson.build and the like, taken before the build checked that edge: a
-no-op's proof covers the targets built, and the regeneration edge is rarely one of them).
-While every one of these files keeps its stat data, the manifest is the one the proof was
-made from and needs no regenerating, so the proof can be checked without importing the
-engine or parsing the manifest (`digest`). A file changed within the racy window of its
-stat is not recorded (the next good build writes the stamp).
+parse of the manifest finds (its includes and subninjas). Once a build's first commands
+have started, this module writes `.farmer/ninja.stamp`: that digest, and the stat data of
+every manifest file (as the ninja graph cache recorded it before reading them) and of the
+regeneration edge's inputs (CMakeLists.txt, meson.build and the like, taken before the
+build checked that edge: a no-op's proof covers the targets built, and the regeneration
+edge is rarely one of them). While every one of these files keeps its stat data, the
+manifest is the one the proof was made from and needs no regenerating, so the proof can be
+checked without importing the engine or parsing the manifest (`digest`). The stamp vouches
+only for that digest: a build that fails or is stopped leaves no proof beside it (the
+proof's stat data is removed before a build runs anything and written only after a good
+one), and the next build then takes the full way. A file changed within the racy window of
+its stat is not recorded (the next build writes the stamp).
 
 Like noop.py, this is on the path of every no-op build: only os, marshal and farmer's
 light modules.

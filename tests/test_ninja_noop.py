@@ -5,6 +5,7 @@ the way of a build that has something to do."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from test_noop_fastpath import HEAVY, PROFILE, imported
@@ -93,3 +94,28 @@ def test_a_removed_output_is_rebuilt_and_a_failed_build_is_no_proof(project):
     project.write("a.txt", "a\n")
     r = project.build(*NINJA)
     assert r.returncode == 0 and ran(r) == ["cat out/b.txt"], r
+
+
+def test_a_build_stopped_once_stamped_leaves_no_proof(project):
+    """The stamp is written once the first commands have started, not at the end: a build
+    stopped after that leaves it with no proof beside it, and the next build does what was
+    left before a no-op goes without the engine."""
+    settled(project)
+    sleep = project.unique_sleep(30)
+    project.write("rules.ninja", RULES.replace("command = cat", f"command = if test -e block; then {sleep}; fi; cat"))
+    project.write("block", "")
+    time.sleep(RACY_S)  # the manifest files past the racy window: the build stamps them
+    os.unlink(project.path(".farmer/ninja.stamp"))
+    p = project.popen("build", *NINJA)
+    assert project.wait_for(".farmer/ninja.stamp", proc=p)  # while out/a.txt's command sleeps
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=10)
+    assert p.returncode == 130, (out, err)
+    assert not project.exists(".farmer/noop.stats")  # no proof: the stamp vouches for nothing
+    project.remove("block")
+    r = project.build(*NINJA)
+    assert r.returncode == 0 and len(ran(r)) == 2 and project.read("out/b.txt") == "a\nb\n", r
+    time.sleep(RACY_S)
+    assert ran(project.build(*NINJA)) == []  # (its outputs just written: the full way)
+    time.sleep(RACY_S)
+    assert fast_noop(project)

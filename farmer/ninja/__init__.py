@@ -141,7 +141,8 @@ def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | N
 
 
 def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
-    """After a good build: what its no-op proof rests on besides itself."""
+    """What a build's no-op proof rests on besides itself (written once its first commands
+    have started: without the proof, which only a good build writes, it proves nothing)."""
     from farmer import ninjastamp
     from farmer.ninja import cache
 
