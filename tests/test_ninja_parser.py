@@ -665,3 +665,53 @@ class TestSameCommandsAsNinja:
         out = subprocess.run(["ninja", "-t", "commands"], cwd=root, capture_output=True,
                              text=True, check=True).stdout
         assert ours == sorted(out.splitlines())
+
+
+def _value_by_characters(text: str) -> list[str]:
+    """A value's parts as ninja's grammar reads them one character at a time (the reference
+    for the lexer's pieces): `$$`, `$ ` and `$:` are literal, `$` before a newline continues
+    the line past the next line's leading spaces, `${name}` and `$name` are variables."""
+    parts, literal, pos = [], "", 0
+    var = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+    while text[pos] != "\n":
+        c = text[pos]
+        if c != "$":
+            literal += c
+            pos += 1
+        elif text[pos + 1] in "$ :":
+            literal += text[pos + 1]
+            pos += 2
+        elif text[pos + 1] == "\n":
+            pos += 2
+            while text[pos] == " ":
+                pos += 1
+        elif text[pos + 1] == "{":
+            end = text.index("}", pos)
+            parts += [literal, text[pos + 2:end]]
+            literal, pos = "", end + 1
+        else:
+            end = pos + 1
+            while text[end] in var:
+                end += 1
+            parts += [literal, text[pos + 1:end]]
+            literal, pos = "", end
+    return parts + [literal]
+
+
+def test_values_read_in_pieces_as_by_characters():
+    """A value with escapes is read a piece at a time (spaces, `:` and `|` inside the
+    pieces: Meson's ARGS escape every space of a path as `$ `): the parts are those of a
+    reading character by character, over generated values."""
+    import random
+
+    from farmer.ninja.lexer import Lexer
+
+    rng = random.Random(17)
+    pieces = ["a", "-I../test", " ", "  ", ":", "|", "||", "$ ", "$$", "$:", "$x", "${y.z}", "$a-b",
+              "$\n   ", "'", "é", "😀"]
+    for _ in range(5000):
+        value = "x" + "".join(rng.choices(pieces, k=rng.randint(0, 14)))  # (leading spaces: the `=`'s)
+        lexer = Lexer("build.ninja", f"v = {value}\nrest\n")
+        assert lexer.read_ident() == "v" and lexer.read_token()[0] == "="
+        assert lexer.read_value() == _value_by_characters(value + "\n"), repr(value)
+        assert lexer.read_ident() == "rest"

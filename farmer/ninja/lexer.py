@@ -59,6 +59,12 @@ def _marked_end(marks: bytes, pos: int) -> int:
     return end if nl < 0 else nl
 
 
+def _value_end(marks: bytes, pos: int) -> int:
+    """Where the run of a value's text at `pos` ends: the first `$`, CR, LF or NUL."""
+    end = marks.find(b"\n", pos)
+    return len(marks) if end < 0 else end
+
+
 def _space_end(text: str, pos: int) -> int:
     """Past the spaces and `$`-continuations at `pos` (what follows a token)."""
     while True:
@@ -248,11 +254,8 @@ class Lexer:
                 else:
                     self.last = pos
                     raise self.error("bad $-escape (literal $ must be written as $$)")
-            elif c == " " or c == ":" or c == "|":
-                if path:
-                    break
-                literal.append(c)
-                pos += 1
+            elif path and (c == " " or c == ":" or c == "|"):
+                break
             elif c == "\n" or (c == "\r" and text.startswith("\n", pos + 1)):
                 if not path:
                     pos += 1 if c == "\n" else 2
@@ -262,8 +265,8 @@ class Lexer:
                 if pos >= n:
                     raise self.error("unexpected EOF")
                 raise self._lexing_error()
-            else:
-                end = _marked_end(marks, pos)
+            else:  # plain text: in a value, spaces, `:` and `|` too (Meson's `$ `-escaped ARGS)
+                end = _marked_end(marks, pos) if path else _value_end(marks, pos)
                 literal.append(text[pos:end])
                 pos = end
         parts.append("".join(literal))
