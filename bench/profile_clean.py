@@ -105,6 +105,20 @@ def first_command(top: int) -> None:
     pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
 
 
+# The children's wrapper of `owner.name`: its CPU time added to `phases[phase]`.
+_TIMED = """
+def timed(owner, name, phase):
+    real = getattr(owner, name)
+    def run(*a, **k):
+        t = time.process_time()
+        try:
+            return real(*a, **k)
+        finally:
+            phases[phase] = phases.get(phase, 0.0) + time.process_time() - t
+    setattr(owner, name, run)
+"""
+
+
 # One of --repeat's runs: `python -S -c _CHILD PROJECT`. CPU time from here (after the
 # interpreter's start) to the first spawn, with parse_text and traverse timed on the way
 # (the fork of the process starter, executors/forked.py, comes at the first start).
@@ -117,16 +131,7 @@ import farmer.build, farmer.command, farmer.farmfile, farmer.tomlparse, farmer.t
 farmer.tomlparse._toml_rs()
 gc.enable()
 phases = {"imports": time.process_time() - c0, "parse": 0.0, "traversal": 0.0}
-def timed(owner, name, phase):
-    real = getattr(owner, name)
-    def run(*a, **k):
-        t = time.process_time()
-        try:
-            return real(*a, **k)
-        finally:
-            phases[phase] += time.process_time() - t
-    setattr(owner, name, run)
-timed(farmer.farmfile, "parse_text", "parse")
+""" + _TIMED + """timed(farmer.farmfile, "parse_text", "parse")
 timed(farmer.traversal, "traverse", "traversal")
 first = {}
 def spawning(real):
@@ -194,16 +199,7 @@ os.fork = os.posix_spawn = os.posix_spawnp = stop
 import farmer.build, farmer.command, farmer.farmfile, farmer.project, farmer.scheduler, farmer.session
 import farmer.stale, farmer.tomlparse, farmer.traversal
 phases = {}
-def timed(owner, name, phase):
-    real = getattr(owner, name)
-    def run(*a, **k):
-        t = time.process_time()
-        try:
-            return real(*a, **k)
-        finally:
-            phases[phase] = phases.get(phase, 0.0) + time.process_time() - t
-    setattr(owner, name, run)
-timed(farmer.tomlparse, "loads", "toml")
+""" + _TIMED + """timed(farmer.tomlparse, "loads", "toml")
 timed(farmer.farmfile, "parse", "parse")
 timed(farmer.traversal, "traverse", "traversal")
 timed(farmer.stale, "sweep", "sweep")
