@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import stat as statmod
 import time
-import xxhash
 
+from farmer.extension import xxhash as _xxhash
 from farmer.statcheck import FIELDS  # int64s per slot in `Digests._stat`: its bytes are a proof's
+
+xxhash = _xxhash()  # start-up rule (docs/performance.md): its extension module, not the package
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:

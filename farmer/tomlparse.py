@@ -56,12 +56,13 @@ def _toml_rs():
     """toml_rs's parser, `(text) -> dict` held to TOML 1.0, or None where it is not installed.
 
     Start-up rule (docs/performance.md): its Rust extension module is loaded without the
-    package's `__init__`, whose wrappers import `typing` and `pathlib` for their annotations
-    (about 10 ms of a cold build); the package's `loads` only checks that it gets a str and
-    calls the extension's `_loads`, as this does."""
+    package's `__init__` (farmer/extension.py); the package's `loads` only checks that it
+    gets a str and calls the extension's `_loads`, as this does."""
     if sys.modules.get("toml_rs", False) is None:  # `import toml_rs` would fail (tests say so)
         return None
-    extension = sys.modules.get("toml_rs._toml_rs") or _load_extension()
+    from farmer.extension import load
+
+    extension = load("toml_rs", "_toml_rs")
     loads = getattr(extension, "_loads", None)
     if loads is None:  # not where this toml_rs keeps it: through the package, as documented
         try:
@@ -70,33 +71,6 @@ def _toml_rs():
             return None
         loads = toml_rs.loads
     return lambda text: loads(text, parse_float=float, toml_version="1.0.0")
-
-
-def _load_extension():
-    """toml_rs._toml_rs, loaded as `import toml_rs._toml_rs` would load it but for the
-    package's own code; None where the package is no plain directory on sys.path."""
-    # The classes `importlib.machinery` exports, from the frozen module every interpreter has
-    # loaded already: the `importlib` package costs about 1 ms (with `warnings`).
-    machinery = sys.modules.get("_frozen_importlib_external")
-    if machinery is None:
-        import importlib.machinery as machinery
-    ExtensionFileLoader, PathFinder = machinery.ExtensionFileLoader, machinery.PathFinder
-
-    package = PathFinder.find_spec("toml_rs")
-    if package is None or not package.submodule_search_locations:
-        return None
-    spec = PathFinder.find_spec("toml_rs._toml_rs", package.submodule_search_locations)
-    if spec is None or not isinstance(spec.loader, ExtensionFileLoader):
-        return None
-    try:
-        module = spec.loader.create_module(spec)
-    except ImportError:  # a broken install: `import toml_rs` says so, or tomllib reads
-        return None
-    # Registered, so that `import toml_rs` later (its error path does) finds it loaded: a
-    # PyO3 module cannot be initialised twice in one process.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def loads(text: str) -> dict:

@@ -5,9 +5,7 @@ content now. The first difference found is the reason it runs, in SPEC §4's wor
 
 from __future__ import annotations
 
-from xxhash import xxh3_128_hexdigest
-
-from farmer.grains import Digests, NotAFile
+from farmer.grains import Digests, NotAFile, xxhash
 from farmer.state import Trace
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
@@ -30,7 +28,7 @@ def action_fingerprint(comp: Computation) -> str:
              comp.depfile or "", *rsp, ""]
     # hash_text(*parts) in one buffer and one call (a traversal makes 100k of these): the
     # parts each followed by NUL, as hash_text feeds them.
-    return xxh3_128_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"))
+    return xxhash.xxh3_128_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"))
 
 
 def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:

@@ -20,10 +20,8 @@ from __future__ import annotations
 import os
 import time
 
-import xxhash
-
 from farmer.errors import UsageError
-from farmer.grains import stat_key
+from farmer.grains import stat_key, xxhash  # xxhash's extension module (farmer/extension.py)
 from farmer.ninja import lexer as lx
 from farmer.ninja.lexer import EvalString, Lexer, evaluate, is_empty
 
