@@ -68,7 +68,20 @@ def _header_path(line: str) -> tuple[str, ...] | None:
     m = _pattern(_HEADER).match(line)
     if not m:
         return None
-    return tuple(q.strip("\"'") for q in _pattern(_DOTTED).findall(m.group(1)))
+    return tuple(_unquoted(q) for q in _pattern(_DOTTED).findall(m.group(1)))
+
+
+def _unquoted(part: str) -> str:
+    """A header's key part as TOML reads it: a basic string's escapes (`"a\\nb"`) decoded,
+    so that the name a task has is the name its line is indexed under."""
+    if part.startswith('"') and "\\" in part:
+        import tomllib  # rare: an escape in a table's name
+
+        try:
+            return tomllib.loads("k = " + part)["k"]
+        except tomllib.TOMLDecodeError:
+            pass  # invalid: the parser reports it, with its line
+    return part.strip("\"'")
 
 
 def is_name(name: str) -> bool:

@@ -582,7 +582,9 @@ def test_a_header_without_a_key_is_invalid_toml_not_a_crash(tmp_path):
 
 
 def test_a_task_name_may_not_end_in_a_line_break(tmp_path):
-    msg = error(tmp_path, '[task."a\\n"]', 'cmd = "true"')  # (an escaped name's line is not found)
-    assert msg == "Farmfile: task name 'a\\n' may only use letters, digits, '_', '.' and '-'"
+    msg = error(tmp_path, '[task."a\\n"]', 'cmd = "true"')
+    assert msg == "Farmfile:1: task name 'a\\n' may only use letters, digits, '_', '.' and '-'"
+    msg = error(tmp_path, '[task.ok]', 'cmd = "true"', '[task."b\\u0041 c"]', 'cmd = "true"')
+    assert msg == "Farmfile:3: task name 'bA c' may only use letters, digits, '_', '.' and '-'"
     assert farmfile.is_name("a.b-c_1") and not farmfile.is_name(".a") and not farmfile.is_name("-a")
     assert not farmfile.is_name("") and not farmfile.is_name("é") and not farmfile.is_name("a b")
