@@ -87,12 +87,8 @@ class BuildHooks(Hooks):
             self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.where or 'local'} cache")
         outcome = self.recorder.record(comp, outcome)
         silent = outcome.cached or outcome.printed is False
-        if outcome.ok and silent:  # no log to name or read: the path is not made
-            self._unprinted = (comp, "")
-            self.outcomes[outcome.index] = outcome
-            self._progress()
-            return outcome
-        log = log_path(self.logs, comp.id)
+        # (a silent success has no log to name or read: its path is not made)
+        log = "" if outcome.ok and silent else log_path(self.logs, comp.id)
         output = "" if silent else report.read_output(log)
         if outcome.ok:
             self._unprinted = (comp, output)
