@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -232,12 +233,24 @@ def outputs_mtimes(d: Path) -> dict[str, int]:
     return res
 
 
+def nothing_to_build(d: Path) -> bool:
+    """Whether a clean build of `d` runs no command (ninja -n: "no work to do"): many of
+    Meson's test projects only configure, and such a build is the tool's start-up alone."""
+    clean(d)
+    out = subprocess.run(["ninja", "-C", str(d), "-n"], capture_output=True, text=True).stdout
+    clean(d)
+    return "no work to do" in out
+
+
 def meson_series(projects: list[Project], repeat: int, jobs: int, farmer_argv: list[str],
-                 farmer_env: dict, run_timed, timeout: float) -> dict[str, list[float]]:
+                 farmer_env: dict, run_timed, timeout: float) -> dict:
     """`repeat` rounds of building every project from clean, one after another; per round
-    and tool the sum of the build times (cleaning is not timed). Tools alternate first."""
+    and tool the sum of the build times (cleaning is not timed). Tools alternate first.
+    Also each project's median wall time by tool (`per_project`) and the projects whose
+    clean build runs nothing (`empty`)."""
     totals: dict[str, list[float]] = {tool: [] for tool in TOOLS}
     cpu: dict[str, list[float]] = {tool: [] for tool in TOOLS}
+    walls: dict[str, dict[str, list[float]]] = {p.name: {tool: [] for tool in TOOLS} for p in projects}
     for i in range(repeat):
         wall = dict.fromkeys(TOOLS, 0.0)
         used = dict.fromkeys(TOOLS, 0.0)
@@ -251,7 +264,11 @@ def meson_series(projects: list[Project], repeat: int, jobs: int, farmer_argv: l
                     raise SystemExit(f"{tool} failed to build {d} (rc {r.rc})")
                 wall[tool] += r.wall
                 used[tool] += r.cpu
+                walls[p.name][tool].append(r.wall)
         for tool in TOOLS:
             totals[tool].append(wall[tool])
             cpu[tool].append(used[tool])
-    return {"wall": totals, "cpu": cpu}
+    per_project = {name: {tool: statistics.median(v) for tool, v in by.items()}
+                   for name, by in walls.items()}
+    empty = [p.name for p in projects if nothing_to_build(p.dirs["ninja"])]
+    return {"wall": totals, "cpu": cpu, "per_project": per_project, "empty": empty}

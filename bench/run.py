@@ -622,6 +622,17 @@ def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
                          f"{cpu[t]:.2f} |")
         lines += ["", f"farmer/ninja: {fmt_ratio(med['farmer'], med['ninja'])} "
                       f"({(med['farmer'] - med['ninja']) / len(found) * 1000:.0f} ms a project)", ""]
+        # Split: a project whose clean build runs no command measures each tool's start-up.
+        per, empty = res["per_project"], set(res["empty"])
+        lines += ["| projects | how many | ninja s (sum of medians) | farmer s | farmer − ninja ms a project |",
+                  "|---|---:|---:|---:|---:|"]
+        for label, names in (("nothing to build", [n for n in per if n in empty]),
+                             ("with commands", [n for n in per if n not in empty])):
+            if names:
+                sums = {t: sum(per[n][t] for n in names) for t in projects.TOOLS}
+                lines.append(f"| {label} | {len(names)} | {sums['ninja']:.2f} | {sums['farmer']:.2f} | "
+                             f"{(sums['farmer'] - sums['ninja']) / len(names) * 1000:.1f} |")
+        lines.append("")
         log(f"[meson-series] ninja {med['ninja']:.2f} s, farmer {med['farmer']:.2f} s")
     return lines
 
