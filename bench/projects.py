@@ -236,9 +236,8 @@ def outputs_mtimes(d: Path) -> dict[str, int]:
 def nothing_to_build(d: Path) -> bool:
     """Whether a clean build of `d` runs no command (ninja -n: "no work to do"): many of
     Meson's test projects only configure, and such a build is the tool's start-up alone."""
-    clean(d)
+    clean(d)  # (each timed build cleans again first)
     out = subprocess.run(["ninja", "-C", str(d), "-n"], capture_output=True, text=True).stdout
-    clean(d)
     return "no work to do" in out
 
 
