@@ -15,17 +15,13 @@ import sys
 import time
 
 from farmer import lastbuild, noop, orphans, report
-from farmer.buildhooks import BuildHooks
 from farmer.executors.base import Executor, Outcome
-from farmer.executors.process import ProcessExecutor
-from farmer.inside import check_inside
 from farmer.lastbuild import summary_line
 from farmer.latency import critical
 from farmer.latency.predict import Prediction
 from farmer.latency.seconds import Seconds
 from farmer.lock import ProjectLock
 from farmer.private import make_dir
-from farmer.recorder import Recorder, RunCache
 from farmer.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
 from farmer.session import BuildOptions, Session, open_session
 
@@ -34,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farmer.graph import Graph
+    from farmer.recorder import RunCache
     from farmer.spec import Spec
     from farmer.state import State
 
@@ -121,6 +118,12 @@ class _Build:
         if not to_run:
             # Nothing is out of date: the scheduler would only settle everything as up to date.
             return self.finish({}, {}, None, {})
+        # Start-up rule (docs/performance.md): what runs computations is imported by a build
+        # that has some to run.
+        from farmer.buildhooks import BuildHooks
+        from farmer.inside import check_inside
+        from farmer.recorder import Recorder
+
         if not (session.graph.paths_first or session.graph.inside_checked):
             # a cached graph's symlinks were checked on another day
             check_inside(session.spec.root, [comps[i] for i in to_run])
@@ -242,6 +245,8 @@ class _Build:
         where each runs in a fresh python3). Every computation that can run is in the plan,
         so a plan without world tasks needs no world, nor the modules that drive them.
         `threads`: threads may start before the first command (executors/forked.py)."""
+        from farmer.executors.process import ProcessExecutor
+
         opts, comps = self.opts, self.session.graph.computations
         executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
         executor.groups = self.groups

@@ -105,6 +105,33 @@ def test_an_incremental_build_imports_no_heavy_module(project):
     assert project.build().summary()["ran"] == 0  # and the proof it left holds
 
 
+# Nor, in a build that finds nothing to run, what runs computations or simulates the plan.
+RUN_PHASE = {"farmer.recorder", "farmer.buildhooks", "farmer.executors.process",
+             "farmer.executors.events", "farmer.latency.simulate", "farmer.executors.simulated"}
+
+
+def test_a_build_that_finds_nothing_to_run_imports_nothing_that_runs(project):
+    """A Farmfile edited without changing a computation (a comment): the no-op proof no
+    longer holds, the build takes the full path and finds everything up to date."""
+    project.farmfile(FARMFILE)
+    for stem in "abc":
+        project.write(f"src/{stem}.c", f"{stem}\n")
+    assert project.build().summary()["ran"] == 5
+    project.farmfile("# reviewed\n" + FARMFILE)
+    r = build_without_site(project, "-j", "2")
+    assert r.returncode == 0, r
+    assert r.summary()["ran"] == 0, r
+    modules = imported_modules(r.stderr)
+    assert {"farmer.build", "farmer.session", "farmer.traversal"} <= modules, sorted(modules)
+    assert not RUN_PHASE & modules, sorted(RUN_PHASE & modules)
+    assert project.last_build()["status"] == "ok"
+    assert project.build().summary()["ran"] == 0  # the proof it left holds
+    project.write("src/c.c", "c, edited\n")
+    r = build_without_site(project, "-j", "2")  # and one that runs something imports them
+    assert r.summary()["ran"] == 3, r
+    assert {"farmer.recorder", "farmer.executors.process"} <= imported_modules(r.stderr)
+
+
 def modules_at_the_first_command(project, *args: str) -> set[str]:
     """What `farmer build` (without the site module, as above) has imported when it starts
     its first command: a wrapper of posix_spawn writes sys.modules to stderr."""

@@ -114,12 +114,12 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         if i in to_run:
             seconds[i] = estimates.get(i, 0.0)
     if not to_run:  # nothing would run: no need to simulate every up-to-date computation
-        from farmer.latency.simulate import Simulation
-
-        return Prediction(jobs=jobs, to_run=to_run, estimates=durations, latency=durations,
-                          simulation=Simulation(0.0, [], []), critical_path=[],
-                          critical_path_s=0.0, total_work_s=0.0, fifo_makespan_s=0.0 if compare else None,
-                          unit_makespan_s=0.0 if compare else None)
+        nothing = Prediction(jobs=jobs, to_run=to_run, estimates=durations, latency=durations,
+                             simulation=_nothing_runs, critical_path=[], critical_path_s=0.0,
+                             total_work_s=0.0, fifo_makespan_s=0.0 if compare else None,
+                             unit_makespan_s=0.0 if compare else None)
+        nothing._makespan_s = 0.0  # all a build's end asks: the simulation is not imported
+        return nothing
     # What does not run takes no time and lies on no path between things that run (every
     # consumer of something that runs runs too): leave it out of the simulation.
     running = [i for i in selected if i in to_run]
@@ -173,6 +173,13 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         prediction.unit_makespan_s = simulate.simulate(
             comps, running, to_run, durations, unit, jobs, pools, worlds, False).makespan_s
     return prediction
+
+
+def _nothing_runs(timeline: bool) -> simulate.Simulation:
+    """The simulation of a plan that runs nothing: empty, at 0 s."""
+    from farmer.latency.simulate import Simulation
+
+    return Simulation(0.0, [], [])
 
 
 def _running_unknown(estimates: dict[int, float], to_run: dict[int, str]) -> AbstractSet[int]:
