@@ -354,9 +354,17 @@ class Digests:
         return None if slot is None or not self._flags[slot] & _SEEN else slot
 
     def taken_at(self, slot: int) -> tuple[bytes, str, bool]:
-        """`taken` of the path at `slot`."""
+        """`taken` of the path at `slot`. A racy file's digest is its bytes' (`hash_file`'s),
+        which the proof hashes again to vouch for it: a timed digest (`timed`) covers the
+        mtime as well, which the proof's stat check compares first; a thin archive's keeps
+        its members' digests, which no hash of its own bytes matches (it is looked at anew)."""
         j = FIELDS * slot
-        return self._stat[j:j + FIELDS].tobytes(), self._now[slot], bool(self._flags[slot] & _RACY)  # type: ignore[return-value]
+        digest, racy = self._now[slot], bool(self._flags[slot] & _RACY)
+        if racy:
+            content = self._content[slot]
+            if content is not None and not content.startswith(THIN_PREFIX):
+                digest = content
+        return self._stat[j:j + FIELDS].tobytes(), digest, racy  # type: ignore[return-value]
 
     def slots(self) -> int:
         return len(self._now)
