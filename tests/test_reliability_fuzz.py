@@ -586,7 +586,7 @@ foreach = "src/{stem}.txt"
 inputs = ["src/{stem}.txt"]
 outputs = ["out/{stem}.o"]
 depfile = "out/{stem}.d"
-cmd = "cat {inputs} > {outputs}; echo '{outputs}: {inputs}' > {depfile}"
+cmd = "cat {inputs} > {outputs}; echo {outputs}: {inputs} > {depfile}"
 
 [task.app]
 inputs = ["@objects"]
