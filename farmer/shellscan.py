@@ -59,6 +59,27 @@ def contexts(text: str, mark: str, shell: bool = True) -> list[str]:
 
 
 Frame = list  # [kind, depth, open, close]
+_SKIPPERS: dict[tuple[str, bool], dict] = {}
+
+
+def _skippers(mark: str, shell: bool) -> dict:
+    """For each kind of frame, the `search` of a pattern of the characters that may change
+    something there (or are the mark)."""
+    key = (mark, shell)
+    if key not in _SKIPPERS:
+        import re  # imported already: the template that has a placeholder was parsed by it
+
+        m = re.escape(mark)
+        words = "[" + m + r"""\\'"$`#<\n()]""" if shell else "[" + m + r"""\\'"]"""
+        double = "[" + m + r'\\"$`]' if shell else "[" + m + r'\\"]'
+        _SKIPPERS[key] = {
+            _WORDS: re.compile(words).search, _PAREN: re.compile(words).search,
+            _ARITH: re.compile("[" + m + r"\\$`()\[\]]").search,
+            _DOUBLE: re.compile(double).search,
+            _ANSI: re.compile("[" + m + r"\\']").search,
+            _BACKTICK: re.compile("[" + m + r"\\`]").search,
+        }
+    return _SKIPPERS[key]
 
 
 class _Scan:
@@ -75,11 +96,16 @@ class _Scan:
 
     def run(self) -> list[str]:
         text, mark, n, stack = self.text, self.mark, len(self.text), self.stack
+        skip = _skippers(mark, self.shell)
         while self.at < n:
-            c = text[self.at]
-            self.at += 1
             frame = stack[-1]
             kind = frame[0]
+            # Characters that mean nothing in this context are skipped at C speed.
+            found = skip[kind](text, self.at)
+            if found is None:
+                break
+            self.at = found.start() + 1
+            c = text[found.start()]
             if c == mark:
                 self.found.append(_PLACE[kind])
             elif kind == _DOUBLE:
