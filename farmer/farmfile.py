@@ -671,7 +671,7 @@ def _placeholders_bare(r: _Reader, table: tuple[str, ...], t: TaskSpec) -> None:
     author's '...' farmer's quotes would end the author's and a file's name could run as
     shell code; inside "..." they would be plain characters, and `$(...)` in a name would
     run. The result is never what the author meant, so it is refused before anything runs
-    (docs/farmfile.md, "Quoting")."""
+    (docs/farmfile.md, "Write them bare")."""
     key = "cmd" if t.cmd is not None else "python"
     text = t.cmd if t.cmd is not None else t.python
     if text is None or "{" not in text:
@@ -731,9 +731,8 @@ def _misplaced(ref: template.Ref, place: str, key: str) -> str:
     if place == shellscan.BACKSLASH:
         return f"{name} right after a backslash in {key}; remove the backslash, farmer quotes it"
     if place == shellscan.DOLLAR:
-        literal = "$" + name.replace("{", "{{").replace("}", "}}")
-        return (f"{name} right after '$' in {key}; write it bare, farmer quotes it (for the "
-                f"shell's variable write {literal})")
+        hint = f" (for the shell's variable write ${{{name}}})" if ref.index is None else ""
+        return f"{name} right after '$' in {key}; write it bare, farmer quotes it{hint}"
     if place == shellscan.BACKTICK:
         return f"{name} inside `...` in {key}; write $(...) instead, with {name} bare in it: farmer quotes it"
     if place in (shellscan.HEREDOC, shellscan.ARITHMETIC):

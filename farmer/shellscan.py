@@ -1,5 +1,5 @@
 """Where a command line's reader, /bin/sh for a `cmd` or shlex.split for a `python` line,
-reads each placeholder of it (docs/farmfile.md, "Quoting").
+reads each placeholder of it (docs/farmfile.md, "Write them bare").
 
 farmer shell-quotes what it substitutes from file names (`{stem}`, `{inputs}`...: see
 template.py), and such a quoted value is one word only where the reader takes it bare.
@@ -9,12 +9,15 @@ as shell code; inside "..." or a here-document farmer's quotes are plain charact
 farmfile.py asks this module where each placeholder stands, when it reads the Farmfile, so
 that such a command is refused before anything runs.
 
-The scanner follows POSIX sh: '...' has no escapes; "..." ends at an unescaped `"`, and
-`$(...)` and `...` in it are commands of their own; `\\` escapes the next character outside
-single quotes; `#` at the start of a word starts a comment; `<<WORD` starts a
-here-document at the next line. `$'...'` is quoted with escapes in bash and ksh, and is a
-'$' before '...' in dash: both readings are taken, and the one that finds a placeholder
-quoted wins, so that no /bin/sh reads a placeholder otherwise than it is checked.
+The scanner follows POSIX sh: '...' has no escapes; "..." ends at an unescaped `"`, and a
+`$(...)` in it is a command of its own, where quotes are quotes again; a backslash escapes
+the next character outside single quotes; `#` at the start of a word starts a comment;
+`<<WORD` starts a here-document at the next line; backquotes end at the first unescaped
+backquote, a name's too; `$((...))` reads its text as "..." does. `$'...'` is quoted with
+escapes in bash and ksh, and is a '$' before '...' in dash: both readings are taken, and
+the one that finds a placeholder quoted wins, so that no /bin/sh reads a placeholder
+otherwise than it is checked. Where the grammar is beyond it (a `case` pattern's `)` inside "$(...)"), the
+scanner errs on the side of quoted: a refusal too many, never a name let through.
 """
 
 from __future__ import annotations
