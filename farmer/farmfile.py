@@ -245,6 +245,8 @@ class _Reader:
     def __init__(self, path: str | os.PathLike, text: str, lines: _Lines | None = None) -> None:
         self.file = os.path.basename(path)
         self.where = _Lines(text) if lines is None else lines
+        self.vars: dict[str, str] = {}  # [vars], once read: what a command's {NAME} inserts
+        self.bare: set[tuple[str, bool]] = set()  # commands whose placeholders all stand bare
 
     def fail(self, line: int | None, message: str) -> UsageError:
         at = f"{self.file}:{line}" if line else self.file
@@ -459,6 +461,7 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise r.fail(r.where.key(("vars",), name), f"vars.{name} must be a string or a number")
         variables[name] = str(value)
+    r.vars = variables
     pools: dict[str, int] = {}
     for name, size in data.get("pools", {}).items():
         pools[name] = int(r.number(("pools",), name, size, 1, integer=True))
@@ -658,7 +661,96 @@ def _task(r: _Reader, name: str, body: object, pools: dict[str, int],
             raise r.fail(t.line, f"task {name!r} declares outputs but has no cmd or python to make them")
         if t.depfile is not None:
             raise r.fail(r.where.key(table, "depfile"), f"task {name!r} has a depfile but no cmd or python")
+    _placeholders_bare(r, table, t)
     return t
+
+
+def _placeholders_bare(r: _Reader, table: tuple[str, ...], t: TaskSpec) -> None:
+    """Every name farmer shell-quotes in the task's cmd or python line stands where the
+    shell (shlex.split for a python line) takes farmer's quotes as quotes: bare. Inside the
+    author's '...' farmer's quotes would end the author's and a file's name could run as
+    shell code; inside "..." they would be plain characters, and `$(...)` in a name would
+    run. The result is never what the author meant, so it is refused before anything runs
+    (docs/farmfile.md, "Write them bare")."""
+    key = "cmd" if t.cmd is not None else "python"
+    text = t.cmd if t.cmd is not None else t.python
+    if text is None or "{" not in text:
+        return
+    pieces, refs = _command_pieces(text, t.foreach, r.vars)
+    if not refs:
+        return
+    shell = key == "cmd"
+    command = "".join(pieces)
+    if (command, shell) in r.bare:  # 100 000 generated tasks may share one command
+        return
+    from farmer import shellscan  # only for a command that substitutes a name
+
+    for ref, place in zip(refs, shellscan.contexts(command, _MARK, shell)):
+        if place:
+            raise r.fail(r.where.key(table, key), f"task {t.name!r}: {_misplaced(ref, place, key)}")
+    r.bare.add((command, shell))
+
+
+_MARK = "\0"  # a placeholder in a command as the scanner reads it (no Farmfile string has a NUL)
+
+
+def _command_pieces(text: str, foreach: str | dict[str, list[str]] | None,
+                    variables: dict[str, str]) -> tuple[list[str], list[template.Ref]]:
+    """`text` as the shell will read it, with `_MARK` for each name farmer quotes, and those
+    names. A var is inserted as rendering inserts it: its quotes count. So is a wildcard
+    whose every value is written in a foreach table and needs no quotes: farmer inserts it
+    as it is, as the author wrote it (a name that is no var is an error when rendered)."""
+    if foreach is None:
+        wildcards, quoted = frozenset(), frozenset()
+    elif isinstance(foreach, str):
+        wildcards = quoted = template.names(foreach)
+    else:
+        wildcards = foreach.keys()
+        quoted = {k for k, values in foreach.items()
+                  if any(template.shell_quote(v) != v for v in values)}
+    pieces: list[str] = []
+    refs: list[template.Ref] = []
+    for part in template.parse(text):
+        if isinstance(part, str):
+            pieces.append(part.replace(_MARK, " "))
+        elif part.index is None and part.name in wildcards and part.name not in quoted:
+            pieces.append("x")  # stands for any of its values: none has a character the shell reads
+        elif part.index is None and part.name in wildcards or part.name in template.FILE_KEYS:
+            pieces.append(_MARK)
+            refs.append(part)
+        elif part.index is None:
+            pieces.append(variables.get(part.name, ""))
+    return pieces, refs
+
+
+def _misplaced(ref: template.Ref, place: str, key: str) -> str:
+    """What is wrong with a name farmer quotes that does not stand bare, and the fix."""
+    from farmer import shellscan
+
+    name = _ref_text(ref)
+    if place == shellscan.BACKSLASH:
+        return f"{name} right after a backslash in {key}; remove the backslash, farmer quotes it"
+    if place == shellscan.DOLLAR:
+        hint = f" (for the shell's variable write ${{{name}}})" if ref.index is None else ""
+        return f"{name} right after '$' in {key}; write it bare, farmer quotes it{hint}"
+    if place == shellscan.BACKTICK:
+        return f"{name} inside `...` in {key}; write $(...) instead, with {name} bare in it: farmer quotes it"
+    if place in (shellscan.HEREDOC, shellscan.ARITHMETIC):
+        return (f"{name} inside {place} in {key}; set a variable to it, bare (v={name}; ...), "
+                "and use $v there: farmer quotes it")
+    if key == "python":
+        return f"{name} inside quotes ({place}) in python; write it bare, as an argument of its own: farmer quotes it"
+    return f"{name} inside quotes ({place}) in {key}; write it bare, farmer quotes it"
+
+
+def _ref_text(ref: template.Ref) -> str:
+    """`{name}`, `{name[i]}` or `{name[a:b]}`, as written."""
+    if ref.index is None:
+        return f"{{{ref.name}}}"
+    if isinstance(ref.index, tuple):
+        start, stop = ("" if i is None else str(i) for i in ref.index)
+        return f"{{{ref.name}[{start}:{stop}]}}"
+    return f"{{{ref.name}[{ref.index}]}}"
 
 
 def _foreach(r: _Reader, table: tuple[str, ...], value: object) -> str | dict[str, list[str]]:

@@ -34,8 +34,8 @@ def stat_key(st: os.stat_result) -> StatKey:
 
 
 # farmer's own sources that decide what a Farmfile expands to and what is up to date.
-_SOURCES = ("spec.py", "farmfile.py", "traversal.py", "expander.py", "template.py", "matching.py",
-            "graph.py", "uptodate.py", "graphcache.py", "grains.py", "noop.py", "build.py")
+_SOURCES = ("spec.py", "farmfile.py", "shellscan.py", "traversal.py", "expander.py", "template.py",
+            "matching.py", "graph.py", "uptodate.py", "graphcache.py", "grains.py", "noop.py", "build.py")
 
 
 def code_stamp() -> str:

@@ -52,6 +52,9 @@ def _one(graph: Graph, target: str) -> int:
         return found[0]
     if found:
         raise UsageError(f"task {target!r} has {len(found)} computations; query one of its outputs or ids")
+    if found is not None:  # a task all the same: "unknown target" would send the reader astray
+        raise UsageError(f"task {target!r} has no computations (its foreach matches nothing), so "
+                         "there is nothing to query; query it once its foreach matches")
     raise UsageError(f"unknown target {target!r}: not a computation id, task name or declared output")
 
 

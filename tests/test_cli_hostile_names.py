@@ -4,6 +4,8 @@ anything, whether the task is rendered one computation at a time or compiled (ma
 
 import pytest
 
+from conftest import assert_error
+
 HOSTILE = ["a;touch PWNED;b", "$(touch PWNED)", "`touch PWNED`", "x&touch PWNED&y",
            "x|touch PWNED", "it's", "two words", "-n"]
 
@@ -34,3 +36,41 @@ def test_hostile_foreach_names_stay_names(project, padding):
     for name in names:
         assert project.read(f"out/{name}.txt") == name + "\n"
         assert project.read(f"py/{name}.txt") == name
+
+
+@pytest.mark.parametrize("cmd, where", [
+    ("cat 'src/{stem}.c' > 'out/{stem}.txt'", "quotes ('...')"),
+    ('cat \\"src/{stem}.c\\" > {outputs}', 'quotes ("...")'),
+    ("cat src/{stem}.c > {outputs}; echo \\\"made '{stem}'\\\"", 'quotes ("...")'),
+])
+def test_a_name_inside_quotes_is_refused_before_anything_runs(project, cmd, where):
+    """Inside the author's quotes farmer's quotes would end the author's (or be plain
+    characters), and these names would run: the Farmfile is refused when it is read, with
+    one line naming the task, the name and the line, and nothing runs."""
+    project.farmfile(
+        f"""
+        [task.first]
+        outputs = ["out/first.txt"]
+        cmd = "touch out/first.txt"
+
+        [task.copy]
+        foreach = "src/{{stem}}.c"
+        inputs = ["src/{{stem}}.c"]
+        outputs = ["out/{{stem}}.txt"]
+        cmd = "{cmd}"
+        """
+    )
+    for name in HOSTILE:
+        project.write(f"src/{name}.c", "int x;\n")
+    for command in ("build", "plan", "graph"):
+        r = project.farmer(command)
+        msg = assert_error(r, "Farmfile:10:", "task 'copy':", f"{{stem}} inside {where} in cmd",
+                           "write it bare, farmer quotes it")
+        assert not project.exists("PWNED") and not project.exists("src/PWNED"), r
+        assert not project.exists("out/first.txt") and not project.exists("out"), msg
+    # Written bare, as the error says, every name stays a name.
+    project.write("Farmfile", project.read("Farmfile").replace(cmd, "cat src/{stem}.c > {outputs}"))
+    r = project.build()
+    assert r.returncode == 0, r
+    assert not project.exists("PWNED") and not project.exists("src/PWNED"), r
+    assert all(project.read(f"out/{name}.txt") == "int x;\n" for name in HOSTILE)

@@ -586,7 +586,7 @@ foreach = "src/{stem}.txt"
 inputs = ["src/{stem}.txt"]
 outputs = ["out/{stem}.o"]
 depfile = "out/{stem}.d"
-cmd = "cat {inputs} > {outputs}; echo '{outputs}: {inputs}' > {depfile}"
+cmd = "cat {inputs} > {outputs}; echo {outputs}: {inputs} > {depfile}"
 
 [task.app]
 inputs = ["@objects"]
@@ -716,6 +716,8 @@ HOSTILE = [
     ("farmer-dir-output", '[task.a]\noutputs = [".farmer/x"]\ncmd = "true"\n', [".farmer"]),
     ("cmd-and-python", '[task.a]\noutputs = ["o"]\ncmd = "true"\npython = "-c pass"\n', ["both cmd and python"]),
     ("empty-path", '[task.a]\noutputs = [""]\ncmd = "true"\n', ["empty path"]),
+    ("quoted-wildcard", '[task.a]\nforeach = "src/{n}.txt"\noutputs = ["o/{n}"]\ncmd = "cat \'src/{n}.txt\' > {outputs}"\n',
+     ["Farmfile:4", "{n} inside quotes ('...') in cmd", "write it bare"]),
     # found by the slow fuzz run: the "declares no tasks" warning came before the error
     ("no-tasks-bad-default", '\n[farmer]\ndefault = ["all"]', ["Farmfile:3", "default target 'all'"]),
 ]

@@ -210,7 +210,7 @@ inputs = ["in/{name}.txt", "./in/{name}.txt", "lib/common.h"]
 outputs = ["out/{name}.o", "out/./{name}.s"]
 depfile = "out/{name}.d"
 env = {SOURCE = "{inputs[0]}", ALL = "{inputs} {depfile}", X = "{x}"}
-cmd = "cat {opts} {inputs} > {outputs[0]} && echo '{name}: {x}' > {outputs[1]} # {depfile}"
+cmd = "cat {opts} {inputs} > {outputs[0]} && echo {name}: '{x}' > {outputs[1]} # {depfile}"
 
 [task.second]
 foreach = "out/{name}.o"

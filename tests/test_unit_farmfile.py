@@ -588,3 +588,109 @@ def test_a_task_name_may_not_end_in_a_line_break(tmp_path):
     assert msg == "Farmfile:3: task name 'bA c' may only use letters, digits, '_', '.' and '-'"
     assert farmfile.is_name("a.b-c_1") and not farmfile.is_name(".a") and not farmfile.is_name("-a")
     assert not farmfile.is_name("") and not farmfile.is_name("é") and not farmfile.is_name("a b")
+
+
+# -- names farmer quotes stand bare in commands (N9) -----------------------------------------
+
+
+def _quoting(tmp_path, key: str, value: str, foreach: str = '"src/{stem}.c"', *more: str):
+    """A Farmfile whose line 6 is `key = value` in task 'c' (a foreach over files)."""
+    return ('[vars]', 'title = "two words"', '[task.c]', f'foreach = {foreach}',
+            'outputs = ["out/{stem}.o"]' if "stem" in foreach else 'outputs = ["out/x"]',
+            f'{key} = {value}', *more)
+
+
+@pytest.mark.parametrize("value, name, where", [
+    ('''"cat 'src/{stem}.c' > 'out/{stem}.o'"''', "{stem}", "quotes ('...')"),
+    ('''"cat \\"src/{stem}.c\\" > {outputs}"''', "{stem}", 'quotes ("...")'),
+    ('''"cat {inputs} > {outputs} && echo 'made {outputs}'"''', "{outputs}", "quotes ('...')"),
+    ('''"cat src/{stem}.c > '{outputs[0]}'"''', "{outputs[0]}", "quotes ('...')"),
+    ('''"echo 'a'\\"{inputs[1:]}\\" > {outputs}"''', "{inputs[1:]}", 'quotes ("...")'),
+    ('''"echo 'mixed \\"{stem}\\"' > {outputs}"''', "{stem}", "quotes ('...')"),
+    ('''"echo \\"it's {stem}\\" > {outputs}"''', "{stem}", 'quotes ("...")'),
+    ('''"echo $'{stem}' > {outputs}"''', "{stem}", "quotes ($'...')"),
+    ('''"echo {depfile} '{depfile}' > {outputs}"''', "{depfile}", "quotes ('...')"),
+    ('''"echo \\\\{stem} > {outputs}"''', "{stem}", "right after a backslash"),
+    ('''"echo ${stem} > {outputs}"''', "{stem}", "right after '$'"),
+    ('''"echo `basename {stem}` > {outputs}"''', "{stem}", "inside `...`"),
+    ('''"echo $(( {stem} + 1 )) > {outputs}"''', "{stem}", "inside $((...))"),
+    ('''"""cat > {outputs} <<EOF\nfrom {stem}\nEOF"""''', "{stem}", "inside a here-document"),
+])
+def test_a_quoted_name_inside_quotes_in_cmd_is_refused(tmp_path, value, name, where):
+    msg = error(tmp_path, *_quoting(tmp_path, "cmd", value))
+    assert at_line(msg, 6), msg
+    assert msg.startswith(f"Farmfile:6: task 'c': {name} ") and f" {where} in cmd; " in msg, msg
+    assert "farmer quotes it" in msg
+
+
+def test_the_quoting_error_words_the_fix(tmp_path):
+    msg = error(tmp_path, *_quoting(tmp_path, "cmd", '''"cat 'src/{stem}.c' > {outputs}"'''))
+    assert msg == "Farmfile:6: task 'c': {stem} inside quotes ('...') in cmd; write it bare, farmer quotes it"
+    msg = error(tmp_path, *_quoting(tmp_path, "cmd", '"echo ${stem} > {outputs}"'))
+    assert msg.endswith("write it bare, farmer quotes it (for the shell's variable write ${{stem}})")
+
+
+@pytest.mark.parametrize("value", [
+    '"cat src/{stem}.c > {outputs}"',
+    '''"printf '%s\\\\n' {stem} > {outputs}"''',  # 'literal' text next to a bare name
+    '''"echo 'a'{stem}'b' \\"c\\"{stem}\\"d\\" > {outputs}"''',
+    '''"echo it\\\\'s {stem} \\\\\\"{stem}\\\\\\" > {outputs}"''',  # escaped quotes are no quotes
+    '''"echo 'it'\\"'\\"'s' {stem} > {outputs}"''',
+    '''"echo '{title}' \\"{title}\\" {stem} > {outputs}"''',  # vars are the author's own: not quoted
+    '''"awk '{{print}}' src/{stem}.c > {outputs}"''',  # literal braces
+    '''"echo \\"$(cat {inputs})\\" {stem} > {outputs}"''',  # $(...) is a command of its own
+    '''"echo $$ {stem} > {outputs} # it's {stem}"''',  # a comment
+    '''"echo '{nosuch}' > {outputs}"''',  # no name farmer quotes (unknown: an error when rendered)
+])
+def test_bare_names_and_quoted_text_are_fine(tmp_path, value):
+    assert load(tmp_path, *_quoting(tmp_path, "cmd", value)).tasks["c"].cmd is not None
+
+
+def test_a_var_that_opens_a_quote_counts(tmp_path):
+    lines = _quoting(tmp_path, "cmd", '"echo {q}{stem}{q} > {outputs}"', '"src/{stem}.c"')
+    msg = error(tmp_path, *lines[:2], "q = \"'\"", *lines[2:])
+    assert "{stem} inside quotes ('...') in cmd" in msg, msg
+
+
+def test_a_foreach_table_value_farmer_leaves_as_it_is_may_stand_in_quotes(tmp_path):
+    """The author wrote the values: one that needs no quotes goes in as written, so it may
+    stand inside quotes (python -c code that names it, for one); one that farmer quotes may not."""
+    cmd = '''"echo '{n}' \\"{n}\\" > out/x"'''
+    assert load(tmp_path, *_quoting(tmp_path, "cmd", cmd, '{n = ["1", "a-b.c"]}')).tasks["c"]
+    python = '''"-c 'open(\\"w{n}.txt\\", \\"w\\").write(\\"{n}\\")'"'''
+    assert load(tmp_path, *_quoting(tmp_path, "python", python, '{n = ["1", "2"]}')).tasks["c"]
+    for values in ('["1", "a b"]', '["1", ""]', '["$(touch x)"]'):
+        msg = error(tmp_path, *_quoting(tmp_path, "cmd", cmd, f'{{n = {values}}}'))
+        assert msg.startswith("Farmfile:6: task 'c': {n} inside quotes ('...') in cmd"), msg
+
+
+@pytest.mark.parametrize("value, where", [
+    ('''"-c 'print(\\"{stem}\\")' {outputs}"''', "quotes ('...')"),
+    ('''"tool.py \\"{stem}\\" {outputs}"''', 'quotes ("...")'),
+    ('''"tool.py \\\\{stem} {outputs}"''', "right after a backslash"),
+])
+def test_a_quoted_name_inside_quotes_in_a_python_line_is_refused(tmp_path, value, where):
+    """A python line is split as the shell splits (shlex): the same quotes, no shell."""
+    msg = error(tmp_path, *_quoting(tmp_path, "python", value))
+    assert msg.startswith(f"Farmfile:6: task 'c': {{stem}} {'inside ' if 'quotes' in where else ''}{where}"), msg
+    assert " in python; " in msg
+
+
+@pytest.mark.parametrize("value", [
+    '"tool.py {stem} {outputs}"',
+    '''"-c 'import sys; print(sys.argv[1])' {stem} {outputs}"''',
+    '"tool.py ${stem} `{stem}` {outputs} # {stem}"',  # no shell: '$', backquotes, '#' are characters
+])
+def test_bare_names_in_a_python_line_are_fine(tmp_path, value):
+    assert load(tmp_path, *_quoting(tmp_path, "python", value)).tasks["c"].python is not None
+
+
+def test_the_quoting_check_is_on_the_streamed_path_too(tmp_path):
+    """A Farmfile large enough to be streamed (tomlparse.STREAM_FROM) is checked the same."""
+    from farmer import tomlparse
+
+    filler = [f'[task.f{i}]\noutputs = ["f/{i}"]\ncmd = "touch f/{i}"' for i in range(
+        tomlparse.STREAM_FROM // 40 + 1)]
+    msg = error(tmp_path, *filler, '[task.c]', 'foreach = "src/{stem}.c"', 'outputs = ["out/{stem}"]',
+                '''cmd = "cat 'src/{stem}.c' > {outputs}"''')
+    assert "task 'c': {stem} inside quotes ('...') in cmd" in msg and at_line(msg, 3 * len(filler) + 4), msg
