@@ -477,3 +477,41 @@ def test_a_bad_farmer_cache_value_is_a_usage_error(project):
     copy_project(project)
     assert_error(project.build(env={"FARMER_CACHE": "maybe"}), "FARMER_CACHE='maybe'", "FARMER_CACHE=1")
     assert not project.exists(".farmer/last-build.json")
+
+
+@pytest.mark.parametrize("which", ["output", "log"])
+def test_a_crafted_entry_deletes_nothing_outside_the_cache(project, private_cache, tmp_path, which):
+    """N3 as the fault harness did it: an entry's digest rewritten in ac.db to `..` and an
+    absolute path made a restore call that file a damaged blob and unlink it."""
+    from farmer.cache.store import Entry
+
+    project.farmfile("""
+        [cache]
+        [task.big]
+        inputs = ["in.txt"]
+        outputs = ["out/big.bin"]
+        cmd = "head -c 50000 /dev/zero > out/big.bin && yes | head -c 40000"
+    """)
+    project.write("in.txt", "x\n")
+    assert project.build().returncode == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    db = sqlite3.connect(os.path.join(private_cache, "ac.db"), isolation_level=None)
+    try:
+        (key, data), = db.execute("SELECT key, data FROM entry").fetchall()
+        entry = Entry.loads(key, data)
+        if which == "output":
+            entry.outputs = [(p, ".." + str(victim), size, mode) for p, _, size, mode in entry.outputs]
+        else:
+            entry.log = (".." + str(victim), entry.log[1])
+        db.execute("UPDATE entry SET data=? WHERE key=?", (entry.dumps(), key))
+    finally:
+        db.close()
+    clean(project)
+    r = project.build()
+    assert victim.read_text() == "precious\n"
+    assert r.returncode == 0 and r.summary()["ran"] == 1, r
+    assert r.output.count("warning: cache") == 1 and "damaged entry" in r.output, r
+    assert project.path("out/big.bin").stat().st_size == 50000
+    clean(project)
+    assert project.build().summary()["cached"] == 1  # stored afresh

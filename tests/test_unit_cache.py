@@ -15,7 +15,7 @@ from conftest import REPO
 from farmer.cache.key import ActionDescription, Programs, command_words, describe, variant_key
 from farmer.cache.restore import BadBlob, restore_files
 from farmer.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
-from farmer.cache.store import INLINE_MAX, CacheError, Entry, LocalCache
+from farmer.cache.store import INLINE_MAX, BadDigest, CacheError, Entry, LocalCache
 from farmer.grains import Digests, hash_bytes
 from farmer.graph import Computation
 from farmer.spec import CacheSpec
@@ -267,3 +267,98 @@ def test_two_processes_storing_at_once_share_one_consistent_cache(tmp_path, monk
                 assert hash_bytes(f.read()) == digest
     assert os.listdir(os.path.join(where, "tmp")) == []
     assert cache.recorded_bytes() >= size  # a blob two stored at once may count twice
+
+
+# -- crafted and damaged entries -------------------------------------------------------------------
+
+def rewrite(cache: LocalCache, change) -> None:
+    """Apply `change(entry)` to every stored entry, written back as the cache writes one."""
+    for key, data in cache.db.execute("SELECT key, data FROM entry").fetchall():
+        entry = Entry.loads(key, data)
+        change(entry)
+        cache.db.execute("UPDATE entry SET data=? WHERE key=?", (entry.dumps(), key))
+
+
+def restore_as_a_build_does(cache: LocalCache, key1: str) -> bool:
+    """What a build does with a hit (farmer/cache/use.py): restore it, and drop it with the
+    blobs found damaged when it does not verify. Whether it was a hit."""
+    found = cache.lookup(key1, lambda p: None)
+    if found is None:
+        return False
+    files = list(found[0].outputs)
+    if found[0].log is not None:
+        files.append(("build.log", found[0].log[0], found[0].log[1], 0o644))
+    try:
+        restore_files(cache.blob_path, files, found[0].inline)
+    except BadBlob as e:
+        cache.forget(found[0].key, e.damaged)
+    return True
+
+
+def test_a_crafted_digest_never_names_a_file_outside_the_cache(tmp_path, monkeypatch):
+    """N3: `cas/` + digest[:2] + digest[2:] with digest `..` + an absolute path is that path: a
+    restore found it "damaged" and unlinked it. A malformed entry is now dropped when it is
+    loaded, and blob_path refuses anything but the hex the cache writes."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    stored(cache, tmp_path, b"big\n" * INLINE_MAX)
+    crafted = ".." + str(victim)
+
+    def aim(entry: Entry) -> None:
+        entry.outputs = [(p, crafted, size, mode) for p, _, size, mode in entry.outputs]
+
+    rewrite(cache, aim)
+    hit = restore_as_a_build_does(cache, "k1")
+    assert victim.read_text() == "precious\n"
+    assert not hit  # a miss, the entry dropped
+    assert cache.stats()[0] == 0
+    with pytest.raises(BadDigest):
+        cache.blob_path(crafted)
+    with pytest.raises(BadDigest):
+        cache.blob_path("thin:" + "0" * 31 + "/")
+    assert cache.blob_path("thin:" + "ab" * 16).endswith("/cas/ab/" + "ab" * 15)
+
+
+def test_a_crafted_log_digest_is_refused_too(tmp_path, monkeypatch):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    stored(cache, tmp_path, b"small\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+
+    def aim(entry: Entry) -> None:
+        entry.log = (".." + str(victim), 50000)
+
+    rewrite(cache, aim)
+    hit = restore_as_a_build_does(cache, "k1")
+    assert victim.read_text() == "precious\n"
+    assert not hit
+    assert cache.stats()[0] == 0
+
+
+def test_a_row_holding_another_keys_data_is_no_hit(tmp_path):
+    """A row whose data is another entry's (rows swapped by hand) would restore the other's
+    bytes: each entry's data names its own key, checked against the row's."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    stored(cache, tmp_path, b"made from input one\n", key1="k-one")
+    stored(cache, tmp_path, b"made from input two\n", key1="k-two")
+    rows = dict(cache.db.execute("SELECT key1, data FROM entry").fetchall())
+    cache.db.execute("UPDATE entry SET data=? WHERE key1='k-one'", (rows["k-two"],))
+    assert cache.lookup("k-one", lambda p: None) is None
+    assert cache.lookup("k-two", lambda p: None) is not None
+
+
+def test_a_mode_with_setuid_bits_is_restored_without_them(tmp_path, monkeypatch):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    stored(cache, tmp_path, b"#!/bin/sh\n", "tool", mode=0o755)
+
+    def setuid(entry: Entry) -> None:
+        entry.outputs = [(p, d, size, 0o7777) for p, d, size, _ in entry.outputs]
+
+    rewrite(cache, setuid)
+    os.unlink("tool")
+    assert restore_as_a_build_does(cache, "k1")
+    assert stat.S_IMODE(os.stat("tool").st_mode) == 0o777

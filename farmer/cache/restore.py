@@ -14,7 +14,11 @@ import os
 import xxhash
 
 from farmer.atomic import Staged
-from farmer.cache.store import FileRecord, blob_name
+from farmer.cache.store import BadDigest, FileRecord, blob_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _CHUNK = 1 << 20
 
@@ -29,7 +33,7 @@ class BadBlob(Exception):
         self.damaged: list[str] = []
 
 
-def restore_files(blob_path, files: list[FileRecord], inline: dict[str, bytes]) -> None:
+def restore_files(blob_path: Callable[[str], str], files: list[FileRecord], inline: dict[str, bytes]) -> None:
     """Write `files` (path, digest, size, mode) from the bytes kept in their entry
     (`inline`, by digest) or from their blobs (`blob_path(digest)`). BadBlob for damaged
     or missing bytes, OSError if a file cannot be written; then nothing was changed in the
@@ -43,7 +47,7 @@ def restore_files(blob_path, files: list[FileRecord], inline: dict[str, bytes]) 
                 if digest in inline:
                     _write_verified(inline[digest], tmp, digest, size, mode)
                 else:
-                    _copy_verified(blob_path(digest), tmp, digest, size, mode)
+                    _copy_verified(_blob(blob_path, digest), tmp, digest, size, mode)
             except BadBlob as e:  # the others are looked at too: all the damage is found at once
                 bad = bad or e
                 if e.what != "is missing":
@@ -51,6 +55,13 @@ def restore_files(blob_path, files: list[FileRecord], inline: dict[str, bytes]) 
         if bad is not None:
             raise bad
         staged.commit()
+
+
+def _blob(blob_path: Callable[[str], str], digest: str) -> str:
+    try:
+        return blob_path(digest)
+    except BadDigest:  # a loaded entry has none: refused again where it would become a path
+        raise BadBlob("(not a digest)", "is missing") from None
 
 
 def _create(dest: str) -> int:

@@ -28,9 +28,14 @@ import stat
 import threading
 import time
 
+from farmer.cache.key import variant_key
 from farmer.grains import THIN_PREFIX
 
-SCHEMA = "2"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+SCHEMA = "3"  # 3: an entry's data holds its own key, and its records may be symbolic links
 INLINE_MAX = 16 * 1024  # files up to this size are kept in their entry, not in a blob
 VARIANTS_KEPT = 8  # entries per first-level key (discovered-input variants), newest first
 _TOUCH_EVERY_S = 60.0  # an entry's last use is written again only when older than this
@@ -59,6 +64,11 @@ class CacheFull(CacheError):
 
 class Changed(Exception):
     """A file changed between being digested and being copied into the cache."""
+
+
+class BadDigest(ValueError):
+    """Not a digest the cache writes: never made into a path (a crafted entry's
+    `../../home/me/x` would name a file outside the cache)."""
 
 
 class Entry:
@@ -98,19 +108,71 @@ class Entry:
         return sum(size for _, size in self.files())
 
     def dumps(self) -> bytes:
-        return marshal.dumps((self.discovered, self.outputs, self.depfile, self.log, self.inline))
+        return marshal.dumps((self.key, self.discovered, self.outputs, self.depfile, self.log,
+                              self.inline))
 
     @staticmethod
     def loads(key: str, data: bytes) -> Entry | None:
+        """The entry stored as `data` under `key`, or None when it is damaged or malformed
+        (a miss): every digest the hex the cache writes, every record's fields of their
+        types, and the key the one it was stored under (a row holding another's data is no
+        hit)."""
         try:
-            discovered, outputs, depfile, log, inline = marshal.loads(data)
-            entry = Entry(key, [(p, d) for p, d in discovered],
-                          [(p, d, int(s), int(m)) for p, d, s, m in outputs],
-                          None if depfile is None else tuple(depfile), None if log is None else tuple(log),
-                          {str(d): bytes(b) for d, b in inline.items()})
-        except (EOFError, ValueError, TypeError, AttributeError):
-            return None  # damaged: a miss
-        return entry
+            own_key, discovered, outputs, depfile, log, inline = marshal.loads(data)
+            entry = Entry(key, [tuple(pair) for pair in discovered], [tuple(r) for r in outputs],
+                          None if depfile is None else tuple(depfile),
+                          None if log is None else tuple(log), dict(inline))
+        except Exception:  # marshal's data can be anything: whatever it raises is a miss
+            return None
+        return entry if own_key == key and entry.well_formed() else None
+
+    def well_formed(self) -> bool:
+        records = list(self.outputs) + ([self.depfile] if self.depfile is not None else [])
+        return (all(len(pair) == 2 and _all_str(pair) for pair in self.discovered)
+                and all(_record_ok(record) for record in records)
+                and all(r[1] in self.inline for r in records if is_link(r[3]))  # a link's target
+                and (self.log is None or len(self.log) == 2 and valid_digest(self.log[0])
+                     and _size_ok(self.log[1]))
+                and all(valid_digest(d) and type(b) is bytes for d, b in self.inline.items()))
+
+
+def valid_digest(digest: object) -> bool:
+    """Whether `digest` is one the cache writes: 32 lowercase hex digits (xxh3-128), after
+    the thin mark if any."""
+    if type(digest) is not str:
+        return False
+    name = blob_name(digest)
+    return len(name) == 32 and all(c in _HEX for c in name)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_link(mode: int) -> bool:
+    """Whether an entry's record with this mode is a symbolic link (its target the bytes
+    kept in the entry under its digest)."""
+    return stat.S_IFMT(mode) == stat.S_IFLNK
+
+
+def _all_str(values: tuple) -> bool:
+    return all(type(v) is str for v in values)
+
+
+def _size_ok(size: object) -> bool:
+    return type(size) is int and size >= 0
+
+
+def _record_ok(record: tuple) -> bool:
+    """A file record (path, digest, size, mode): a regular file's mode holds permission bits
+    only (masked to 0o777 when restored), a link's is LINK_MODE."""
+    if len(record) != 4:
+        return False
+    path, digest, size, mode = record
+    return (type(path) is str and bool(path) and valid_digest(digest) and _size_ok(size)
+            and type(mode) is int and (mode == LINK_MODE or 0 <= mode <= 0o7777))
+
+
+LINK_MODE = stat.S_IFLNK | 0o777  # a record's mode for a symbolic link
 
 
 class GcResult:
@@ -221,28 +283,38 @@ class LocalCache:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def variants(self, key1: str) -> list[tuple[Entry, float]]:
+    def variants(self, key1: str, on_damaged: Callable[[str], None] | None = None) -> list[tuple[Entry, float]]:
         """The stored variants of a first-level key, most recently used first, with their
-        last use."""
+        last use. A row that is damaged, malformed or not of this key (its variant key is
+        not `key1`'s with its discovered inputs: a row holding another's data) is no
+        variant: it is dropped, and `on_damaged(key)` told."""
         rows = self._query("SELECT key, data, used_at FROM entry WHERE key1=? ORDER BY used_at DESC",
                            (key1,))
         out = []
         for key, data, used_at in rows:
             entry = Entry.loads(key, data)
-            if entry is not None:
-                out.append((entry, used_at))
+            if entry is None or variant_key(key1, entry.discovered) != key:
+                self.forget(key, [])
+                if on_damaged is not None:
+                    on_damaged(key)
+                continue
+            out.append((entry, used_at))
         return out
 
-    def lookup(self, key1: str, digest_now) -> tuple[Entry, float] | None:
+    def lookup(self, key1: str, digest_now: Callable[[str], str | None],
+               on_damaged: Callable[[str], None] | None = None) -> tuple[Entry, float] | None:
         """The most recently used variant whose every discovered input has, now, the
         digest it was stored with (`digest_now(path)`), or None."""
-        for entry, used_at in self.variants(key1):
+        for entry, used_at in self.variants(key1, on_damaged):
             if all(digest_now(path) == digest for path, digest in entry.discovered):
                 return entry, used_at
         return None
 
     def blob_path(self, digest: str) -> str:
-        """Where the blob of content `digest` (hash_file's: maybe marked thin) lies."""
+        """Where the blob of content `digest` (hash_file's: maybe marked thin) lies;
+        BadDigest for anything else."""
+        if not valid_digest(digest):
+            raise BadDigest(f"not a digest: {digest!r}")
         name = blob_name(digest)
         return os.path.join(self.cas, name[:2], name[2:])
 
@@ -350,9 +422,11 @@ class LocalCache:
             raise CacheError(f"cannot write {self.db_path}: {e}") from None
 
     def forget(self, key: str, damaged: list[str]) -> None:
-        """Drop an entry found broken, and the blobs of it found damaged."""
+        """Drop an entry found broken, and the blobs of it found damaged (whatever is at
+        their path: a directory or a FIFO too)."""
         for digest in damaged:
-            _unlink(self.blob_path(digest))
+            if valid_digest(digest):
+                _remove(self.blob_path(digest))
         try:
             self.db.execute("DELETE FROM entry WHERE key=?", (key,))
         except sqlite3.Error:
@@ -469,6 +543,8 @@ class LocalCache:
             try:
                 with os.scandir(os.path.join(self.cas, shard)) as it:
                     for e in it:
+                        if not valid_digest(shard + e.name):
+                            continue  # not a blob (nothing the cache writes has that name)
                         try:
                             out[shard + e.name] = e.stat(follow_symlinks=False).st_size
                         except OSError:
@@ -557,6 +633,19 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
+    except OSError:
+        pass
+
+
+def _remove(path: str) -> None:
+    """Whatever is at `path`, a directory with what it holds too (never through a link)."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            import shutil  # rare: a directory where a blob belongs
+
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
     except OSError:
         pass
 

@@ -94,7 +94,7 @@ class LocalRunCache(RunCache):
             return False
         key1 = describe(comp, world, inputs, self.settings.env, self.programs).key()
         try:
-            found = store.lookup(key1, self._digest_now)
+            found = store.lookup(key1, self._digest_now, lambda key: self._damaged(store, comp))
         except CacheError as e:
             self._fail("read", str(e))
             return False
@@ -287,6 +287,10 @@ class LocalRunCache(RunCache):
             except queue.Empty:
                 return
             self._once(kind, text)
+
+    def _damaged(self, store: LocalCache, comp: Computation) -> None:
+        self._once("entry", f"farmer: warning: cache {store.dir}: a damaged entry (for {comp.id}); "
+                            "dropped it")
 
     def _fail(self, kind: str, message: str) -> None:
         self._off = True
