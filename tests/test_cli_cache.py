@@ -515,3 +515,56 @@ def test_a_crafted_entry_deletes_nothing_outside_the_cache(project, private_cach
     assert project.path("out/big.bin").stat().st_size == 50000
     clean(project)
     assert project.build().summary()["cached"] == 1  # stored afresh
+
+
+# -- symbolic links --------------------------------------------------------------------------------
+
+def test_an_output_that_is_a_symlink_comes_back_as_the_same_link(project):
+    project.farmfile("""
+        [cache]
+        [task.lib]
+        inputs = ["in.txt"]
+        outputs = ["out/libx.so.1.0", "out/libx.so", "out/data.txt"]
+        cmd = "cat in.txt > out/libx.so.1.0 && ln -s libx.so.1.0 out/libx.so && ln -s ../src/data.txt out/data.txt"
+        [task.use]
+        inputs = ["out/libx.so"]
+        outputs = ["out/use.txt"]
+        cmd = "cat out/libx.so > out/use.txt"
+    """)
+    project.write("in.txt", "v1\n")
+    project.write("src/data.txt", "data\n")
+    assert project.build().summary()["ran"] == 2
+    clean(project)
+    r = project.build()
+    assert r.returncode == 0 and r.summary()["cached"] == 2, r
+    assert os.readlink(project.path("out/libx.so")) == "libx.so.1.0"
+    assert os.readlink(project.path("out/data.txt")) == "../src/data.txt"
+    assert not project.path("out/libx.so.1.0").is_symlink() and project.read("out/use.txt") == "v1\n"
+    assert [n for n in os.listdir(project.path("out")) if "cache-tmp" in n] == []
+    assert project.build().summary() == {"ran": 0, "up to date": 2, "cached": 0, "failed": 0, "skipped": 0}
+    project.write("src/data.txt", "data, edited\n")  # the link's target is not the cache's to keep
+    assert project.read("out/data.txt") == "data, edited\n"
+
+
+def test_an_output_linking_out_of_the_root_is_not_stored(project, private_cache, tmp_path):
+    """farmer refuses an output that leads out of the root through a symlink (exit 2, next
+    build): the cache neither keeps such a link nor a copy of what it leads to."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    project.farmfile(f"""
+        [cache]
+        [task.away]
+        inputs = ["in.txt"]
+        outputs = ["out/away.txt"]
+        cmd = "ln -sf {outside} out/away.txt"
+    """)
+    project.write("in.txt", "x\n")
+    assert project.build().summary()["ran"] == 1
+    assert entries(private_cache) == 0
+    project.remove("out/away.txt")
+    r = project.build()
+    assert r.summary()["ran"] == 1 and r.summary()["cached"] == 0, r
+    assert os.readlink(project.path("out/away.txt")) == str(outside)
+    project.write("in.txt", "y\n")
+    assert project.build().returncode == 2  # as without a cache
+    assert outside.read_text() == "outside\n"

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import REPO
 from farmer.cache.key import ActionDescription, Programs, command_words, describe, variant_key
-from farmer.cache.restore import BadBlob, restore_files
+from farmer.cache.restore import BadBlob, NotHere, restore_files
 from farmer.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
-from farmer.cache.store import INLINE_MAX, BadDigest, CacheError, Entry, LocalCache
+from farmer.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
 from farmer.grains import Digests, hash_bytes
 from farmer.graph import Computation
 from farmer.spec import CacheSpec
@@ -362,3 +362,56 @@ def test_a_mode_with_setuid_bits_is_restored_without_them(tmp_path, monkeypatch)
     os.unlink("tool")
     assert restore_as_a_build_does(cache, "k1")
     assert stat.S_IMODE(os.stat("tool").st_mode) == 0o777
+
+
+# -- symbolic links -----------------------------------------------------------------------------
+
+def link_record(path: str, target: str) -> tuple[tuple[str, str, int, int], dict[str, bytes]]:
+    data = target.encode()
+    return (path, hash_bytes(data), len(data), LINK_MODE), {hash_bytes(data): data}
+
+
+def file_record(path: str, content: bytes, mode: int = 0o644):
+    return (path, hash_bytes(content), len(content), mode), {hash_bytes(content): content}
+
+
+def test_links_are_restored_as_links_only_when_they_land_on_a_file_inside_the_root(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "data.txt").write_text("data\n")
+    (tmp_path / "outside.txt").write_text("outside\n")
+    monkeypatch.chdir(root)
+
+    def restore(*records) -> None:
+        inline: dict[str, bytes] = {}
+        for _, data in records:
+            inline.update(data)
+        restore_files(lambda d: "/nowhere", [r for r, _ in records], inline, str(root))
+
+    # a chain inside the entry (libx.so -> libx.so.1 -> libx.so.1.0), and one to a source file
+    restore(file_record("out/libx.so.1.0", b"\x7fELF"), link_record("out/libx.so.1", "libx.so.1.0"),
+            link_record("out/libx.so", "libx.so.1"), link_record("out/data.txt", "../src/data.txt"))
+    assert os.readlink("out/libx.so") == "libx.so.1" and os.readlink("out/libx.so.1") == "libx.so.1.0"
+    assert open("out/libx.so", "rb").read() == b"\x7fELF"
+    assert os.readlink("out/data.txt") == "../src/data.txt"
+    # leading out of the root, to nothing, to a folder, in a loop: never made
+    for target in ("../../outside.txt", str(tmp_path / "outside.txt"), "missing.txt", "..", "loop"):
+        with pytest.raises(NotHere):
+            restore(file_record("out/other", b"x\n"), link_record("out/loop", target))
+        assert not os.path.lexists("out/loop") and not os.path.exists("out/other")
+    assert sorted(os.listdir("out")) == ["data.txt", "libx.so", "libx.so.1", "libx.so.1.0"]  # no temporary left
+    # an absolute link inside the root is made as it was written
+    restore(link_record("out/abs", str(root / "src" / "data.txt")))
+    assert os.readlink("out/abs") == str(root / "src" / "data.txt")
+
+
+def test_a_link_kept_in_an_entry_is_verified_like_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    record, inline = link_record("out/l", "target")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "target").write_text("t\n")
+    with pytest.raises(BadBlob, match="other content"):
+        restore_files(lambda d: "/nowhere", [record], {record[1]: b"/etc/passwd"}, str(tmp_path))
+    assert not os.path.lexists("out/l")
+    restore_files(lambda d: "/nowhere", [record], inline, str(tmp_path))
+    assert os.readlink("out/l") == "target"

@@ -29,7 +29,7 @@ import threading
 import time
 
 from farmer.cache.key import variant_key
-from farmer.grains import THIN_PREFIX
+from farmer.grains import THIN_PREFIX, hash_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,6 +64,11 @@ class CacheFull(CacheError):
 
 class Changed(Exception):
     """A file changed between being digested and being copied into the cache."""
+
+
+class Unstorable(Exception):
+    """A file of a run that the cache does not keep as it is (a symbolic link leading out of
+    the project root, which a build refuses as an output): the run is not stored."""
 
 
 class BadDigest(ValueError):
@@ -382,6 +387,26 @@ class LocalCache:
                 _unlink(tmp)
             os.close(src)
 
+    def put_link(self, path: str, stat_then: tuple | None, real_root: str) -> tuple[str, bytes]:
+        """The digest and bytes of the target of the symbolic link `path`, an output kept as
+        that link (its target's bytes in its entry, never a copy of the file it leads to).
+        Changed when it no longer leads to the file that was digested (`stat_then`, the
+        stat through the link) or was replaced while read; Unstorable when it leads out of
+        the root `real_root` (a realpath)."""
+        try:
+            before = os.lstat(path)
+            target = os.readlink(os.fsencode(path))
+            after = os.lstat(path)
+            through = os.stat(path)
+        except OSError:
+            raise Changed(path) from None
+        if not stat.S_ISLNK(after.st_mode) or _stat_key(before) != _stat_key(after) or \
+                stat_then is not None and _stat_key(through) != tuple(stat_then):
+            raise Changed(path)
+        if not inside(real_root, os.path.realpath(path)):
+            raise Unstorable(f"{path} leads out of the project root")
+        return hash_bytes(target), target
+
     def put_entries(self, db: sqlite3.Connection, entries: list[tuple[str, Entry]], added: int) -> None:
         """Record `entries` ((first-level key, entry), their blobs in place) in one
         transaction, keeping only the newest variants of each key; `added`: the bytes of
@@ -565,6 +590,12 @@ class LocalCache:
                         pass
         except OSError:
             pass
+
+
+def inside(real_root: str, real_path: str) -> bool:
+    """Whether `real_path` (a realpath) lies below the root (a realpath), as
+    farmer/inside.py asks of every output."""
+    return real_path.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 def blob_name(digest: str) -> str:

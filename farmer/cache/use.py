@@ -15,8 +15,8 @@ import threading
 import time
 
 from farmer.cache.key import Programs, describe, uncacheable, variant_key
-from farmer.cache.restore import BadBlob, restore_files
-from farmer.cache.store import CacheError, Changed, Entry, FileRecord, LocalCache
+from farmer.cache.restore import BadBlob, NotHere, restore_files
+from farmer.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
 from farmer.grains import hash_file, stat_key
 from farmer.queued import take_queued
 from farmer.recorder import RunCache
@@ -57,15 +57,17 @@ def for_build(cache_spec, root: str, flag: bool | None, cache_dir: str | None, d
     from farmer.cache.settings import resolve
 
     settings = resolve(cache_spec, root, flag, cache_dir)
-    return LocalRunCache(settings, digests, logs, warn) if settings.enabled else None
+    return LocalRunCache(settings, digests, logs, warn, root) if settings.enabled else None
 
 
 class LocalRunCache(RunCache):
     """`warn(text)` prints a warning line (called on the build's thread only)."""
 
     def __init__(self, settings: CacheSettings, digests: Digests, logs: str,
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], root: str) -> None:
         self.settings = settings
+        self._root = root  # the project root, the working directory
+        self._real_root = os.path.realpath(root)  # where an output that is a link must lead
         self.digests = digests
         self.logs = logs
         self.programs = Programs(self.digests.digest)
@@ -115,9 +117,11 @@ class LocalRunCache(RunCache):
         if comp.depfile and entry.depfile is not None:
             files.append((comp.depfile, *entry.depfile[1:]))
         try:
-            restore_files(store.blob_path, files, entry.inline)
+            restore_files(store.blob_path, files, entry.inline, self._real_root)
             if comp.depfile and entry.depfile is None:
                 write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
+        except NotHere:
+            return False  # a link that would lead out of this root or to no file: a miss
         except BadBlob as e:
             self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); "
                                "dropped it, running instead")
@@ -265,9 +269,16 @@ class LocalRunCache(RunCache):
                 inline[digest] = data
             return size, mode
 
+        def put_output(path: str, digest: str, seen: tuple) -> FileRecord:
+            if not os.path.islink(path):
+                return (path, digest, *put(path, digest, seen))
+            digest, target = store.put_link(path, seen, self._real_root)
+            inline[digest] = target
+            return (path, digest, len(target), LINK_MODE)
+
         try:
             for path, digest, seen in job.outputs:
-                outputs.append((path, digest, *put(path, digest, seen)))
+                outputs.append(put_output(path, digest, seen))
             depfile = log = None
             if job.depfile is not None and os.path.isfile(job.depfile):
                 digest, st = _digest_now(job.depfile)
@@ -275,7 +286,7 @@ class LocalRunCache(RunCache):
             if os.path.isfile(job.log) and os.path.getsize(job.log):
                 digest, st = _digest_now(job.log)
                 log = (digest, put(job.log, digest, st)[0])
-        except (Changed, OSError):
+        except (Changed, Unstorable, OSError):
             return None
         return Entry(variant_key(job.key1, job.discovered), job.discovered, outputs, depfile, log,
                      inline), added
