@@ -568,3 +568,21 @@ def test_an_output_linking_out_of_the_root_is_not_stored(project, private_cache,
     project.write("in.txt", "y\n")
     assert project.build().returncode == 2  # as without a cache
     assert outside.read_text() == "outside\n"
+
+
+def test_a_fifo_at_a_blobs_path_is_one_warning_not_a_hang(project, private_cache):
+    """N5: a restore opened the FIFO and waited for a writer for ever."""
+    copy_project(project)
+    for name in "abc":
+        project.write(f"src/{name}.txt", f"{name}\n" * 20000)
+    assert project.build().returncode == 0
+    for blob in blobs(private_cache):
+        os.unlink(blob)
+        os.mkfifo(blob)
+    clean(project)
+    r = project.build(timeout=30)
+    assert r.returncode == 0 and r.summary()["ran"] == 4, r
+    assert r.output.count("warning: cache") == 1 and "not a regular file" in r.output, r
+    assert all(stat.S_ISREG(os.lstat(blob).st_mode) for blob in blobs(private_cache))  # stored again
+    clean(project)
+    assert project.build(timeout=30).summary()["cached"] == 4

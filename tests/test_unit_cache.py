@@ -415,3 +415,56 @@ def test_a_link_kept_in_an_entry_is_verified_like_a_file(tmp_path, monkeypatch):
     assert not os.path.lexists("out/l")
     restore_files(lambda d: "/nowhere", [record], inline, str(tmp_path))
     assert os.readlink("out/l") == "target"
+
+
+# -- what is not a blob at a blob's path -------------------------------------------------------
+
+@pytest.fixture
+def no_hang():
+    """A test that would block for ever fails after 20 s instead."""
+    import signal
+
+    def expire(*_):
+        raise TimeoutError("blocked")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "link to another blob"])
+def test_a_blob_path_that_is_no_file_is_a_damaged_blob(tmp_path, monkeypatch, no_hang, kind):
+    """N5: a FIFO at a blob's path hung every build that restored it (a blocking open)."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    entry = stored(cache, tmp_path, b"blob\n" * INLINE_MAX)
+    other = stored(cache, tmp_path, b"other\n" * INLINE_MAX, key1="k2")
+    blob = cache.blob_path(entry.outputs[0][1])
+    os.unlink(blob)
+    if kind == "fifo":
+        os.mkfifo(blob)
+    elif kind == "directory":
+        os.makedirs(os.path.join(blob, "inside"))
+    else:
+        os.symlink(cache.blob_path(other.outputs[0][1]), blob)
+    with pytest.raises(BadBlob, match="not a regular file") as e:
+        restore_files(cache.blob_path, entry.outputs, entry.inline)
+    assert restore_as_a_build_does(cache, "k1")  # a hit, which does not verify: dropped
+    assert not os.path.lexists(blob) and cache.lookup("k1", lambda p: None) is None
+    assert os.path.isfile(cache.blob_path(other.outputs[0][1]))
+    assert e.value.damaged == [entry.outputs[0][1]]
+
+
+def test_a_directory_in_a_blobs_way_does_not_stop_storing(tmp_path):
+    """N5: a directory at the path a blob is stored to made every store fail ("Is a
+    directory; storing nothing more this build"); it is replaced."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    content = b"stored\n" * INLINE_MAX
+    blob = cache.blob_path(hash_bytes(content))
+    os.makedirs(os.path.join(blob, "inside"))
+    os.mkfifo(os.path.join(blob, "inside", "fifo"))
+    stored(cache, tmp_path, content)
+    with open(blob, "rb") as f:
+        assert f.read() == content

@@ -15,7 +15,9 @@ longer there would be an output the run would not have made here.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 import xxhash
 
@@ -126,7 +128,13 @@ def _blob(blob_path: Callable[[str], str], digest: str) -> str:
 
 
 def _create(dest: str) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    """A new file at `dest`: what a killed restore with this pid left there is removed
+    first, and a link or FIFO put there is never opened (O_EXCL, O_NOFOLLOW)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        os.unlink(dest)
+    except FileNotFoundError:
+        pass
     try:
         return os.open(dest, flags, 0o600)
     except FileNotFoundError:
@@ -148,13 +156,13 @@ def _write_verified(data: bytes, dest: str, digest: str, size: int, mode: int) -
 
 
 def _copy_verified(blob: str, dest: str, digest: str, size: int, mode: int) -> None:
+    src = _open_blob(blob, digest)
     try:
-        src = os.open(blob, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise BadBlob(digest, "is missing") from None
-    try:
-        if os.fstat(src).st_size != size:
-            raise BadBlob(digest, f"has {os.fstat(src).st_size} bytes, not {size}")
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadBlob(digest, "is not a regular file")
+        if st.st_size != size:
+            raise BadBlob(digest, f"has {st.st_size} bytes, not {size}")
         dst = _create(dest)
         try:
             h = xxhash.xxh3_128()
@@ -170,3 +178,17 @@ def _copy_verified(blob: str, dest: str, digest: str, size: int, mode: int) -> N
             raise BadBlob(digest, "has other content than its name says")
     finally:
         os.close(src)
+
+
+def _open_blob(blob: str, digest: str) -> int:
+    """The blob open to read. Never blocks (O_NONBLOCK: a FIFO at its path would hang the
+    build for ever) nor follows a link (the cache writes none): what is not a regular file
+    is a damaged blob."""
+    try:
+        return os.open(blob, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BadBlob(digest, "is missing") from None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EOPNOTSUPP):  # a link, a socket
+            raise BadBlob(digest, "is not a regular file") from None
+        raise

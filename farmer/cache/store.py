@@ -337,9 +337,10 @@ class LocalCache:
         name is there already: (bytes added, its size, its mode, and its bytes when it is
         small enough to be kept in its entry instead of a blob). `stat_then`: its
         (mtime_ns, size, inode, ctime_ns) when it was digested; Changed if the file is not
-        that content any more."""
-        try:
-            src = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+        that content any more; Unstorable if something that is no blob is in the way of
+        this one."""
+        try:  # O_NONBLOCK: a FIFO put where the output was must not hang the writer
+            src = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             raise Changed(source) from None
         tmp = ""
@@ -354,15 +355,9 @@ class LocalCache:
                     raise Changed(source)
                 return st.st_size, st.st_size, stat.S_IMODE(st.st_mode), data
             final = self.blob_path(digest)
-            try:
-                if os.stat(final).st_size == st.st_size:  # there already (one cut short is replaced)
-                    return 0, st.st_size, stat.S_IMODE(st.st_mode), None
-                _unlink(final)
-            except FileNotFoundError:
-                pass
-            with self._serial_lock:
-                self._serial += 1
-                tmp = os.path.join(self.tmp, f"{os.getpid()}-{threading.get_ident()}-{self._serial}")
+            if _blob_there(final, st.st_size):
+                return 0, st.st_size, stat.S_IMODE(st.st_mode), None
+            tmp = self._tmp_name()
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             try:
                 dst = os.open(tmp, flags, 0o400)
@@ -386,6 +381,11 @@ class LocalCache:
             if tmp:
                 _unlink(tmp)
             os.close(src)
+
+    def _tmp_name(self) -> str:
+        with self._serial_lock:
+            self._serial += 1
+            return os.path.join(self.tmp, f"{os.getpid()}-{threading.get_ident()}-{self._serial}")
 
     def put_link(self, path: str, stat_then: tuple | None, real_root: str) -> tuple[str, bytes]:
         """The digest and bytes of the target of the symbolic link `path`, an output kept as
@@ -635,14 +635,36 @@ def _read_all(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
+def _blob_there(final: str, size: int) -> bool:
+    """Whether the blob `final` is in place with `size` bytes; if not, whatever is at its
+    path (one cut short, a directory, a FIFO, a link) is removed, for the new one."""
+    try:
+        st = os.lstat(final)
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False  # its shard is a file: _publish says so
+    if stat.S_ISREG(st.st_mode) and st.st_size == size:
+        return True
+    _remove(final)
+    return False
+
+
 def _publish(tmp: str, final: str) -> None:
     """Put the complete blob `tmp` in place as `final` (over one another farmer put there
-    meanwhile: the name is the digest, so its content is the same)."""
+    meanwhile: the name is the digest, so its content is the same). Unstorable when
+    something is in the way that could not be removed (a directory, its shard a file): that
+    blob only is not stored."""
     try:
-        os.replace(tmp, final)
-    except FileNotFoundError:  # its shard directory is new
-        os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except FileNotFoundError:  # its shard directory is new
+            os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
+            os.replace(tmp, final)
+    except OSError as e:
+        if e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.EEXIST):
+            raise Unstorable(f"{final}: {e.strerror}") from None
+        raise
 
 
 def _private_dir(path: str) -> None:
