@@ -586,3 +586,26 @@ def test_a_fifo_at_a_blobs_path_is_one_warning_not_a_hang(project, private_cache
     assert all(stat.S_ISREG(os.lstat(blob).st_mode) for blob in blobs(private_cache))  # stored again
     clean(project)
     assert project.build(timeout=30).summary()["cached"] == 4
+
+
+def test_a_killed_restores_temporary_files_are_removed(project):
+    """N6: a restore killed with SIGKILL leaves `out/NAME.PID.cache-tmp`; the next restore
+    beside it and `farmer clean` remove those of dead processes, never a live one's."""
+    copy_project(project)
+    assert project.build().returncode == 0
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        clean(project)
+        dead_tmp = project.write(f"out/a.txt.{child.pid}.cache-tmp", "half of a\n")
+        live_tmp = project.write(f"out/b.txt.{live.pid}.cache-tmp", "being written\n")
+        r = project.build()
+        assert r.summary()["cached"] == 4, r
+        assert not dead_tmp.exists() and live_tmp.exists()
+        dead_tmp.write_text("half of a\n")
+        assert project.farmer("clean", "copy").returncode == 0
+        assert not dead_tmp.exists() and live_tmp.exists()
+    finally:
+        live.kill()
+        live.wait()

@@ -468,3 +468,35 @@ def test_a_directory_in_a_blobs_way_does_not_stop_storing(tmp_path):
     stored(cache, tmp_path, content)
     with open(blob, "rb") as f:
         assert f.read() == content
+
+
+# -- what killed restores leave ----------------------------------------------------------------------
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_only_dead_restores_temporary_files_are_swept(tmp_path):
+    """N6: kill -9 during a restore left `out/NAME.PID.cache-tmp` for ever."""
+    from farmer.cache.leftovers import sweep
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        names = {"dead": f"a.txt.{dead_pid()}.cache-tmp", "live": f"b.txt.{live.pid}.cache-tmp",
+                 "mine": f"c.txt.{os.getpid()}.cache-tmp", "not a pid": "d.txt.x1.cache-tmp",
+                 "no name": f".{dead_pid()}.cache-tmp", "a group": "e.txt.0.cache-tmp",
+                 "other": f"f.{dead_pid()}.tmp"}
+        for name in names.values():
+            (out / name).write_text("left\n")
+        (out / f"g.txt.{dead_pid()}.cache-tmp").mkdir()  # not a restore's
+        assert sweep(str(out)) == 1
+        left = set(os.listdir(out))
+        assert names["dead"] not in left
+        assert left == set(names.values()) - {names["dead"]} | {n for n in left if n.startswith("g.txt")}
+    finally:
+        live.kill()
+        live.wait()

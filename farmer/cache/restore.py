@@ -22,6 +22,7 @@ import stat
 import xxhash
 
 from farmer.atomic import Staged
+from farmer.cache.leftovers import temporary
 from farmer.cache.store import BadDigest, FileRecord, blob_name, inside, is_link
 
 TYPE_CHECKING = False
@@ -56,7 +57,7 @@ def restore_files(blob_path: Callable[[str], str], files: list[FileRecord], inli
     bad: BadBlob | None = None
     with Staged() as staged:
         for path, digest, size, mode in files:
-            tmp = f"{path}.{os.getpid()}.cache-tmp"
+            tmp = temporary(path)
             staged.add(tmp, path)
             try:
                 if is_link(mode):

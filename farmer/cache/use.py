@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 
+from farmer.cache.leftovers import sweep
 from farmer.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.cache.restore import BadBlob, NotHere, restore_files
 from farmer.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
@@ -81,6 +82,7 @@ class LocalRunCache(RunCache):
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._used: list[tuple[str, float]] = []  # entries restored, with their last use before
+        self._swept: set[str] = set()  # folders rid of killed restores' temporary files
 
     # -- looking up and restoring ------------------------------------------------------------
 
@@ -116,6 +118,7 @@ class LocalRunCache(RunCache):
             files.append((log, entry.log[0], entry.log[1], 0o644))
         if comp.depfile and entry.depfile is not None:
             files.append((comp.depfile, *entry.depfile[1:]))
+        self._sweep(files)
         try:
             restore_files(store.blob_path, files, entry.inline, self._real_root)
             if comp.depfile and entry.depfile is None:
@@ -298,6 +301,14 @@ class LocalRunCache(RunCache):
             except queue.Empty:
                 return
             self._once(kind, text)
+
+    def _sweep(self, files: list[FileRecord]) -> None:
+        """Remove what restores killed earlier left beside these files (once a folder a build)."""
+        for path, _, _, _ in files:
+            folder = os.path.dirname(path)
+            if folder not in self._swept:
+                self._swept.add(folder)
+                sweep(folder)
 
     def _damaged(self, store: LocalCache, comp: Computation) -> None:
         self._once("entry", f"farmer: warning: cache {store.dir}: a damaged entry (for {comp.id}); "
