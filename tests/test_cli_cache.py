@@ -609,3 +609,21 @@ def test_a_killed_restores_temporary_files_are_removed(project):
     finally:
         live.kill()
         live.wait()
+
+
+@pytest.mark.parametrize("how", ["[cache] dir", "--cache-dir"])
+def test_the_project_root_named_as_the_cache_is_refused_not_narrowed(project, how):
+    """N4: `[cache] dir = "."` made the project root 0700 and put ac.db, cas/ and tmp/ in it."""
+    copy_project(project)
+    os.chmod(project.root, 0o755)
+    args = []
+    if how == "[cache] dir":
+        project.farmfile(COPY.replace("[cache]", '[cache]\ndir = "."'))
+    else:
+        args = ["--cache-dir", "."]
+    r = project.build(*args, env={"FARMER_CACHE_DIR": ""})
+    assert r.returncode == 0 and r.summary()["ran"] == 4, r
+    warnings = [line for line in r.output.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "holds other files" in warnings[0] and "building without it" in warnings[0], r
+    assert stat.S_IMODE(os.stat(project.root).st_mode) == 0o755
+    assert not {"ac.db", "cas", "tmp", "gc.lock"} & set(os.listdir(project.root))

@@ -218,7 +218,7 @@ def test_an_unusable_or_damaged_cache(tmp_path):
     cache = LocalCache(str(db_dir)).open()  # set aside, started afresh
     assert cache.stats() == (0, 0)
     assert any(n.startswith("ac.db.corrupt-") for n in os.listdir(db_dir))
-    assert stat.S_IMODE(os.stat(db_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(db_dir).st_mode) == 0o755  # a folder farmer did not make keeps its mode
 
 
 STORER = textwrap.dedent("""
@@ -500,3 +500,44 @@ def test_only_dead_restores_temporary_files_are_swept(tmp_path):
     finally:
         live.kill()
         live.wait()
+
+
+# -- the cache's folder ----------------------------------------------------------------------------
+
+def test_a_folder_farmer_makes_is_private_one_it_finds_keeps_its_mode(tmp_path):
+    """N4: naming an existing folder as the cache made it 0700 (/tmp as root lost its 1777)."""
+    os.umask(old := os.umask(0o022))
+    try:
+        made = LocalCache(str(tmp_path / "new" / "cache")).open()
+        assert stat.S_IMODE(os.stat(made.dir).st_mode) == 0o700
+        empty = tmp_path / "empty"
+        empty.mkdir(mode=0o755)
+        cache = LocalCache(str(empty)).open()
+        stored(cache, tmp_path, b"x" * (INLINE_MAX + 1))
+        assert stat.S_IMODE(os.stat(empty).st_mode) == 0o755  # used as it is
+        assert stat.S_IMODE(os.stat(empty / "ac.db").st_mode) == 0o600  # what it holds is private
+        assert {stat.S_IMODE(os.stat(empty / d).st_mode) for d in ("cas", "tmp")} == {0o700}
+        cache.close()
+        os.chmod(empty, 0o750)  # a cache already: used, whatever its owner made its mode
+        assert LocalCache(str(empty)).open().stats()[0] == 1
+        assert stat.S_IMODE(os.stat(empty).st_mode) == 0o750
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("kind", ["sticky, everyone's", "a home", "writable by all"])
+def test_an_existing_folder_unfit_for_a_cache_is_refused_and_left_alone(tmp_path, kind):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    if kind == "sticky, everyone's":
+        os.chmod(folder, 0o1777)
+    elif kind == "a home":
+        (folder / ".bashrc").write_text("# mine\n")
+        os.chmod(folder, 0o755)
+    else:
+        os.chmod(folder, 0o777)
+    before = os.stat(folder).st_mode
+    with pytest.raises(CacheError, match="every user may write|holds other files"):
+        LocalCache(str(folder)).open()
+    assert os.stat(folder).st_mode == before
+    assert sorted(os.listdir(folder)) == ([".bashrc"] if kind == "a home" else [])

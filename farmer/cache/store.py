@@ -1,7 +1,8 @@
 """The local cache's directory: content-addressed blobs and the entries that name them.
 
-    DIR/            mode 0700, the user's own
-      ac.db         SQLite (WAL): one row per entry (a variant of a first-level key)
+    DIR/            the user's own: mode 0700 when farmer makes it (an existing folder is
+                    used as it is, if it is fit for a cache: `_cache_dir`)
+      ac.db         SQLite (WAL), mode 0600: one row per entry (a variant of a first-level key)
       cas/ab/HEX    blobs, named by the xxh3-128 of their content, read-only
       tmp/          blobs being written (renamed into cas/ when complete)
       gc.lock       flock: shared while a farmer stores, exclusive while one evicts
@@ -215,7 +216,7 @@ class LocalCache:
     def open(self) -> LocalCache:
         """Create the directory (0700) if needed and connect; CacheError if it cannot be used."""
         try:
-            _private_dir(self.dir)
+            _cache_dir(self.dir)
             for sub in (self.cas, self.tmp):
                 os.makedirs(sub, mode=0o700, exist_ok=True)
         except OSError as e:
@@ -239,6 +240,7 @@ class LocalCache:
 
     def _connect(self) -> sqlite3.Connection:
         try:
+            _create_private(self.db_path)  # its -wal and -shm get its mode: entries hold outputs' bytes
             db = sqlite3.connect(self.db_path, timeout=self.busy_timeout_s, isolation_level=None,
                                  check_same_thread=False)
         except sqlite3.Error as e:
@@ -667,16 +669,51 @@ def _publish(tmp: str, final: str) -> None:
         raise
 
 
-def _private_dir(path: str) -> None:
-    """`path` as a directory only its owner may enter (SPEC §5: mode 0700)."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
+_CACHE_NAMES = ("ac.db", "cas")  # a folder holding one of these is a farmer cache already
+
+
+def _cache_dir(path: str) -> None:
+    """`path` ready to be the cache's folder. One that farmer makes is made 0700 (SPEC §5:
+    the user's own). One that exists is never changed (it may be /tmp, a home folder, a
+    project, a team's folder, whose mode is not farmer's to take away): it is used as it is
+    when it is the user's own, no other user may write to it (who can write the cache
+    decides what it restores), and it is a farmer cache already or empty; else an OSError
+    says why, and the build goes on without the cache."""
+    if _made(path):
+        os.chmod(path, 0o700)  # a umask may have taken the owner's bits too
+        return
     st = os.stat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
     if st.st_uid != os.getuid():
         raise PermissionError(errno.EPERM, f"owned by another user (uid {st.st_uid})", path)
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
+    if st.st_mode & stat.S_IWOTH:
+        raise PermissionError(errno.EPERM, f"every user may write to it (mode {stat.S_IMODE(st.st_mode):o}); "
+                                           "name a folder of your own", path)
+    names = os.listdir(path)
+    if names and not any(name in _CACHE_NAMES for name in names):
+        raise PermissionError(errno.EPERM, "it holds other files and no farmer cache; name a new or "
+                                           "empty folder, or one below it", path)
+
+
+def _made(path: str) -> bool:
+    """Whether `path` was made now (with its missing parents), rather than found."""
+    try:
+        os.makedirs(path, mode=0o700)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _create_private(path: str) -> None:
+    """An empty `path` of mode 0600 if there is none (SQLite takes an empty file for a new
+    database, and would make it 0644)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise CacheError(f"cannot open {path}: {e.strerror or e}") from None
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
