@@ -49,8 +49,11 @@ def clean(project: Project) -> None:
     assert not project.exists("out/all.txt")
 
 
-def entries(cache_dir) -> int:
-    db = sqlite3.connect(os.path.join(cache_dir, "ac.db"))
+def entries(cache_dir, immutable: bool = False) -> int:
+    """The entries in the cache; `immutable`: in a cache no one can write, which SQLite
+    then reads without its -shm (a read-only mount, a full disk)."""
+    path = os.path.join(cache_dir, "ac.db")
+    db = sqlite3.connect(f"file:{path}?immutable=1", uri=True) if immutable else sqlite3.connect(path)
     try:
         return db.execute("SELECT COUNT(*) FROM entry").fetchone()[0]
     finally:
@@ -627,3 +630,103 @@ def test_the_project_root_named_as_the_cache_is_refused_not_narrowed(project, ho
     assert len(warnings) == 1 and "holds other files" in warnings[0] and "building without it" in warnings[0], r
     assert stat.S_IMODE(os.stat(project.root).st_mode) == 0o755
     assert not {"ac.db", "cas", "tmp", "gc.lock"} & set(os.listdir(project.root))
+
+
+# -- a cache that cannot be written ----------------------------------------------------------------
+
+def build_unprivileged(project: Project, *args: str, env: dict | None = None):
+    """`farmer build ARGS` by a user whom file modes bind. Tests may run as root, whom a
+    folder's mode 0555 does not stop: then farmer runs without the capabilities that let
+    root write anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so that mode is real."""
+    from conftest import Result
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a folder's mode cannot stop root")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    t0 = time.monotonic()
+    cp = subprocess.run([*prefix, sys.executable, "-m", "farmer", "build", *args], cwd=project.root,
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                        env=farmer_env(env))
+    return Result(cp, ["build", *args], time.monotonic() - t0)
+
+
+def read_only_tree(top) -> None:
+    for folder, dirs, files in os.walk(top):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
+
+
+def writable_tree(top) -> None:
+    for folder, dirs, files in os.walk(top):
+        os.chmod(folder, 0o700)
+
+
+def assert_restored_read_only(project: Project, r, cache_dir) -> None:
+    assert r.returncode == 0 and r.summary()["cached"] == 4 and r.summary()["ran"] == 0, r
+    warnings = [line for line in r.output.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "read-only, storing nothing" in warnings[0], r
+    assert project.read("out/all.txt") == "a\nb\nc\n"
+    assert entries(cache_dir, immutable=True) == 4
+
+
+def test_a_read_only_cache_folder_is_still_read(project, private_cache):
+    """N8: a populated cache the user may not write was not read at all ("unable to open
+    database file"); now lookups go on, nothing is stored, one warning."""
+    copy_project(project)
+    assert project.build().returncode == 0
+    clean(project)
+    read_only_tree(private_cache)
+    try:
+        r = build_unprivileged(project)
+        assert_restored_read_only(project, r, private_cache)
+        project.write("src/a.txt", "a, edited\n")
+        r = build_unprivileged(project)
+        assert r.returncode == 0 and r.summary()["ran"] == 2, r  # ran; not stored
+    finally:
+        writable_tree(private_cache)
+    assert entries(private_cache) == 4
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 KiB tmpfs (root and CAP_SYS_ADMIN only), unmounted after the test."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["mounted read-only", "disk full"])
+def test_a_cache_on_a_read_only_or_full_disk_is_still_read(project, small_disk, how):
+    """N8: a populated cache on a read-only mount was not read ("unable to open database
+    file"), nor on a full disk ("disk I/O error": WAL needs room for its -shm)."""
+    cache_dir = small_disk / "cache"
+    env = {"FARMER_CACHE_DIR": str(cache_dir)}
+    copy_project(project)
+    assert project.build(env=env).returncode == 0
+    clean(project)
+    if how == "mounted read-only":
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    else:
+        fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 512):
+                pass
+        except OSError:  # full
+            pass
+        finally:
+            os.close(fd)
+    r = project.build(env=env)
+    assert_restored_read_only(project, r, cache_dir)

@@ -541,3 +541,58 @@ def test_an_existing_folder_unfit_for_a_cache_is_refused_and_left_alone(tmp_path
         LocalCache(str(folder)).open()
     assert os.stat(folder).st_mode == before
     assert sorted(os.listdir(folder)) == ([".bashrc"] if kind == "a home" else [])
+
+
+# -- a cache that cannot be written ----------------------------------------------------------------
+
+def populated(tmp_path) -> tuple[LocalCache, Entry]:
+    cache = LocalCache(str(tmp_path / "c")).open()
+    entry = stored(cache, tmp_path, b"big\n" * INLINE_MAX)
+    stored(cache, tmp_path, b"small\n", "small", key1="k-small")
+    cache.close()
+    return cache, entry
+
+
+def test_a_cache_opened_read_only_is_read_and_never_written(tmp_path, monkeypatch):
+    """N8: the read-only open (forced here; test_cli_cache.py has the real read-only folder,
+    mount and full disk) reads entries and blobs and writes nothing, not even a drop."""
+    _, entry = populated(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cache = LocalCache(str(tmp_path / "c"), read_only=True).open()
+    assert cache.read_only
+    assert restore_as_a_build_does(cache, "k1") and restore_as_a_build_does(cache, "k-small")
+    assert (tmp_path / "out.bin").read_bytes() == b"big\n" * INLINE_MAX
+    blob = cache.blob_path(entry.outputs[0][1])
+    os.chmod(blob, 0o600)
+    with open(blob, "r+b") as f:
+        f.truncate(5)
+    assert restore_as_a_build_does(cache, "k1")  # found damaged: a miss, but not dropped
+    assert os.path.exists(blob) and cache.stats()[0] == 2
+    with pytest.raises(CacheError, match="read-only"):
+        cache.gc(0)
+    with pytest.raises(CacheError, match="read-only"):
+        cache.clear()
+
+
+def test_a_cache_that_cannot_be_written_falls_back_to_reading(tmp_path, monkeypatch):
+    """What SQLite says of a full disk (no room for the -shm): the cache is opened read-only,
+    and says why. A fault hook stands for the disk: test_cli_cache.py fills a real one."""
+    populated(tmp_path)
+
+    def full(self):
+        raise CacheError(f"cannot use {self.db_path}: disk I/O error")
+
+    def locked(self):
+        raise CacheError(f"cannot use {self.db_path}: database is locked")
+
+    monkeypatch.setattr(LocalCache, "_open_writable", full)
+    cache = LocalCache(str(tmp_path / "c")).open()
+    assert cache.read_only.endswith("disk I/O error")
+    assert cache.lookup("k1", lambda p: None) is not None
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CacheError, match="disk I/O error"):  # nothing to read
+        LocalCache(str(empty)).open()
+    monkeypatch.setattr(LocalCache, "_open_writable", locked)
+    with pytest.raises(CacheError, match="locked"):  # another farmer's: not read as it lies
+        LocalCache(str(tmp_path / "c")).open()

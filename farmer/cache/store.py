@@ -201,8 +201,12 @@ def _schema_row(db: sqlite3.Connection) -> tuple | None:
 class LocalCache:
     """The cache at `dir`. Open it with `open()`; every method may raise CacheError."""
 
-    def __init__(self, dir: str, busy_timeout_s: float = 2.0) -> None:
+    def __init__(self, dir: str, busy_timeout_s: float = 2.0, read_only: bool = False) -> None:
         self.dir = dir
+        self._asked_read_only = read_only  # open it as one that cannot be written
+        # Why the open cache is only read ("" when it is written too): nothing is written
+        # to it then, not even an entry found damaged dropped.
+        self.read_only = ""
         self.cas = os.path.join(dir, "cas")
         self.tmp = os.path.join(dir, "tmp")
         self.db_path = os.path.join(dir, "ac.db")
@@ -214,15 +218,69 @@ class LocalCache:
     # -- opening ---------------------------------------------------------------------------
 
     def open(self) -> LocalCache:
-        """Create the directory (0700) if needed and connect; CacheError if it cannot be used."""
+        """Create the directory (0700) if needed and connect; CacheError if it cannot be used.
+        A cache that cannot be written (a read-only mount, a folder this user may not write,
+        a disk too full for SQLite's -shm) is opened read-only if it can be: `read_only`
+        then says why."""
         try:
             _cache_dir(self.dir)
+        except OSError as e:
+            raise CacheError(f"cannot use {self.dir}: {e.strerror or e}") from None
+        if self._asked_read_only:
+            self._db = self._connect_read_only(CacheError(f"{self.dir}: opened read-only"))
+            return self
+        try:
+            self._db = self._open_writable()
+        except CacheError as e:
+            if "locked" in str(e):  # another farmer holds it: waiting is for the next build
+                raise
+            self._db = self._connect_read_only(e)
+        return self
+
+    def _open_writable(self) -> sqlite3.Connection:
+        try:
             for sub in (self.cas, self.tmp):
                 os.makedirs(sub, mode=0o700, exist_ok=True)
         except OSError as e:
             raise CacheError(f"cannot use {self.dir}: {e.strerror or e}") from None
-        self._db = self.connect()
-        return self
+        return self.connect()
+
+    def _connect_read_only(self, why: CacheError) -> sqlite3.Connection:
+        """A connection that writes nothing, to a cache that cannot be written (`why`, raised
+        again when it cannot be read either). SQLite reads a WAL database read-only when
+        its -shm is there or can be made; when it cannot (a read-only folder or mount, a
+        full disk), only as `immutable`, which reads the database file alone: so only
+        when no -wal holds pages that are not in it yet (nobody writes it then, and none can
+        start to where the -shm cannot be made)."""
+        from urllib.parse import quote  # only a cache that cannot be written comes here
+
+        if not os.path.isfile(self.db_path):
+            raise why  # nothing stored to read
+        uri = f"file:{quote(self.db_path)}?"
+        for mode in ("mode=ro", "immutable=1"):
+            if mode == "immutable=1" and _has_pages(self.db_path + "-wal"):
+                break
+            try:
+                db = sqlite3.connect(uri + mode, uri=True, timeout=self.busy_timeout_s,
+                                     isolation_level=None, check_same_thread=False)
+            except sqlite3.Error:
+                continue
+            try:
+                row = _schema_row(db)
+                if row is None or row[0] != SCHEMA:
+                    break  # not this farmer's cache (yet): nothing to read
+                db.execute("SELECT key, key1, data, size, inline, used_at FROM entry LIMIT 1").fetchall()
+            except sqlite3.Error as e:
+                db.close()
+                if "locked" in str(e):
+                    break  # being written now: not a file to read as it lies
+                continue
+            except BaseException:
+                db.close()
+                raise
+            self.read_only = str(why)
+            return db
+        raise why
 
     def connect(self) -> sqlite3.Connection:
         """A connection of its own (one per thread). Two farmers that open a new cache at
@@ -263,7 +321,12 @@ class LocalCache:
                 raise CacheError(f"cannot use {self.db_path}: {e}") from None
             # Damaged: set aside (entries only point at blobs; losing them costs rebuilds).
             aside = f"{self.db_path}.corrupt-{int(time.time())}"
-            for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(self.db_path, aside)
+            except OSError as moved:  # (connecting again would find it damaged again)
+                raise CacheError(f"cannot use {self.db_path}: {e}, and cannot set it aside: "
+                                 f"{moved.strerror or moved}") from None
+            for suffix in ("-wal", "-shm"):
                 try:
                     os.replace(self.db_path + suffix, aside + suffix)
                 except OSError:
@@ -451,6 +514,8 @@ class LocalCache:
     def forget(self, key: str, damaged: list[str]) -> None:
         """Drop an entry found broken, and the blobs of it found damaged (whatever is at
         their path: a directory or a FIFO too)."""
+        if self.read_only:
+            return  # it stays a miss each time it is looked up
         for digest in damaged:
             if valid_digest(digest):
                 _remove(self.blob_path(digest))
@@ -493,6 +558,7 @@ class LocalCache:
     def gc(self, max_size: int, wait_s: float | None = None) -> GcResult:
         """Evict least recently used entries until the blobs the others name fit in
         `max_size`, and remove every blob no entry names and stale temporary files."""
+        self._writable()
         fd = self._lock(fcntl.LOCK_EX, wait_s)
         try:
             return self._gc(max_size)
@@ -545,6 +611,7 @@ class LocalCache:
 
     def clear(self) -> int:
         """Remove every entry and blob; the entries removed."""
+        self._writable()
         fd = self._lock(fcntl.LOCK_EX, None)
         try:
             count = self._query("SELECT COUNT(*) FROM entry")[0][0]
@@ -559,6 +626,10 @@ class LocalCache:
             return count
         finally:
             os.close(fd)
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise CacheError(f"{self.read_only}; the cache is read-only")
 
     def _blobs_on_disk(self) -> dict[str, int]:
         out = {}
@@ -703,6 +774,16 @@ def _made(path: str) -> bool:
     except FileExistsError:
         return False
     return True
+
+
+def _has_pages(wal: str) -> bool:
+    """Whether a -wal file holds anything (one that cannot be looked at might)."""
+    try:
+        return os.stat(wal).st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _create_private(path: str) -> None:

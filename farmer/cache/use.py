@@ -126,8 +126,8 @@ class LocalRunCache(RunCache):
         except NotHere:
             return False  # a link that would lead out of this root or to no file: a miss
         except BadBlob as e:
-            self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); "
-                               "dropped it, running instead")
+            dropped = "running instead" if store.read_only else "dropped it, running instead"
+            self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); {dropped}")
             store.forget(entry.key, e.damaged)
             return False
         except OSError as e:
@@ -147,7 +147,7 @@ class LocalRunCache(RunCache):
         """Queue a successful run for the writer, unless an input changed while it ran or a
         file of it cannot be vouched for."""
         found = self._found.pop(comp.index, None)
-        if found is None or self._store is None or self._off:
+        if found is None or self._store is None or self._off or self._store.read_only:
             return
         digests = self.digests
         if any(p in digests.unstable for p in comp.inputs):
@@ -180,7 +180,7 @@ class LocalRunCache(RunCache):
             self._jobs.put(None)
             self._writer.join()
             self._writer = None
-        elif self._store is not None and self._used and not interrupted:
+        elif self._store is not None and self._used and not interrupted and not self._store.read_only:
             self._write_all(False)
         self._drain()
         if self._store is not None:
@@ -196,6 +196,9 @@ class LocalRunCache(RunCache):
             except CacheError as e:
                 self._fail("open", str(e))
                 return None
+            if self._store.read_only:
+                self._once("open", f"farmer: warning: cache: {self._store.read_only}; restoring from it "
+                                   "read-only, storing nothing")
         return self._store
 
     def _digest_now(self, path: str) -> str:
@@ -311,8 +314,8 @@ class LocalRunCache(RunCache):
                 sweep(folder)
 
     def _damaged(self, store: LocalCache, comp: Computation) -> None:
-        self._once("entry", f"farmer: warning: cache {store.dir}: a damaged entry (for {comp.id}); "
-                            "dropped it")
+        dropped = "" if store.read_only else "; dropped it"
+        self._once("entry", f"farmer: warning: cache {store.dir}: a damaged entry (for {comp.id}){dropped}")
 
     def _fail(self, kind: str, message: str) -> None:
         self._off = True
