@@ -596,3 +596,14 @@ def test_a_cache_that_cannot_be_written_falls_back_to_reading(tmp_path, monkeypa
     monkeypatch.setattr(LocalCache, "_open_writable", locked)
     with pytest.raises(CacheError, match="locked"):  # another farmer's: not read as it lies
         LocalCache(str(tmp_path / "c")).open()
+
+
+def test_a_fifo_at_a_stores_temporary_name_does_not_block_it(tmp_path, no_hang):
+    """A store's temporary blob is named by pid, thread and a count: a FIFO found there (a
+    killed farmer's pid reused, or planted) was opened for writing, which waits for a reader."""
+    import threading
+
+    cache = LocalCache(str(tmp_path / "c")).open()
+    os.mkfifo(os.path.join(cache.tmp, f"{os.getpid()}-{threading.get_ident()}-1"))
+    stored(cache, tmp_path, b"stored\n" * INLINE_MAX)
+    assert os.listdir(cache.tmp) == []

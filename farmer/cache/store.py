@@ -423,7 +423,8 @@ class LocalCache:
             if _blob_there(final, st.st_size):
                 return 0, st.st_size, stat.S_IMODE(st.st_mode), None
             tmp = self._tmp_name()
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            _remove(tmp)  # what a farmer killed with this pid left (never opened: a FIFO would block)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             try:
                 dst = os.open(tmp, flags, 0o400)
             except FileNotFoundError:  # tmp/ removed (the cache cleared meanwhile)
