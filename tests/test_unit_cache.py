@@ -607,3 +607,20 @@ def test_a_fifo_at_a_stores_temporary_name_does_not_block_it(tmp_path, no_hang):
     os.mkfifo(os.path.join(cache.tmp, f"{os.getpid()}-{threading.get_ident()}-1"))
     stored(cache, tmp_path, b"stored\n" * INLINE_MAX)
     assert os.listdir(cache.tmp) == []
+
+
+def test_a_depfile_or_log_that_became_a_fifo_does_not_block_the_writer(tmp_path, no_hang):
+    """The writer digests a run's depfile and log itself: a FIFO put at that path after the run
+    would have blocked it, and the build's end that waits for it."""
+    from farmer.cache.store import Changed
+    from farmer.cache.use import _digest_now
+    from farmer.grains import hash_file
+
+    for content in (b"out.o: a.h\n", b"!<thin>\n" + b"x" * 3000000):
+        path = tmp_path / "f.d"
+        path.write_bytes(content)
+        assert _digest_now(str(path))[0] == hash_file(str(path))
+    os.unlink(path)
+    os.mkfifo(path)
+    with pytest.raises(Changed):
+        _digest_now(str(path))

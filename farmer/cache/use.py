@@ -13,12 +13,15 @@ import os
 import queue
 import threading
 import time
+from stat import S_ISREG
+
+import xxhash
 
 from farmer.cache.leftovers import sweep
 from farmer.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.cache.restore import BadBlob, NotHere, restore_files
 from farmer.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
-from farmer.grains import hash_file, stat_key
+from farmer.grains import THIN_PREFIX, stat_key
 from farmer.queued import take_queued
 from farmer.recorder import RunCache
 from farmer.uptodate import digest_or_changed
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 _CHANGE_MARGIN_NS = 20_000_000
 _GC_TO = 0.9  # a build that finds the cache over its limit evicts down to this fraction
 _BATCH = 256  # stores written in one transaction, at most
+_CHUNK = 1 << 20
 
 
 class _Job:
@@ -345,6 +349,30 @@ def write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
 
 
 def _digest_now(path: str) -> tuple[str, tuple]:
-    """A file farmer did not hash for the trace (the depfile, the log), with its stat."""
-    st = stat_key(os.stat(path))
-    return hash_file(path), st
+    """A file farmer did not hash for the trace (the depfile, the log), with its stat;
+    Changed unless it is a regular file (opened without blocking: a FIFO put there since
+    would hang the writer, and the build's end waiting for it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        raise Changed(path) from None
+    try:
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode):
+            raise Changed(path)
+        return _hash_fd(fd), stat_key(st)
+    finally:
+        os.close(fd)
+
+
+_THIN = b"!<thin>\n"  # a thin archive's first bytes, which grains.hash_file marks its digest for
+
+
+def _hash_fd(fd: int) -> str:
+    """`grains.hash_file`'s digest of the open file `fd`."""
+    h = xxhash.xxh3_128()
+    first = b""
+    while chunk := os.read(fd, _CHUNK):
+        first = first or chunk
+        h.update(chunk)
+    return THIN_PREFIX + h.hexdigest() if first.startswith(_THIN) else h.hexdigest()
