@@ -71,7 +71,6 @@ class LocalRunCache(RunCache):
     def __init__(self, settings: CacheSettings, digests: Digests, logs: str,
                  warn: Callable[[str], None], root: str) -> None:
         self.settings = settings
-        self._root = root  # the project root, the working directory
         self._real_root = os.path.realpath(root)  # where an output that is a link must lead
         self.digests = digests
         self.logs = logs
