@@ -506,7 +506,7 @@ def test_only_dead_restores_temporary_files_are_swept(tmp_path):
 
 def test_a_folder_farmer_makes_is_private_one_it_finds_keeps_its_mode(tmp_path):
     """N4: naming an existing folder as the cache made it 0700 (/tmp as root lost its 1777)."""
-    os.umask(old := os.umask(0o022))
+    old = os.umask(0o022)  # the folders below get the modes they ask for
     try:
         made = LocalCache(str(tmp_path / "new" / "cache")).open()
         assert stat.S_IMODE(os.stat(made.dir).st_mode) == 0o700
