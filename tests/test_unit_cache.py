@@ -213,7 +213,8 @@ def test_an_unusable_or_damaged_cache(tmp_path):
     with pytest.raises(CacheError, match="cannot use"):
         LocalCache(str(tmp_path / "file" / "cache")).open()
     db_dir = tmp_path / "c"
-    db_dir.mkdir(mode=0o755)
+    db_dir.mkdir()
+    os.chmod(db_dir, 0o755)
     (db_dir / "ac.db").write_bytes(b"this is not sqlite" * 100)
     cache = LocalCache(str(db_dir)).open()  # set aside, started afresh
     assert cache.stats() == (0, 0)
