@@ -625,3 +625,19 @@ def test_a_depfile_or_log_that_became_a_fifo_does_not_block_the_writer(tmp_path,
     os.mkfifo(path)
     with pytest.raises(Changed):
         _digest_now(str(path))
+
+
+def test_an_older_farmers_entries_are_misses_not_misreads(tmp_path):
+    """Schema 3 (an entry's data holds its key; records may be links): a cache of schema 2 is
+    set aside whole, and a row in the older layout is no entry."""
+    import marshal
+
+    cache = LocalCache(str(tmp_path / "c")).open()
+    entry = stored(cache, tmp_path, b"x\n")
+    old_layout = marshal.dumps((entry.discovered, entry.outputs, entry.depfile, entry.log, entry.inline))
+    assert Entry.loads(entry.key, old_layout) is None
+    cache.db.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    cache.close()
+    reopened = LocalCache(str(tmp_path / "c")).open()
+    assert reopened.stats()[0] == 0
+    assert any(n.startswith("ac.db.corrupt-") for n in os.listdir(tmp_path / "c"))
