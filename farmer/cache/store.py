@@ -353,7 +353,8 @@ class LocalCache:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def variants(self, key1: str, on_damaged: Callable[[str], None] | None = None) -> list[tuple[Entry, float]]:
+    def variants(self, key1: str,
+                 on_damaged: Callable[[str], None] | None = None) -> list[tuple[Entry, float]]:
         """The stored variants of a first-level key, most recently used first, with their
         last use. A row that is damaged, malformed or not of this key (its variant key is
         not `key1`'s with its discovered inputs: a row holding another's data) is no
