@@ -41,6 +41,8 @@ INLINE_MAX = 16 * 1024  # files up to this size are kept in their entry, not in 
 VARIANTS_KEPT = 8  # entries per first-level key (discovered-input variants), newest first
 _TOUCH_EVERY_S = 60.0  # an entry's last use is written again only when older than this
 _STALE_TMP_S = 3600.0  # temporary files older than this belong to no live farmer
+LINK_MODE = stat.S_IFLNK | 0o777  # a record's mode for a symbolic link
+_HEX = frozenset("0123456789abcdef")  # a digest's digits, as xxh3's hexdigest writes them
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -151,9 +153,6 @@ def valid_digest(digest: object) -> bool:
     return len(name) == 32 and all(c in _HEX for c in name)
 
 
-_HEX = frozenset("0123456789abcdef")
-
-
 def is_link(mode: int) -> bool:
     """Whether an entry's record with this mode is a symbolic link (its target the bytes
     kept in the entry under its digest)."""
@@ -176,9 +175,6 @@ def _record_ok(record: tuple) -> bool:
     path, digest, size, mode = record
     return (type(path) is str and bool(path) and valid_digest(digest) and _size_ok(size)
             and type(mode) is int and (mode == LINK_MODE or 0 <= mode <= 0o7777))
-
-
-LINK_MODE = stat.S_IFLNK | 0o777  # a record's mode for a symbolic link
 
 
 class GcResult:
