@@ -120,6 +120,10 @@ def clean(spec: Spec, graph: Graph, targets: list[str]) -> str:
                 os.unlink(log_path(os.path.join(farmer_dir, "logs"), comp.id))
             except FileNotFoundError:
                 pass
+        from farmer.cache.leftovers import sweep  # what restores killed with SIGKILL left
+
+        for folder in {os.path.dirname(p) for i in selected for p in graph.computations[i].outputs}:
+            removed += sweep(folder)
         state = State(farmer_dir)
         try:
             state.save([], ids, [], {})

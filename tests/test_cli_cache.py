@@ -49,8 +49,11 @@ def clean(project: Project) -> None:
     assert not project.exists("out/all.txt")
 
 
-def entries(cache_dir) -> int:
-    db = sqlite3.connect(os.path.join(cache_dir, "ac.db"))
+def entries(cache_dir, immutable: bool = False) -> int:
+    """The entries in the cache; `immutable`: in a cache no one can write, which SQLite
+    then reads without its -shm (a read-only mount, a full disk)."""
+    path = os.path.join(cache_dir, "ac.db")
+    db = sqlite3.connect(f"file:{path}?immutable=1", uri=True) if immutable else sqlite3.connect(path)
     try:
         return db.execute("SELECT COUNT(*) FROM entry").fetchone()[0]
     finally:
@@ -477,3 +480,253 @@ def test_a_bad_farmer_cache_value_is_a_usage_error(project):
     copy_project(project)
     assert_error(project.build(env={"FARMER_CACHE": "maybe"}), "FARMER_CACHE='maybe'", "FARMER_CACHE=1")
     assert not project.exists(".farmer/last-build.json")
+
+
+@pytest.mark.parametrize("which", ["output", "log"])
+def test_a_crafted_entry_deletes_nothing_outside_the_cache(project, private_cache, tmp_path, which):
+    """N3 as the fault harness did it: an entry's digest rewritten in ac.db to `..` and an
+    absolute path made a restore call that file a damaged blob and unlink it."""
+    from farmer.cache.store import Entry
+
+    project.farmfile("""
+        [cache]
+        [task.big]
+        inputs = ["in.txt"]
+        outputs = ["out/big.bin"]
+        cmd = "head -c 50000 /dev/zero > out/big.bin && yes | head -c 40000"
+    """)
+    project.write("in.txt", "x\n")
+    assert project.build().returncode == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    db = sqlite3.connect(os.path.join(private_cache, "ac.db"), isolation_level=None)
+    try:
+        (key, data), = db.execute("SELECT key, data FROM entry").fetchall()
+        entry = Entry.loads(key, data)
+        if which == "output":
+            entry.outputs = [(p, ".." + str(victim), size, mode) for p, _, size, mode in entry.outputs]
+        else:
+            entry.log = (".." + str(victim), entry.log[1])
+        db.execute("UPDATE entry SET data=? WHERE key=?", (entry.dumps(), key))
+    finally:
+        db.close()
+    clean(project)
+    r = project.build()
+    assert victim.read_text() == "precious\n"
+    assert r.returncode == 0 and r.summary()["ran"] == 1, r
+    assert r.output.count("warning: cache") == 1 and "damaged entry" in r.output, r
+    assert project.path("out/big.bin").stat().st_size == 50000
+    clean(project)
+    assert project.build().summary()["cached"] == 1  # stored afresh
+
+
+# -- symbolic links --------------------------------------------------------------------------------
+
+def test_an_output_that_is_a_symlink_comes_back_as_the_same_link(project):
+    project.farmfile("""
+        [cache]
+        [task.lib]
+        inputs = ["in.txt"]
+        outputs = ["out/libx.so.1.0", "out/libx.so", "out/data.txt"]
+        cmd = "cat in.txt > out/libx.so.1.0 && ln -s libx.so.1.0 out/libx.so && ln -s ../src/data.txt out/data.txt"
+        [task.use]
+        inputs = ["out/libx.so"]
+        outputs = ["out/use.txt"]
+        cmd = "cat out/libx.so > out/use.txt"
+    """)
+    project.write("in.txt", "v1\n")
+    project.write("src/data.txt", "data\n")
+    assert project.build().summary()["ran"] == 2
+    clean(project)
+    r = project.build()
+    assert r.returncode == 0 and r.summary()["cached"] == 2, r
+    assert os.readlink(project.path("out/libx.so")) == "libx.so.1.0"
+    assert os.readlink(project.path("out/data.txt")) == "../src/data.txt"
+    assert not project.path("out/libx.so.1.0").is_symlink() and project.read("out/use.txt") == "v1\n"
+    assert [n for n in os.listdir(project.path("out")) if "cache-tmp" in n] == []
+    assert project.build().summary() == {"ran": 0, "up to date": 2, "cached": 0, "failed": 0, "skipped": 0}
+    project.write("src/data.txt", "data, edited\n")  # the link's target is not the cache's to keep
+    assert project.read("out/data.txt") == "data, edited\n"
+
+
+def test_an_output_linking_out_of_the_root_is_not_stored(project, private_cache, tmp_path):
+    """farmer refuses an output that leads out of the root through a symlink (exit 2, next
+    build): the cache neither keeps such a link nor a copy of what it leads to."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    project.farmfile(f"""
+        [cache]
+        [task.away]
+        inputs = ["in.txt"]
+        outputs = ["out/away.txt"]
+        cmd = "ln -sf {outside} out/away.txt"
+    """)
+    project.write("in.txt", "x\n")
+    assert project.build().summary()["ran"] == 1
+    assert entries(private_cache) == 0
+    project.remove("out/away.txt")
+    r = project.build()
+    assert r.summary()["ran"] == 1 and r.summary()["cached"] == 0, r
+    assert os.readlink(project.path("out/away.txt")) == str(outside)
+    project.write("in.txt", "y\n")
+    assert project.build().returncode == 2  # as without a cache
+    assert outside.read_text() == "outside\n"
+
+
+def test_a_fifo_at_a_blobs_path_is_one_warning_not_a_hang(project, private_cache):
+    """N5: a restore opened the FIFO and waited for a writer for ever."""
+    copy_project(project)
+    for name in "abc":
+        project.write(f"src/{name}.txt", f"{name}\n" * 20000)
+    assert project.build().returncode == 0
+    for blob in blobs(private_cache):
+        os.unlink(blob)
+        os.mkfifo(blob)
+    clean(project)
+    r = project.build(timeout=30)
+    assert r.returncode == 0 and r.summary()["ran"] == 4, r
+    assert r.output.count("warning: cache") == 1 and "not a regular file" in r.output, r
+    assert all(stat.S_ISREG(os.lstat(blob).st_mode) for blob in blobs(private_cache))  # stored again
+    clean(project)
+    assert project.build(timeout=30).summary()["cached"] == 4
+
+
+def test_a_killed_restores_temporary_files_are_removed(project):
+    """N6: a restore killed with SIGKILL leaves `out/NAME.PID.cache-tmp`; the next restore
+    beside it and `farmer clean` remove those of dead processes, never a live one's."""
+    copy_project(project)
+    assert project.build().returncode == 0
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        clean(project)
+        dead_tmp = project.write(f"out/a.txt.{child.pid}.cache-tmp", "half of a\n")
+        live_tmp = project.write(f"out/b.txt.{live.pid}.cache-tmp", "being written\n")
+        r = project.build()
+        assert r.summary()["cached"] == 4, r
+        assert not dead_tmp.exists() and live_tmp.exists()
+        dead_tmp.write_text("half of a\n")
+        assert project.farmer("clean", "copy").returncode == 0
+        assert not dead_tmp.exists() and live_tmp.exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.parametrize("how", ["[cache] dir", "--cache-dir"])
+def test_the_project_root_named_as_the_cache_is_refused_not_narrowed(project, how):
+    """N4: `[cache] dir = "."` made the project root 0700 and put ac.db, cas/ and tmp/ in it."""
+    copy_project(project)
+    os.chmod(project.root, 0o755)
+    args = []
+    if how == "[cache] dir":
+        project.farmfile(COPY.replace("[cache]", '[cache]\ndir = "."'))
+    else:
+        args = ["--cache-dir", "."]
+    r = project.build(*args, env={"FARMER_CACHE_DIR": ""})
+    assert r.returncode == 0 and r.summary()["ran"] == 4, r
+    warnings = [line for line in r.output.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "holds other files" in warnings[0] and "building without it" in warnings[0], r
+    assert stat.S_IMODE(os.stat(project.root).st_mode) == 0o755
+    assert not {"ac.db", "cas", "tmp", "gc.lock"} & set(os.listdir(project.root))
+
+
+# -- a cache that cannot be written ----------------------------------------------------------------
+
+def build_unprivileged(project: Project, *args: str, env: dict | None = None):
+    """`farmer build ARGS` by a user whom file modes bind. Tests may run as root, whom a
+    folder's mode 0555 does not stop: then farmer runs without the capabilities that let
+    root write anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so that mode is real."""
+    from conftest import Result
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a folder's mode cannot stop root")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    t0 = time.monotonic()
+    cp = subprocess.run([*prefix, sys.executable, "-m", "farmer", "build", *args], cwd=project.root,
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                        env=farmer_env(env))
+    return Result(cp, ["build", *args], time.monotonic() - t0)
+
+
+def read_only_tree(top) -> None:
+    for folder, dirs, files in os.walk(top):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
+
+
+def writable_tree(top) -> None:
+    for folder, dirs, files in os.walk(top):
+        os.chmod(folder, 0o700)
+
+
+def assert_restored_read_only(project: Project, r, cache_dir) -> None:
+    assert r.returncode == 0 and r.summary()["cached"] == 4 and r.summary()["ran"] == 0, r
+    warnings = [line for line in r.output.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "read-only, storing nothing" in warnings[0], r
+    assert project.read("out/all.txt") == "a\nb\nc\n"
+    assert entries(cache_dir, immutable=True) == 4
+
+
+def test_a_read_only_cache_folder_is_still_read(project, private_cache):
+    """N8: a populated cache the user may not write was not read at all ("unable to open
+    database file"); now lookups go on, nothing is stored, one warning."""
+    copy_project(project)
+    assert project.build().returncode == 0
+    clean(project)
+    read_only_tree(private_cache)
+    try:
+        r = build_unprivileged(project)
+        assert_restored_read_only(project, r, private_cache)
+        project.write("src/a.txt", "a, edited\n")
+        r = build_unprivileged(project)
+        assert r.returncode == 0 and r.summary()["ran"] == 2, r  # ran; not stored
+    finally:
+        writable_tree(private_cache)
+    assert entries(private_cache) == 4
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 KiB tmpfs (root and CAP_SYS_ADMIN only), unmounted after the test."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["mounted read-only", "disk full"])
+def test_a_cache_on_a_read_only_or_full_disk_is_still_read(project, small_disk, how):
+    """N8: a populated cache on a read-only mount was not read ("unable to open database
+    file"), nor on a full disk ("disk I/O error": WAL needs room for its -shm)."""
+    cache_dir = small_disk / "cache"
+    env = {"FARMER_CACHE_DIR": str(cache_dir)}
+    copy_project(project)
+    assert project.build(env=env).returncode == 0
+    clean(project)
+    if how == "mounted read-only":
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    else:
+        fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 512):
+                pass
+        except OSError:  # full
+            pass
+        finally:
+            os.close(fd)
+    r = project.build(env=env)
+    assert_restored_read_only(project, r, cache_dir)

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import REPO
 from farmer.cache.key import ActionDescription, Programs, command_words, describe, variant_key
-from farmer.cache.restore import BadBlob, restore_files
+from farmer.cache.restore import BadBlob, NotHere, restore_files
 from farmer.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
-from farmer.cache.store import INLINE_MAX, CacheError, Entry, LocalCache
+from farmer.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
 from farmer.grains import Digests, hash_bytes
 from farmer.graph import Computation
 from farmer.spec import CacheSpec
@@ -213,12 +213,13 @@ def test_an_unusable_or_damaged_cache(tmp_path):
     with pytest.raises(CacheError, match="cannot use"):
         LocalCache(str(tmp_path / "file" / "cache")).open()
     db_dir = tmp_path / "c"
-    db_dir.mkdir(mode=0o755)
+    db_dir.mkdir()
+    os.chmod(db_dir, 0o755)
     (db_dir / "ac.db").write_bytes(b"this is not sqlite" * 100)
     cache = LocalCache(str(db_dir)).open()  # set aside, started afresh
     assert cache.stats() == (0, 0)
     assert any(n.startswith("ac.db.corrupt-") for n in os.listdir(db_dir))
-    assert stat.S_IMODE(os.stat(db_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(db_dir).st_mode) == 0o755  # a folder farmer did not make keeps its mode
 
 
 STORER = textwrap.dedent("""
@@ -267,3 +268,376 @@ def test_two_processes_storing_at_once_share_one_consistent_cache(tmp_path, monk
                 assert hash_bytes(f.read()) == digest
     assert os.listdir(os.path.join(where, "tmp")) == []
     assert cache.recorded_bytes() >= size  # a blob two stored at once may count twice
+
+
+# -- crafted and damaged entries -------------------------------------------------------------------
+
+def rewrite(cache: LocalCache, change) -> None:
+    """Apply `change(entry)` to every stored entry, written back as the cache writes one."""
+    for key, data in cache.db.execute("SELECT key, data FROM entry").fetchall():
+        entry = Entry.loads(key, data)
+        change(entry)
+        cache.db.execute("UPDATE entry SET data=? WHERE key=?", (entry.dumps(), key))
+
+
+def restore_as_a_build_does(cache: LocalCache, key1: str) -> bool:
+    """What a build does with a hit (farmer/cache/use.py): restore it, and drop it with the
+    blobs found damaged when it does not verify. Whether it was a hit."""
+    found = cache.lookup(key1, lambda p: None)
+    if found is None:
+        return False
+    files = list(found[0].outputs)
+    if found[0].log is not None:
+        files.append(("build.log", found[0].log[0], found[0].log[1], 0o644))
+    try:
+        restore_files(cache.blob_path, files, found[0].inline)
+    except BadBlob as e:
+        cache.forget(found[0].key, e.damaged)
+    return True
+
+
+def test_a_crafted_digest_never_names_a_file_outside_the_cache(tmp_path, monkeypatch):
+    """N3: `cas/` + digest[:2] + digest[2:] with digest `..` + an absolute path is that path: a
+    restore found it "damaged" and unlinked it. A malformed entry is now dropped when it is
+    loaded, and blob_path refuses anything but the hex the cache writes."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    stored(cache, tmp_path, b"big\n" * INLINE_MAX)
+    crafted = ".." + str(victim)
+
+    def aim(entry: Entry) -> None:
+        entry.outputs = [(p, crafted, size, mode) for p, _, size, mode in entry.outputs]
+
+    rewrite(cache, aim)
+    hit = restore_as_a_build_does(cache, "k1")
+    assert victim.read_text() == "precious\n"
+    assert not hit  # a miss, the entry dropped
+    assert cache.stats()[0] == 0
+    with pytest.raises(BadDigest):
+        cache.blob_path(crafted)
+    with pytest.raises(BadDigest):
+        cache.blob_path("thin:" + "0" * 31 + "/")
+    assert cache.blob_path("thin:" + "ab" * 16).endswith("/cas/ab/" + "ab" * 15)
+
+
+def test_a_crafted_log_digest_is_refused_too(tmp_path, monkeypatch):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    stored(cache, tmp_path, b"small\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+
+    def aim(entry: Entry) -> None:
+        entry.log = (".." + str(victim), 50000)
+
+    rewrite(cache, aim)
+    hit = restore_as_a_build_does(cache, "k1")
+    assert victim.read_text() == "precious\n"
+    assert not hit
+    assert cache.stats()[0] == 0
+
+
+def test_a_row_holding_another_keys_data_is_no_hit(tmp_path):
+    """A row whose data is another entry's (rows swapped by hand) would restore the other's
+    bytes: each entry's data names its own key, checked against the row's."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    stored(cache, tmp_path, b"made from input one\n", key1="k-one")
+    stored(cache, tmp_path, b"made from input two\n", key1="k-two")
+    rows = dict(cache.db.execute("SELECT key1, data FROM entry").fetchall())
+    cache.db.execute("UPDATE entry SET data=? WHERE key1='k-one'", (rows["k-two"],))
+    assert cache.lookup("k-one", lambda p: None) is None
+    assert cache.lookup("k-two", lambda p: None) is not None
+
+
+def test_a_mode_with_setuid_bits_is_restored_without_them(tmp_path, monkeypatch):
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    stored(cache, tmp_path, b"#!/bin/sh\n", "tool", mode=0o755)
+
+    def setuid(entry: Entry) -> None:
+        entry.outputs = [(p, d, size, 0o7777) for p, d, size, _ in entry.outputs]
+
+    rewrite(cache, setuid)
+    os.unlink("tool")
+    assert restore_as_a_build_does(cache, "k1")
+    assert stat.S_IMODE(os.stat("tool").st_mode) == 0o777
+
+
+# -- symbolic links -----------------------------------------------------------------------------
+
+def link_record(path: str, target: str) -> tuple[tuple[str, str, int, int], dict[str, bytes]]:
+    data = target.encode()
+    return (path, hash_bytes(data), len(data), LINK_MODE), {hash_bytes(data): data}
+
+
+def file_record(path: str, content: bytes, mode: int = 0o644):
+    return (path, hash_bytes(content), len(content), mode), {hash_bytes(content): content}
+
+
+def test_links_are_restored_as_links_only_when_they_land_on_a_file_inside_the_root(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "data.txt").write_text("data\n")
+    (tmp_path / "outside.txt").write_text("outside\n")
+    monkeypatch.chdir(root)
+
+    def restore(*records) -> None:
+        inline: dict[str, bytes] = {}
+        for _, data in records:
+            inline.update(data)
+        restore_files(lambda d: "/nowhere", [r for r, _ in records], inline, str(root))
+
+    # a chain inside the entry (libx.so -> libx.so.1 -> libx.so.1.0), and one to a source file
+    restore(file_record("out/libx.so.1.0", b"\x7fELF"), link_record("out/libx.so.1", "libx.so.1.0"),
+            link_record("out/libx.so", "libx.so.1"), link_record("out/data.txt", "../src/data.txt"))
+    assert os.readlink("out/libx.so") == "libx.so.1" and os.readlink("out/libx.so.1") == "libx.so.1.0"
+    assert open("out/libx.so", "rb").read() == b"\x7fELF"
+    assert os.readlink("out/data.txt") == "../src/data.txt"
+    # leading out of the root, to nothing, to a folder, in a loop: never made
+    for target in ("../../outside.txt", str(tmp_path / "outside.txt"), "missing.txt", "..", "loop"):
+        with pytest.raises(NotHere):
+            restore(file_record("out/other", b"x\n"), link_record("out/loop", target))
+        assert not os.path.lexists("out/loop") and not os.path.exists("out/other")
+    assert sorted(os.listdir("out")) == ["data.txt", "libx.so", "libx.so.1", "libx.so.1.0"]  # no temporary left
+    # an absolute link inside the root is made as it was written
+    restore(link_record("out/abs", str(root / "src" / "data.txt")))
+    assert os.readlink("out/abs") == str(root / "src" / "data.txt")
+
+
+def test_a_link_kept_in_an_entry_is_verified_like_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    record, inline = link_record("out/l", "target")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "target").write_text("t\n")
+    with pytest.raises(BadBlob, match="other content"):
+        restore_files(lambda d: "/nowhere", [record], {record[1]: b"/etc/passwd"}, str(tmp_path))
+    assert not os.path.lexists("out/l")
+    restore_files(lambda d: "/nowhere", [record], inline, str(tmp_path))
+    assert os.readlink("out/l") == "target"
+
+
+# -- what is not a blob at a blob's path -------------------------------------------------------
+
+@pytest.fixture
+def no_hang():
+    """A test that would block for ever fails after 20 s instead."""
+    import signal
+
+    def expire(*_):
+        raise TimeoutError("blocked")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "link to another blob"])
+def test_a_blob_path_that_is_no_file_is_a_damaged_blob(tmp_path, monkeypatch, no_hang, kind):
+    """N5: a FIFO at a blob's path hung every build that restored it (a blocking open)."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    monkeypatch.chdir(tmp_path)
+    entry = stored(cache, tmp_path, b"blob\n" * INLINE_MAX)
+    other = stored(cache, tmp_path, b"other\n" * INLINE_MAX, key1="k2")
+    blob = cache.blob_path(entry.outputs[0][1])
+    os.unlink(blob)
+    if kind == "fifo":
+        os.mkfifo(blob)
+    elif kind == "directory":
+        os.makedirs(os.path.join(blob, "inside"))
+    else:
+        os.symlink(cache.blob_path(other.outputs[0][1]), blob)
+    with pytest.raises(BadBlob, match="not a regular file") as e:
+        restore_files(cache.blob_path, entry.outputs, entry.inline)
+    assert restore_as_a_build_does(cache, "k1")  # a hit, which does not verify: dropped
+    assert not os.path.lexists(blob) and cache.lookup("k1", lambda p: None) is None
+    assert os.path.isfile(cache.blob_path(other.outputs[0][1]))
+    assert e.value.damaged == [entry.outputs[0][1]]
+
+
+def test_a_directory_in_a_blobs_way_does_not_stop_storing(tmp_path):
+    """N5: a directory at the path a blob is stored to made every store fail ("Is a
+    directory; storing nothing more this build"); it is replaced."""
+    cache = LocalCache(str(tmp_path / "c")).open()
+    content = b"stored\n" * INLINE_MAX
+    blob = cache.blob_path(hash_bytes(content))
+    os.makedirs(os.path.join(blob, "inside"))
+    os.mkfifo(os.path.join(blob, "inside", "fifo"))
+    stored(cache, tmp_path, content)
+    with open(blob, "rb") as f:
+        assert f.read() == content
+
+
+# -- what killed restores leave ----------------------------------------------------------------------
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_only_dead_restores_temporary_files_are_swept(tmp_path):
+    """N6: kill -9 during a restore left `out/NAME.PID.cache-tmp` for ever."""
+    from farmer.cache.leftovers import sweep
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        names = {"dead": f"a.txt.{dead_pid()}.cache-tmp", "live": f"b.txt.{live.pid}.cache-tmp",
+                 "mine": f"c.txt.{os.getpid()}.cache-tmp", "not a pid": "d.txt.x1.cache-tmp",
+                 "no name": f".{dead_pid()}.cache-tmp", "a group": "e.txt.0.cache-tmp",
+                 "other": f"f.{dead_pid()}.tmp"}
+        for name in names.values():
+            (out / name).write_text("left\n")
+        (out / f"g.txt.{dead_pid()}.cache-tmp").mkdir()  # not a restore's
+        assert sweep(str(out)) == 1
+        left = set(os.listdir(out))
+        assert names["dead"] not in left
+        assert left == set(names.values()) - {names["dead"]} | {n for n in left if n.startswith("g.txt")}
+    finally:
+        live.kill()
+        live.wait()
+
+
+# -- the cache's folder ----------------------------------------------------------------------------
+
+def test_a_folder_farmer_makes_is_private_one_it_finds_keeps_its_mode(tmp_path):
+    """N4: naming an existing folder as the cache made it 0700 (/tmp as root lost its 1777)."""
+    old = os.umask(0o022)  # the folders below get the modes they ask for
+    try:
+        made = LocalCache(str(tmp_path / "new" / "cache")).open()
+        assert stat.S_IMODE(os.stat(made.dir).st_mode) == 0o700
+        empty = tmp_path / "empty"
+        empty.mkdir(mode=0o755)
+        cache = LocalCache(str(empty)).open()
+        stored(cache, tmp_path, b"x" * (INLINE_MAX + 1))
+        assert stat.S_IMODE(os.stat(empty).st_mode) == 0o755  # used as it is
+        assert stat.S_IMODE(os.stat(empty / "ac.db").st_mode) == 0o600  # what it holds is private
+        assert {stat.S_IMODE(os.stat(empty / d).st_mode) for d in ("cas", "tmp")} == {0o700}
+        cache.close()
+        os.chmod(empty, 0o750)  # a cache already: used, whatever its owner made its mode
+        assert LocalCache(str(empty)).open().stats()[0] == 1
+        assert stat.S_IMODE(os.stat(empty).st_mode) == 0o750
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("kind", ["sticky, everyone's", "a home", "writable by all"])
+def test_an_existing_folder_unfit_for_a_cache_is_refused_and_left_alone(tmp_path, kind):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    if kind == "sticky, everyone's":
+        os.chmod(folder, 0o1777)
+    elif kind == "a home":
+        (folder / ".bashrc").write_text("# mine\n")
+        os.chmod(folder, 0o755)
+    else:
+        os.chmod(folder, 0o777)
+    before = os.stat(folder).st_mode
+    with pytest.raises(CacheError, match="every user may write|holds other files"):
+        LocalCache(str(folder)).open()
+    assert os.stat(folder).st_mode == before
+    assert sorted(os.listdir(folder)) == ([".bashrc"] if kind == "a home" else [])
+
+
+# -- a cache that cannot be written ----------------------------------------------------------------
+
+def populated(tmp_path) -> tuple[LocalCache, Entry]:
+    cache = LocalCache(str(tmp_path / "c")).open()
+    entry = stored(cache, tmp_path, b"big\n" * INLINE_MAX)
+    stored(cache, tmp_path, b"small\n", "small", key1="k-small")
+    cache.close()
+    return cache, entry
+
+
+def test_a_cache_opened_read_only_is_read_and_never_written(tmp_path, monkeypatch):
+    """N8: the read-only open (forced here; test_cli_cache.py has the real read-only folder,
+    mount and full disk) reads entries and blobs and writes nothing, not even a drop."""
+    _, entry = populated(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cache = LocalCache(str(tmp_path / "c"), read_only=True).open()
+    assert cache.read_only
+    assert restore_as_a_build_does(cache, "k1") and restore_as_a_build_does(cache, "k-small")
+    assert (tmp_path / "out.bin").read_bytes() == b"big\n" * INLINE_MAX
+    blob = cache.blob_path(entry.outputs[0][1])
+    os.chmod(blob, 0o600)
+    with open(blob, "r+b") as f:
+        f.truncate(5)
+    assert restore_as_a_build_does(cache, "k1")  # found damaged: a miss, but not dropped
+    assert os.path.exists(blob) and cache.stats()[0] == 2
+    with pytest.raises(CacheError, match="read-only"):
+        cache.gc(0)
+    with pytest.raises(CacheError, match="read-only"):
+        cache.clear()
+
+
+def test_a_cache_that_cannot_be_written_falls_back_to_reading(tmp_path, monkeypatch):
+    """What SQLite says of a full disk (no room for the -shm): the cache is opened read-only,
+    and says why. A fault hook stands for the disk: test_cli_cache.py fills a real one."""
+    populated(tmp_path)
+
+    def full(self):
+        raise CacheError(f"cannot use {self.db_path}: disk I/O error")
+
+    def locked(self):
+        raise CacheError(f"cannot use {self.db_path}: database is locked")
+
+    monkeypatch.setattr(LocalCache, "_open_writable", full)
+    cache = LocalCache(str(tmp_path / "c")).open()
+    assert cache.read_only.endswith("disk I/O error")
+    assert cache.lookup("k1", lambda p: None) is not None
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CacheError, match="disk I/O error"):  # nothing to read
+        LocalCache(str(empty)).open()
+    monkeypatch.setattr(LocalCache, "_open_writable", locked)
+    with pytest.raises(CacheError, match="locked"):  # another farmer's: not read as it lies
+        LocalCache(str(tmp_path / "c")).open()
+
+
+def test_a_fifo_at_a_stores_temporary_name_does_not_block_it(tmp_path, no_hang):
+    """A store's temporary blob is named by pid, thread and a count: a FIFO found there (a
+    killed farmer's pid reused, or planted) was opened for writing, which waits for a reader."""
+    import threading
+
+    cache = LocalCache(str(tmp_path / "c")).open()
+    os.mkfifo(os.path.join(cache.tmp, f"{os.getpid()}-{threading.get_ident()}-1"))
+    stored(cache, tmp_path, b"stored\n" * INLINE_MAX)
+    assert os.listdir(cache.tmp) == []
+
+
+def test_a_depfile_or_log_that_became_a_fifo_does_not_block_the_writer(tmp_path, no_hang):
+    """The writer digests a run's depfile and log itself: a FIFO put at that path after the run
+    would have blocked it, and the build's end that waits for it."""
+    from farmer.cache.store import Changed
+    from farmer.cache.use import _digest_now
+    from farmer.grains import hash_file
+
+    for content in (b"out.o: a.h\n", b"!<thin>\n" + b"x" * 3000000):
+        path = tmp_path / "f.d"
+        path.write_bytes(content)
+        assert _digest_now(str(path))[0] == hash_file(str(path))
+    os.unlink(path)
+    os.mkfifo(path)
+    with pytest.raises(Changed):
+        _digest_now(str(path))
+
+
+def test_an_older_farmers_entries_are_misses_not_misreads(tmp_path):
+    """Schema 3 (an entry's data holds its key; records may be links): a cache of schema 2 is
+    set aside whole, and a row in the older layout is no entry."""
+    import marshal
+
+    cache = LocalCache(str(tmp_path / "c")).open()
+    entry = stored(cache, tmp_path, b"x\n")
+    old_layout = marshal.dumps((entry.discovered, entry.outputs, entry.depfile, entry.log, entry.inline))
+    assert Entry.loads(entry.key, old_layout) is None
+    cache.db.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    cache.close()
+    reopened = LocalCache(str(tmp_path / "c")).open()
+    assert reopened.stats()[0] == 0
+    assert any(n.startswith("ac.db.corrupt-") for n in os.listdir(tmp_path / "c"))

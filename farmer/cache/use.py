@@ -13,11 +13,15 @@ import os
 import queue
 import threading
 import time
+from stat import S_ISREG
 
+import xxhash
+
+from farmer.cache.leftovers import sweep
 from farmer.cache.key import Programs, describe, uncacheable, variant_key
-from farmer.cache.restore import BadBlob, restore_files
-from farmer.cache.store import CacheError, Changed, Entry, FileRecord, LocalCache
-from farmer.grains import hash_file, stat_key
+from farmer.cache.restore import BadBlob, NotHere, restore_files
+from farmer.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
+from farmer.grains import THIN_PREFIX, stat_key
 from farmer.queued import take_queued
 from farmer.recorder import RunCache
 from farmer.uptodate import digest_or_changed
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 _CHANGE_MARGIN_NS = 20_000_000
 _GC_TO = 0.9  # a build that finds the cache over its limit evicts down to this fraction
 _BATCH = 256  # stores written in one transaction, at most
+_CHUNK = 1 << 20
 
 
 class _Job:
@@ -57,15 +62,16 @@ def for_build(cache_spec, root: str, flag: bool | None, cache_dir: str | None, d
     from farmer.cache.settings import resolve
 
     settings = resolve(cache_spec, root, flag, cache_dir)
-    return LocalRunCache(settings, digests, logs, warn) if settings.enabled else None
+    return LocalRunCache(settings, digests, logs, warn, root) if settings.enabled else None
 
 
 class LocalRunCache(RunCache):
     """`warn(text)` prints a warning line (called on the build's thread only)."""
 
     def __init__(self, settings: CacheSettings, digests: Digests, logs: str,
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], root: str) -> None:
         self.settings = settings
+        self._real_root = os.path.realpath(root)  # where an output that is a link must lead
         self.digests = digests
         self.logs = logs
         self.programs = Programs(self.digests.digest)
@@ -79,6 +85,7 @@ class LocalRunCache(RunCache):
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._used: list[tuple[str, float]] = []  # entries restored, with their last use before
+        self._swept: set[str] = set()  # folders rid of killed restores' temporary files
 
     # -- looking up and restoring ------------------------------------------------------------
 
@@ -94,7 +101,7 @@ class LocalRunCache(RunCache):
             return False
         key1 = describe(comp, world, inputs, self.settings.env, self.programs).key()
         try:
-            found = store.lookup(key1, self._digest_now)
+            found = store.lookup(key1, self._digest_now, lambda key: self._damaged(store, comp))
         except CacheError as e:
             self._fail("read", str(e))
             return False
@@ -114,13 +121,16 @@ class LocalRunCache(RunCache):
             files.append((log, entry.log[0], entry.log[1], 0o644))
         if comp.depfile and entry.depfile is not None:
             files.append((comp.depfile, *entry.depfile[1:]))
+        self._sweep(files)
         try:
-            restore_files(store.blob_path, files, entry.inline)
+            restore_files(store.blob_path, files, entry.inline, self._real_root)
             if comp.depfile and entry.depfile is None:
                 write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
+        except NotHere:
+            return False  # a link that would lead out of this root or to no file: a miss
         except BadBlob as e:
-            self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); "
-                               "dropped it, running instead")
+            dropped = "running instead" if store.read_only else "dropped it, running instead"
+            self._once("blob", f"farmer: warning: cache {store.dir}: {e} (for {comp.id}); {dropped}")
             store.forget(entry.key, e.damaged)
             return False
         except OSError as e:
@@ -140,7 +150,7 @@ class LocalRunCache(RunCache):
         """Queue a successful run for the writer, unless an input changed while it ran or a
         file of it cannot be vouched for."""
         found = self._found.pop(comp.index, None)
-        if found is None or self._store is None or self._off:
+        if found is None or self._store is None or self._off or self._store.read_only:
             return
         digests = self.digests
         if any(p in digests.unstable for p in comp.inputs):
@@ -173,7 +183,7 @@ class LocalRunCache(RunCache):
             self._jobs.put(None)
             self._writer.join()
             self._writer = None
-        elif self._store is not None and self._used and not interrupted:
+        elif self._store is not None and self._used and not interrupted and not self._store.read_only:
             self._write_all(False)
         self._drain()
         if self._store is not None:
@@ -189,6 +199,9 @@ class LocalRunCache(RunCache):
             except CacheError as e:
                 self._fail("open", str(e))
                 return None
+            if self._store.read_only:
+                self._once("open", f"farmer: warning: cache: {self._store.read_only}; restoring from it "
+                                   "read-only, storing nothing")
         return self._store
 
     def _digest_now(self, path: str) -> str:
@@ -265,9 +278,16 @@ class LocalRunCache(RunCache):
                 inline[digest] = data
             return size, mode
 
+        def put_output(path: str, digest: str, seen: tuple) -> FileRecord:
+            if not os.path.islink(path):
+                return (path, digest, *put(path, digest, seen))
+            digest, target = store.put_link(path, seen, self._real_root)
+            inline[digest] = target
+            return (path, digest, len(target), LINK_MODE)
+
         try:
             for path, digest, seen in job.outputs:
-                outputs.append((path, digest, *put(path, digest, seen)))
+                outputs.append(put_output(path, digest, seen))
             depfile = log = None
             if job.depfile is not None and os.path.isfile(job.depfile):
                 digest, st = _digest_now(job.depfile)
@@ -275,7 +295,7 @@ class LocalRunCache(RunCache):
             if os.path.isfile(job.log) and os.path.getsize(job.log):
                 digest, st = _digest_now(job.log)
                 log = (digest, put(job.log, digest, st)[0])
-        except (Changed, OSError):
+        except (Changed, Unstorable, OSError):
             return None
         return Entry(variant_key(job.key1, job.discovered), job.discovered, outputs, depfile, log,
                      inline), added
@@ -287,6 +307,18 @@ class LocalRunCache(RunCache):
             except queue.Empty:
                 return
             self._once(kind, text)
+
+    def _sweep(self, files: list[FileRecord]) -> None:
+        """Remove what restores killed earlier left beside these files (once a folder a build)."""
+        for path, _, _, _ in files:
+            folder = os.path.dirname(path)
+            if folder not in self._swept:
+                self._swept.add(folder)
+                sweep(folder)
+
+    def _damaged(self, store: LocalCache, comp: Computation) -> None:
+        dropped = "" if store.read_only else "; dropped it"
+        self._once("entry", f"farmer: warning: cache {store.dir}: a damaged entry (for {comp.id}){dropped}")
 
     def _fail(self, kind: str, message: str) -> None:
         self._off = True
@@ -316,6 +348,30 @@ def write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
 
 
 def _digest_now(path: str) -> tuple[str, tuple]:
-    """A file farmer did not hash for the trace (the depfile, the log), with its stat."""
-    st = stat_key(os.stat(path))
-    return hash_file(path), st
+    """A file farmer did not hash for the trace (the depfile, the log), with its stat;
+    Changed unless it is a regular file (opened without blocking: a FIFO put there since
+    would hang the writer, and the build's end waiting for it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        raise Changed(path) from None
+    try:
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode):
+            raise Changed(path)
+        return _hash_fd(fd), stat_key(st)
+    finally:
+        os.close(fd)
+
+
+_THIN = b"!<thin>\n"  # a thin archive's first bytes, which grains.hash_file marks its digest for
+
+
+def _hash_fd(fd: int) -> str:
+    """`grains.hash_file`'s digest of the open file `fd`."""
+    h = xxhash.xxh3_128()
+    first = b""
+    while chunk := os.read(fd, _CHUNK):
+        first = first or chunk
+        h.update(chunk)
+    return THIN_PREFIX + h.hexdigest() if first.startswith(_THIN) else h.hexdigest()
