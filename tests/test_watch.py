@@ -360,6 +360,33 @@ def test_a_header_a_depfile_names_is_watched(project, watching):
     assert "inc/config.h changed" in w.stderr, w
 
 
+def test_a_header_saved_while_its_reader_runs_is_built_again(project, watching):
+    """The header a depfile names, saved after the command read it, before it ended: the
+    build records it as changed (farmer/recorder.py) and the watch builds again, as for a
+    declared input."""
+    project.farmfile("""
+        [task.compile]
+        inputs = ["main.c"]
+        outputs = ["main.o"]
+        depfile = "main.d"
+        cmd = "cat main.c inc/config.h > {outputs}; printf 'main.o: main.c inc/config.h\\\\n' > {depfile}; touch started; while [ ! -e go ]; do sleep 0.02; done"
+    """)
+    project.write("main.c", "int main;\n")
+    project.write("inc/config.h", "#define A 1\n")
+    w = watching()
+    w.wait_until(lambda: project.exists("started"))
+    _edit(project, "inc/config.h", "#define A 2\n")
+    project.write("go", "")
+    w.wait_until(lambda: project.read("main.o").endswith("#define A 2\n"))
+    w.builds(2)
+    assert "inc/config.h changed" in w.stderr, w
+    assert "input inc/config.h changed while main.o ran" in w.stdout, w
+    assert project.build().returncode == 3  # (the watch holds the lock)
+    assert w.stop() < 2.0 and w.proc.returncode == 130, w
+    r = project.build()
+    assert r.returncode == 0 and r.summary()["up to date"] == 1, r
+
+
 def test_a_world_the_farmfile_no_longer_declares_is_stopped(project, watching):
     _worlds_project(project)
     w = watching()
