@@ -324,19 +324,30 @@ def _watcher(root: str) -> Watcher | PollingWatcher:
 class _Signals:
     """While the watch waits: Ctrl-C, SIGTERM and SIGHUP end it with 128 + the signal.
     The handler raises KeyboardInterrupt, the one exception watchfiles passes on from its
-    wait; the signal's number rides on it."""
+    wait; the signal's number rides on it. Every signal is also kept in `early`, the lock's
+    list, where a build's handlers keep those they do not act on (one that comes as a build
+    ends: build.py, lock.py): the watch stops for any of them (`stopped`), also for one whose
+    exception something swallowed."""
 
     def __init__(self) -> None:
-        self.signum = signal.SIGINT
+        self.early: list[int] = []
+
+    @property
+    def signum(self) -> int:
+        return self.early[0] if self.early else signal.SIGINT
+
+    def stopped(self) -> int | None:
+        """128 + the first signal that came, if one did."""
+        return 128 + self.early[0] if self.early else None
 
     def install(self) -> None:
         for s in _SIGNALS:
             signal.signal(s, self._raise)
 
     def _raise(self, signum: int, frame: object) -> None:
-        self.signum = signum
+        self.early.append(signum)
         stop = KeyboardInterrupt()
-        stop.signum = signum  # type: ignore[attr-defined]
+        stop.signum = self.signum  # type: ignore[attr-defined]
         raise stop
 
     def ignore(self) -> None:
@@ -360,6 +371,7 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
     signals.install()
     spec, graph = command.load_project(directory, farmfile, False, False, farmfile_given)
     lock = WatchLock(os.path.join(spec.root, ".farmer"))
+    lock.early = signals.early  # the builds' handlers keep what they do not act on there
     lock.acquire()
     watcher = None
     worlds = WarmWorlds()
@@ -373,6 +385,9 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
             _say(f"waiting for changes to {len(inputs.files)} files (Ctrl-C to stop)")
             changed: list[str] = []
             while not changed:
+                stopped = signals.stopped()
+                if stopped is not None:  # one whose exception did not reach us
+                    return stopped
                 try:
                     events = watcher.wait()
                 except KeyboardInterrupt as e:
@@ -412,8 +427,9 @@ def _build(build: Callable[..., int], farmfile: str, lock: WatchLock, worlds: Wa
         print(f"farmer: error: {f'{e.filename}: ' if e.filename else ''}{e.strerror or e}",
               file=sys.stderr, flush=True)
         code = 2
-    signals.install()  # a build leaves its own handlers, ignoring, behind
-    return code
+    signals.install()  # a build leaves its own handlers, keeping what comes, behind
+    stopped = signals.stopped()  # one that came as the build ended, or under a no-op's
+    return code if stopped is None or code >= 128 else stopped
 
 
 def _changes(inputs: Inputs, events: set[tuple[int, str]]) -> tuple[list[str], bool]:

@@ -360,6 +360,32 @@ def test_a_header_a_depfile_names_is_watched(project, watching):
     assert "inc/config.h changed" in w.stderr, w
 
 
+@pytest.mark.parametrize("delay_ms", [0, 1, 3, 6, 10, 20])
+def test_a_signal_as_a_rebuild_ends_stops_the_watch(project, watching, tmp_path, delay_ms):
+    """Ctrl-C just as a rebuild ends (while the build finishes its records, or the watch
+    takes over again) is never lost: the watch exits 130 at once, its worlds stopped."""
+    _worlds_project(project)
+    w = watching()
+    w.builds(1)
+    before = project.read("out/r1.txt")
+    _edit(project, "q/r1.py", REPORT.replace("VERSION", "1"))
+    deadline = time.monotonic() + 20
+    while project.read("out/r1.txt") == before:  # the rebuild's task is done, the build ends
+        assert w.proc.poll() is None and time.monotonic() < deadline, w
+        time.sleep(0.001)
+    time.sleep(delay_ms / 1000)
+    t0 = time.monotonic()
+    w.proc.send_signal(signal.SIGINT)
+    try:
+        w.proc.wait(3)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the watch lost the signal sent {delay_ms} ms after the rebuild's task:\n{w!r}")
+    assert time.monotonic() - t0 < 2.0
+    assert w.proc.returncode == 130, w
+    assert "Traceback" not in w.stderr, w
+    assert wait_no_process_in(project) == [], "a world outlived the watch"
+
+
 def test_a_header_saved_while_its_reader_runs_is_built_again(project, watching):
     """The header a depfile names, saved after the command read it, before it ended: the
     build records it as changed (farmer/recorder.py) and the watch builds again, as for a
