@@ -374,7 +374,7 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
     lock.early = signals.early  # the builds' handlers keep what they do not act on there
     lock.acquire()
     watcher = None
-    worlds = WarmWorlds()
+    worlds = WarmWorlds(lock.dir)
     try:
         watcher = _watcher(spec.root)  # before the first build, so that no change is missed
         inputs = Inputs(spec, graph, targets)
