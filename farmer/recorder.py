@@ -4,9 +4,9 @@
 `prepare` digests the inputs the run will read, makes the output folders and writes the
 rspfile; `record` digests the outputs (a declared output missing fails the run), reads the
 depfile, and keeps the trace and the duration sample, written to state.db in batches. The
-files a depfile lists outside the project root that this build has not digested yet (the
-system's and the source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed
-by `hash_discovered`, once the consumers the run released have started, not between the
+files a depfile lists outside the project root (the system's and the source tree's
+headers: 30 for <stdio.h>, 180 for <iostream>) are hashed, or checked when this build
+hashed them already, by `hash_discovered`, once the consumers the run released have started, not between the
 two (see `_Unhashed`). A file a depfile lists that may have changed while the run ran is
 recorded as changed, as a declared input is (`_discovered`). It knows nothing of the scheduler, the terminal or the executor:
 what it has to say goes to `warn`.
@@ -359,10 +359,11 @@ class Recorder:
                     p = os.path.normpath(p)
                     if p not in declared:
                         declared.add(p)
-                        # Outside the root, not yet digested in this build: a header of the
-                        # system or of the source tree, which no command of the build writes.
-                        if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)) \
-                                and digests.taken_digest(p) is None:
+                        # Outside the root: a header of the system or of the source tree,
+                        # which no command of the build writes. Judged later (`_discovered`),
+                        # if digested already too: a stat each, which the run's consumers
+                        # need not wait for.
+                        if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)):
                             unhashed.append((len(discovered), p))
                             discovered.append((p, CHANGED))
                         else:
@@ -394,10 +395,10 @@ class _Unhashed:
     `Recorder._discovered` judges every file a depfile lists: by its ctime against the
     run's start (`started`), so a file that changed since shortly before the run started,
     during the run or after it (the user saved a header while the build ran), is recorded
-    as CHANGED, and the run runs again next build. Only files outside the project root that
-    the build had not digested are left (the system's headers, the source tree's, which no
-    command of the build writes), and only in a build without an output cache, which stores
-    a run's outputs with its trace as soon as the run is recorded."""
+    as CHANGED, and the run runs again next build. Only files outside the project root are
+    left (the system's headers, the source tree's, which no command of the build writes),
+    and only in a build without an output cache, which stores a run's outputs with its trace
+    as soon as the run is recorded."""
 
     __slots__ = ("comp", "trace", "outcome", "unsure", "paths", "started")
 

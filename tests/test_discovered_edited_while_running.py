@@ -91,23 +91,25 @@ def test_a_header_saved_while_its_command_runs_is_read_again_next_build(project)
     assert_runs_again_with(project, "src/h.txt", "BBBB\n")
 
 
+@pytest.mark.parametrize("header", ["src/h.txt", "../outside/h.txt"])
 @pytest.mark.parametrize("edit", ["declared-input", "header"])
-def test_a_known_header_saved_while_its_command_runs_is_read_again_next_build(project, edit):
+def test_a_known_header_saved_while_its_command_runs_is_read_again_next_build(project, edit, header):
     """The header is known from an earlier build's trace. `declared-input`: the build runs
     the computation for its declared input, and digests the header once it has run;
-    `header`: the build runs it for the header itself, digested before it starts."""
-    header_project(project)
+    `header`: the build runs it for the header itself, digested before it starts (outside
+    the root, checked once the run's consumers have started)."""
+    header_project(project, header)
     assert project.build_in_process().returncode == 0
-    project.write("src/main.txt" if edit == "declared-input" else "src/h.txt",
+    project.write("src/main.txt" if edit == "declared-input" else header,
                   "main 2\n" if edit == "declared-input" else "CCCC\n")
-    runner = Saving(project.root, "out/c.txt", after=save(project, "src/h.txt", "BBBB\n"))
+    runner = Saving(project.root, "out/c.txt", after=save(project, header, "BBBB\n"))
     r = project.build_in_process(runner=runner)
     assert r.returncode == 0 and runner.ran == ["out/c.txt"], r
-    assert warnings_of(r) == [WARNING.format(header="src/h.txt")], r
+    assert warnings_of(r) == [WARNING.format(header=header)], r
     main = "main 2\n" if edit == "declared-input" else "main\n"
     r = project.build_in_process()
     assert r.returncode == 0 and r.runner.ran == ["out/c.txt"], r
-    assert project.reasons()["out/c.txt"] == "input src/h.txt changed", r
+    assert project.reasons()["out/c.txt"] == f"input {header} changed", r
     assert project.read("out/c.txt") == f"{main}BBBB\n"
 
 
