@@ -45,8 +45,8 @@ class Saving(FakeRunner):
 
 
 def save(project, rel: str, text: str) -> Callable[[], None]:
-    """The user's save, a moment into the run: past the file system's time-stamp tick (a
-    coarse clock's, a few ms), so that its ctime is after the run's start."""
+    """The user's save, a moment into the run: past the file system's time-stamp tick (its
+    clock may lag the wall clock by one), so that its ctime is after the run's start."""
 
     def saving() -> None:
         time.sleep(0.02)
@@ -186,7 +186,7 @@ def test_a_header_written_just_before_the_build_is_no_change(project):
     for text in ("AAAA\n", "BBBB\n"):
         project.write("src/main.txt", f"main {text}")  # the header is digested after the run
         project.write("src/h.txt", text)
-        time.sleep(0.02)  # past the file system's clock tick (a few ms): farmer takes longer to start
+        time.sleep(0.02)  # past the file system's clock tick, as farmer's own start would be
         r = project.build_in_process(runner=FakeRunner(project.root, strict=True))
         assert r.returncode == 0 and r.runner.ran == ["out/c.txt"], r
         assert warnings_of(r) == [], r

@@ -360,10 +360,12 @@ def test_a_header_a_depfile_names_is_watched(project, watching):
     assert "inc/config.h changed" in w.stderr, w
 
 
-@pytest.mark.parametrize("delay_ms", [0, 1, 3, 6, 10, 20])
-def test_a_signal_as_a_rebuild_ends_stops_the_watch(project, watching, tmp_path, delay_ms):
-    """Ctrl-C just as a rebuild ends (while the build finishes its records, or the watch
-    takes over again) is never lost: the watch exits 130 at once, its worlds stopped."""
+@pytest.mark.parametrize("sig, delay_ms", [(signal.SIGINT, d) for d in (0, 1, 3, 6, 10, 20)]
+                         + [(signal.SIGTERM, d) for d in (0, 3)])
+def test_a_signal_as_a_rebuild_ends_stops_the_watch(project, watching, sig, delay_ms):
+    """Ctrl-C (or SIGTERM) just as a rebuild ends (while the build finishes its records, or
+    the watch takes over again) is never lost: the watch exits at once, 128 + the signal,
+    its worlds stopped and their FIFO directory removed."""
     _worlds_project(project)
     w = watching()
     w.builds(1)
@@ -375,15 +377,16 @@ def test_a_signal_as_a_rebuild_ends_stops_the_watch(project, watching, tmp_path,
         time.sleep(0.001)
     time.sleep(delay_ms / 1000)
     t0 = time.monotonic()
-    w.proc.send_signal(signal.SIGINT)
+    w.proc.send_signal(sig)
     try:
         w.proc.wait(3)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the watch lost the signal sent {delay_ms} ms after the rebuild's task:\n{w!r}")
     assert time.monotonic() - t0 < 2.0
-    assert w.proc.returncode == 130, w
+    assert w.proc.returncode == 128 + sig, w
     assert "Traceback" not in w.stderr, w
     assert wait_no_process_in(project) == [], "a world outlived the watch"
+    assert os.listdir(w.runtime) == [], "the FIFO directory outlived the watch"
 
 
 def test_a_header_saved_while_its_reader_runs_is_built_again(project, watching):
