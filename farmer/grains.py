@@ -161,8 +161,8 @@ class Digests:
         self._slot: dict[str, int] = {}
         self._stat = memoryview(bytearray(8 * FIELDS * _FIRST_SLOTS)).cast("q")
         # When each slot's stat was put, counted in stats put (`puts`): whether a digest was
-        # taken before a run started (`taken_before`), so that its stat can vouch for what
-        # the run read.
+        # taken before a run started (`taken_before`), so that its stat since can vouch for
+        # what the run read.
         self.puts = 0
         self._put_at = memoryview(bytearray(8 * _FIRST_SLOTS)).cast("q")
         self._content: list[str | None] = []
@@ -420,11 +420,13 @@ class Digests:
         slot = self.taken_slot(path)
         return None if slot is None else self._stat_at(slot)
 
-    def taken_before(self, path: str, mark: int) -> bool:
-        """Whether the digest of `path` taken in this build (and not forgotten since) was
-        taken with a stat put before `puts` was `mark`."""
-        slot = self.taken_slot(path)
-        return slot is not None and self._put_at[slot] < mark
+    def taken_before(self, path: str, mark: int) -> str | None:
+        """`taken_digest` of `path` if it was taken with a stat put before `puts` was
+        `mark` (and not forgotten since), else None."""
+        slot = self._slot.get(path)
+        if slot is None or not self._flags[slot] & _SEEN or self._put_at[slot] >= mark:
+            return None
+        return self._now[slot]
 
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""

@@ -310,8 +310,8 @@ class Recorder:
           ended: the first case."""
         digests = self.s.digests
         started_ns, mark = started
-        if digests.taken_before(path, mark):
-            before = digests.taken_digest(path) or "missing"
+        before = digests.taken_before(path, mark)
+        if before is not None:
             return self._changed(comp, path, True) if self._moved(path, before) else before
         try:
             st: os.stat_result | None = os.stat(path)
