@@ -154,13 +154,13 @@ class Inputs:
         elif path in self.own:
             return False
         else:
+            entry = recorded.stat_entry(path)
+            if entry is None:  # never digested (an editor's swap file): no trace to read
+                return False
             read = recorded.discovered(self.discovering).get(path)
             if read:  # a header: as its readers' traces recorded it (changed while one ran?)
                 now = recorded.digest(path)
                 return any(was != now for was in read)
-            entry = recorded.stat_entry(path)
-            if entry is None:
-                return False
             was = entry[1]
         return recorded.digest(path) != was
 
