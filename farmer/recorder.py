@@ -3,13 +3,13 @@
 
 `prepare` digests the inputs the run will read, makes the output folders and writes the
 rspfile; `record` digests the outputs (a declared output missing fails the run), reads the
-depfile, and keeps the trace and the duration sample, written to state.db in batches. The
-files a depfile lists outside the project root (the system's and the source tree's
-headers: 30 for <stdio.h>, 180 for <iostream>) are hashed, or checked when this build
-hashed them already, by `hash_discovered`, once the consumers the run released have started, not between the
-two (see `_Unhashed`). A file a depfile lists that may have changed while the run ran is
-recorded as changed, as a declared input is (`_discovered`). It knows nothing of the scheduler, the terminal or the executor:
-what it has to say goes to `warn`.
+depfile, and keeps the trace and the duration sample, written to state.db in batches. A
+file a depfile lists that may have changed while the run ran is recorded as changed, as a
+declared input is (`_discovered`). Those outside the project root (the system's and the
+source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed, or checked when
+this build hashed them already, by `hash_discovered`, once the consumers the run released
+have started, not between the two (see `_Unhashed`). It knows nothing of the scheduler,
+the terminal or the executor: what it has to say goes to `warn`.
 
 The seams, in the order a run meets them:
   prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
@@ -354,6 +354,7 @@ class Recorder:
                 text = ""
             try:
                 declared = set(comp.inputs)
+                own = comp.outputs  # written by the run itself: recorded as it left them
                 later, root = self._later, self._root
                 for p in depfile.parse(text):
                     p = os.path.normpath(p)
@@ -366,6 +367,8 @@ class Recorder:
                         if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)):
                             unhashed.append((len(discovered), p))
                             discovered.append((p, CHANGED))
+                        elif p in own:
+                            discovered.append((p, digest_text(digests, p)))
                         else:
                             digest = self._discovered(comp, p, started)
                             unsure = unsure or digest == CHANGED

@@ -192,3 +192,20 @@ def test_a_header_written_just_before_the_build_is_no_change(project):
         assert warnings_of(r) == [], r
         again = project.build_in_process()
         assert again.returncode == 0 and again.runner.ran == [], again
+
+
+def test_an_output_its_own_depfile_lists_is_no_change(project):
+    """A depfile that names the run's own output among what it read (written during the
+    run, of course): recorded as the run left it, as before, not run again for ever."""
+    project.farmfile("""
+        [task.c]
+        inputs = ["src/main.txt"]
+        outputs = ["out/c.txt"]
+        depfile = "out/c.d"
+        cmd = "cat src/main.txt > out/c.txt; echo 'out/c.txt: src/main.txt out/c.txt' > out/c.d"
+    """)
+    project.write("src/main.txt", "main\n")
+    r = project.build_in_process(runner=FakeRunner(project.root, strict=True))
+    assert r.returncode == 0 and r.runner.ran == ["out/c.txt"] and warnings_of(r) == [], r
+    again = project.build_in_process()
+    assert again.returncode == 0 and again.runner.ran == [], again
