@@ -7,9 +7,9 @@ build could see differently (`Inputs.changes`); build again. What a build could 
 - a declared input of a selected computation, or a file its depfile listed (a header),
   whose content differs from what a reader's trace recorded (a change saved while the
   build ran included: that trace recorded it as changed), a declared output edited by
-  hand (other than its trace), a world input other than state.db's stat cache has it. Farmer's own writes (outputs, logs, depfiles) are recorded
-  there already, so they never start a build, and a file touched but unchanged costs a
-  stat, a trace read and a hash;
+  hand (other than its trace), a world input other than state.db's stat cache has it.
+  Farmer's own writes (outputs, logs, depfiles) are recorded there already, so they never
+  start a build, and a file touched but unchanged costs a stat, a trace read and a hash;
 - a file added to or removed from a directory a foreach pattern or glob lists (not a
   declared output, which patterns match whether it exists or not);
 - the Farmfile's bytes, which re-read the graph.
