@@ -136,7 +136,6 @@ class _Build:
         cache = self.cache or self._caches(logs, reporter.message)
         recorder = Recorder(session, reporter.message, cache)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
-        hooks.signal = self.early[0] if self.early else None  # one that came since the check above
         hooks.later = self.later
         # last-build.json's predicted makespan, simulated once the first commands run (after
         # the graph cache's write): at the end the build holds the most (at 100 000
@@ -144,6 +143,8 @@ class _Build:
         self.later.insert(0, lambda p=prediction: p.makespan_s)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
+        if self.early and hooks.signal is None:  # one that came since the check above
+            hooks.signal = self.early[0]
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         if not hasattr(os, "pidfd_open"):
             signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -170,8 +171,8 @@ class _Build:
             executor.close()
             self.groups.close()  # all it started has ended or been killed
             signal.set_wakeup_fd(old_wakeup)
-            for s in old_handlers:  # the outcome is decided: a signal now changes nothing
-                signal.signal(s, _ignore_signal)
+            for s in old_handlers:  # the outcome is decided: a signal now changes it no more
+                signal.signal(s, self._late_signal)
             os.close(wake_r)
             os.close(wake_w)
             hooks.print_finished()
@@ -179,8 +180,9 @@ class _Build:
             recorder.record_world_setups(executor.worlds_set_up())
             recorder.flush()
             recorder.cache.close(interrupted=hooks.signal is not None)
-        # The handlers stay ignoring: farmer exits right after (a ninja manifest rebuild runs
-        # the next build, which installs its own).
+        # The handlers stay recording: farmer exits right after, or `farmer watch` stops once
+        # this build has returned (a ninja manifest rebuild runs the next build, which stops
+        # before it runs anything).
         hooks.scheduler = hooks.executor = None  # no cycles: all of it goes once `run` returns
         outcomes, signum = hooks.outcomes, hooks.signal
         slots_of = scheduler.slots_of if opts.trace_file else {}
@@ -189,6 +191,11 @@ class _Build:
         prediction.keep_makespan()
         del scheduler, hooks, recorder, executor, reporter, prediction, to_run
         return self.finish(settled, outcomes, signum, slots_of)
+
+    def _late_signal(self, signum: int, frame: object) -> None:
+        """A signal once the outcome is decided: kept for whoever holds the lock next (the
+        lock's `early`: a watch stops, a build that follows under it stops before running)."""
+        self.early.append(signum)
 
     def _caches(self, logs: str, warn) -> RunCache | None:
         """The local output cache and the remote one, as the build has them turned on."""
@@ -338,6 +345,3 @@ def _sweep_fifo_dirs() -> None:
 
     sweep()
 
-
-def _ignore_signal(signum: int, frame: object) -> None:
-    pass

@@ -160,6 +160,11 @@ class Digests:
         self.hashed = 0  # files actually read, for reporting and tests
         self._slot: dict[str, int] = {}
         self._stat = memoryview(bytearray(8 * FIELDS * _FIRST_SLOTS)).cast("q")
+        # When each slot's stat was put, counted in stats put (`puts`): whether a digest was
+        # taken before a run started (`taken_before`), so that its stat since can vouch for
+        # what the run read.
+        self.puts = 0
+        self._put_at = memoryview(bytearray(8 * _FIRST_SLOTS)).cast("q")
         self._content: list[str | None] = []
         self._now: list[str | None] = []
         self._flags = bytearray()
@@ -187,10 +192,15 @@ class Digests:
         grown = memoryview(bytearray(8 * FIELDS * (slots + slots // 4 + _FIRST_SLOTS))).cast("q")
         grown[:len(old)] = old
         self._stat = grown
+        put_at = memoryview(bytearray(8 * (len(grown) // FIELDS))).cast("q")
+        put_at[:slots] = self._put_at[:slots]
+        self._put_at = put_at
 
     def _put(self, slot: int, key: StatKey) -> None:
         stat, j = self._stat, FIELDS * slot
         stat[j], stat[j + 1], stat[j + 2], stat[j + 3] = key
+        self._put_at[slot] = self.puts
+        self.puts += 1
 
     def _stat_at(self, slot: int) -> StatKey:
         j = FIELDS * slot
@@ -409,6 +419,14 @@ class Digests:
         missing then): whoever copies the file can tell it is still that content."""
         slot = self.taken_slot(path)
         return None if slot is None else self._stat_at(slot)
+
+    def taken_before(self, path: str, mark: int) -> str | None:
+        """`taken_digest` of `path` if it was taken with a stat put before `puts` was
+        `mark` (and not forgotten since), else None."""
+        slot = self._slot.get(path)
+        if slot is None or not self._flags[slot] & _SEEN or self._put_at[slot] >= mark:
+            return None
+        return self._now[slot]
 
     def forget(self, path: str) -> None:
         """`path` may have changed (a computation just wrote it): look again next time."""

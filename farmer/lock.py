@@ -14,6 +14,11 @@ import time
 from farmer.errors import LockHeld
 from farmer.private import open_file, make_dir
 
+# In the lock's folder while its holder has a folder for its worlds' FIFOs (made before the
+# folder, removed after it: farmer/worlds/sweep.py): found by the next holder, it was left
+# by one killed with -9, whose folder is still there.
+FIFOS_MARK = "fifos"
+
 
 def _holder(fd: int) -> tuple[str, str]:
     """The holder's pid and role (`watch`, or "" for a build) as written in the lock file. A holder that has just taken the lock
@@ -57,6 +62,22 @@ class ProjectLock:
         os.pwrite(fd, line, 0)
         os.ftruncate(fd, len(line))
         self.fd = fd
+        self._sweep_left()
+
+    def _sweep_left(self) -> None:
+        """Remove the FIFO folders that a holder killed with -9 left, whatever this farmer
+        does next (a no-op build too): one stat when there is none, the module that
+        sweeps imported only when there is."""
+        mark = os.path.join(self.dir, FIFOS_MARK)
+        if not os.path.lexists(mark):
+            return
+        from farmer.worlds.sweep import sweep
+
+        sweep()
+        try:
+            os.unlink(mark)
+        except OSError:
+            pass
 
     def defer_signals(self, stop_now: bool = False) -> None:
         """From now until a build installs its own handlers, SIGINT, SIGTERM and SIGHUP are

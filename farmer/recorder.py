@@ -3,12 +3,13 @@
 
 `prepare` digests the inputs the run will read, makes the output folders and writes the
 rspfile; `record` digests the outputs (a declared output missing fails the run), reads the
-depfile, and keeps the trace and the duration sample, written to state.db in batches. The
-files a depfile lists outside the project root that this build has not digested yet (the
-system's and the source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed
-by `hash_discovered`, once the consumers the run released have started, not between the
-two (see `_Unhashed`). It knows nothing of the scheduler, the terminal or the executor:
-what it has to say goes to `warn`.
+depfile, and keeps the trace and the duration sample, written to state.db in batches. A
+file a depfile lists that may have changed while the run ran is recorded as changed, as a
+declared input is (`_discovered`). Those outside the project root (the system's and the
+source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed, or checked when
+this build hashed them already, by `hash_discovered`, once the consumers the run released
+have started, not between the two (see `_Unhashed`). It knows nothing of the scheduler,
+the terminal or the executor: what it has to say goes to `warn`.
 
 The seams, in the order a run meets them:
   prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
@@ -25,7 +26,7 @@ import time
 from farmer import private
 from farmer.errors import UsageError
 from farmer.executors.base import Outcome
-from farmer.grains import RACY_NS, NotAFile
+from farmer.grains import RACY_NS, NotAFile, stat_key
 from farmer.session import world_setup_id
 from farmer.state import Sample, Trace
 
@@ -77,7 +78,12 @@ class Recorder:
         self._last_flush = time.monotonic()
         # Output folders made (or found) in this build: one mkdir and stat each, not one a run.
         self._folders: set[str] = set()
-        self._started_ns: dict[int, int] = {}  # wall clock at each run's start, for `_Unhashed`
+        # Each run's start: the wall clock, and how many stats the digests had put then
+        # (`Digests.taken_before`), for what its depfile lists (`_discovered`).
+        self._started: dict[int, tuple[int, int]] = {}
+        # The file system's clock before the first run with a depfile started (`_fs_now`),
+        # and the device it tells of: (st_dev, ctime_ns).
+        self._fs_start: tuple[int, int] | None = None
         self._output_stats: dict[int, list[os.stat_result]] = {}  # `outputs_there`'s, for `record`
         self._unhashed: list[_Unhashed] = []  # traces whose depfile's files are not all hashed yet
         self._warm = False  # `idle` has readied what comes after the first commands
@@ -98,8 +104,12 @@ class Recorder:
                 digests.forget(path)
             before.append((path, digest_text(digests, path)))
         self._inputs_before[comp.index] = before
-        self._started_ns[comp.index] = time.time_ns()
+        if comp.depfile and self._fs_start is None:
+            self._fs_start = _fs_now(os.path.join(self._root, ".farmer", "lock"))
         hit = self.cache.lookup(comp, before, self.s.world_fingerprint(comp.world))
+        # After the lookup, which digests the files a cached run's depfile lists: a restore
+        # starts from what it checked, as a command does from what it reads.
+        self._started[comp.index] = (time.time_ns(), digests.puts)
         if hit:
             done = Outcome(comp.index, True, None, 0, now_s, now_s)
             done.cached = True
@@ -159,17 +169,19 @@ class Recorder:
                     outcome.reason = outcome.reason or f"declared output {path} missing"
                     break
                 outputs.append((path, d))
-        started_ns = self._started_ns.pop(comp.index, None)
+        started = self._started.pop(comp.index, None)
         if not outcome.ok:
             self._inputs_before.pop(comp.index, None)
             self.failed_outputs(comp)
         else:
+            if started is None:  # not prepared: nothing digested vouches for what it read
+                started = (time.time_ns(), 0)
             unsure = self._changed_inputs(comp)
-            trace, unhashed = self._trace(comp, outcome, outputs)
+            trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started)
+            unsure = unsure or unsure_discovered
             self.s.outputs_written(comp.outputs)
             if unhashed:
-                self._unhashed.append(_Unhashed(comp, trace, outcome, unsure, unhashed,
-                                                time.time_ns() if started_ns is None else started_ns))
+                self._unhashed.append(_Unhashed(comp, trace, outcome, unsure, unhashed, started))
             else:
                 self._keep(comp, trace, outcome, unsure)
         return outcome
@@ -194,7 +206,7 @@ class Recorder:
         self._warm = True
         import resource  # noqa: F401  os.wait4 imports it at its first reap (its struct_rusage)
 
-        if any(self.comps[i].depfile for i in self._started_ns):
+        if any(self.comps[i].depfile for i in self._started):
             from farmer import depfile  # noqa: F401
         self.s.state.prepare()  # the first batch's database, without state.db
 
@@ -204,22 +216,12 @@ class Recorder:
         released have started, and before anything is written to state.db: until then a
         trace is nowhere, so an interrupt or a crash in between leaves the run unrecorded
         (it runs again), never recorded with files it did not check."""
-        digests = self.s.digests
         while self._unhashed:
             late = self._unhashed[0]
             comp, discovered = late.comp, late.trace.discovered
             for k, path in late.paths:
-                digest = digest_text(digests, path)
-                seen = digests.seen(path)  # the stat this digest was taken with (None: not a file)
-                if seen is not None and seen[3] >= late.started_ns - RACY_NS:
-                    # Changed since shortly before the run started (its ctime: nothing sets it
-                    # back): what the run read cannot be told. CHANGED matches no content, so
-                    # the run runs again next build.
-                    if seen[3] >= late.started_ns:
-                        self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
-                                  "it will run again next build")
-                    digests.unstable.add(path)
-                    digest, late.unsure = CHANGED, True
+                digest = self._discovered(comp, path, late.started)
+                late.unsure = late.unsure or digest == CHANGED
                 discovered[k] = (path, digest)
             self._unhashed.pop(0)
             self._keep(comp, late.trace, late.outcome, late.unsure)
@@ -260,32 +262,85 @@ class Recorder:
         read something else), or, for a file too fresh for its stat to vouch for it, its
         content. Its trace then records that input as CHANGED, which matches no content:
         the computation runs again next build (`input PATH changed`), and is not cached."""
-        digests = self.s.digests
         before = self._inputs_before.get(comp.index, ())
         unsure = False
         for k, (path, digest) in enumerate(before):
-            since = digests.since(path)
-            if since is True:
-                changed = True
-            elif since is None:  # racy: only its content can tell
-                digests.forget(path)
-                changed = digest_text(digests, path, digests.since_stat) != digest
-            else:
-                continue
-            if changed:
-                digests.forget(path)
-                digests.unstable.add(path)
-                before[k] = (path, CHANGED)
+            if self._moved(path, digest):
+                before[k] = (path, self._changed(comp, path, True))
                 unsure = True
-                self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
-                          "it will run again next build")
         return unsure
 
-    def _trace(self, comp: Computation, outcome: Outcome,
-               outputs: list[tuple[str, str]]) -> tuple[Trace, list[tuple[int, str]]]:
-        """The run's trace, and where in its `discovered` a file is left to `hash_discovered`
-        (its digest there a placeholder until then)."""
+    def _moved(self, path: str, digest: str) -> bool:
+        """Whether `path` changed since its digest (`digest`) was taken in this build: its
+        stat data did (one stat), or, for a file too fresh then for its stat to vouch for
+        it, its content."""
         digests = self.s.digests
+        since = digests.since(path)
+        if since is None:  # racy: only its content can tell
+            digests.forget(path)
+            return digest_text(digests, path, digests.since_stat) != digest
+        return since
+
+    def _changed(self, comp: Computation, path: str, while_running: bool) -> str:
+        """`path` cannot vouch for what `comp`'s run read: CHANGED, the digest its trace then
+        records, which matches no content, so the run runs again next build (`input PATH
+        changed`), and is not cached. Said with a warning when it changed while the run
+        ran (`while_running`), not just before it started."""
+        digests = self.s.digests
+        digests.forget(path)
+        digests.unstable.add(path)  # no no-op proof for this build
+        if while_running:
+            self.warn(f"farmer: warning: input {path} changed while {comp.id} ran; "
+                      "it will run again next build")
+        return CHANGED
+
+    def _discovered(self, comp: Computation, path: str, started: tuple[int, int]) -> str:
+        """The digest `comp`'s trace records for a file its depfile lists, once the run has
+        ended (`started`: its start, as `_started` keeps it); CHANGED when the file cannot
+        vouch for what the run read (`_changed`). Unlike a declared input, it may not have
+        been digested before the run:
+        - digested before the run started (while planning, a generated header when its
+          command ended, another run's input): as a declared input, its stat since tells;
+        - else by its ctime, which nothing can set back: a file changed since shortly before
+          the run started (RACY_NS, the time stamps' tick), during the run or after it, may
+          not be what the run read, unless its own file system's clock says it changed
+          before the build's runs began (`_before_runs`). A header saved while its compile
+          ran, even put back since, is so compiled again next build. The build's own
+          outputs are older than the runs that read them, and digested when their commands
+          ended: the first case."""
+        digests = self.s.digests
+        started_ns, mark = started
+        before = digests.taken_before(path, mark)
+        if before is not None:
+            return self._changed(comp, path, True) if self._moved(path, before) else before
+        try:
+            st: os.stat_result | None = os.stat(path)
+        except OSError:
+            st = None
+        seen = digests.seen(path)  # digested since the run started, by another run's trace
+        if seen is not None and (st is None or stat_key(st) != seen):
+            return self._changed(comp, path, True)  # and changed since: while this one ran
+        digest = digest_text(digests, path, st)  # the stat taken here, not a second one
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_ctime_ns >= started_ns - RACY_NS \
+                and not self._before_runs(st):
+            return self._changed(comp, path, st.st_ctime_ns >= started_ns)
+        return digest
+
+    def _before_runs(self, st: os.stat_result) -> bool:
+        """Whether a file's ctime says it changed before this build's runs started, by its
+        own file system's clock (`_fs_start`: the same device's), not the wall clock's,
+        which time stamps lag: what a script wrote just before `farmer build`, a checkout,
+        a generator, is what the runs read, not a change to run again for."""
+        start = self._fs_start
+        return start is not None and st.st_dev == start[0] and st.st_ctime_ns < start[1]
+
+    def _trace(self, comp: Computation, outcome: Outcome, outputs: list[tuple[str, str]],
+               started: tuple[int, int]) -> tuple[Trace, list[tuple[int, str]], bool]:
+        """The run's trace, where in its `discovered` a file is left to `hash_discovered`
+        (its digest there a placeholder until then), and whether a file its depfile lists
+        was recorded as CHANGED (`_discovered`)."""
+        digests = self.s.digests
+        unsure = False
         inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
         discovered: list[tuple[str, str]] = []
         unhashed: list[tuple[int, str]] = []
@@ -299,19 +354,25 @@ class Recorder:
                 text = ""
             try:
                 declared = set(comp.inputs)
+                own = comp.outputs  # written by the run itself: recorded as it left them
                 later, root = self._later, self._root
                 for p in depfile.parse(text):
                     p = os.path.normpath(p)
                     if p not in declared:
                         declared.add(p)
-                        # Outside the root, not yet digested in this build: a header of the
-                        # system or of the source tree, which no command of the build writes.
-                        if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)) \
-                                and digests.taken_digest(p) is None:
+                        # Outside the root: a header of the system or of the source tree,
+                        # which no command of the build writes. Judged later (`_discovered`),
+                        # if digested already too: a stat each, which the run's consumers
+                        # need not wait for.
+                        if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)):
                             unhashed.append((len(discovered), p))
                             discovered.append((p, CHANGED))
-                        else:
+                        elif p in own:
                             discovered.append((p, digest_text(digests, p)))
+                        else:
+                            digest = self._discovered(comp, p, started)
+                            unsure = unsure or digest == CHANGED
+                            discovered.append((p, digest))
             except depfile.DepfileError as e:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
             if edge is not None and edge.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
@@ -327,27 +388,27 @@ class Recorder:
             self._pending_samples.append(Sample(
                 prefix + comp.id, prefix + comp.task, time.time(), outcome.end_s - outcome.start_s,
                 outcome.cpu_s, outcome.max_rss_kb, digests.total_size(comp.inputs)))
-        return trace, unhashed
+        return trace, unhashed, unsure
 
 
 class _Unhashed:
     """A run's trace whose depfile named files left to hash once its consumers have
     started: between a compile's end and its link's start, hashing the compiler's headers
-    took 1-5 ms, where ninja keeps their mtimes. What it hashes then is what the run read
-    if the file has not changed since shortly before the run started: its ctime (which no
-    one can set back) is older than `started_ns` by more than the time stamps' tick
-    (RACY_NS, as for the stat cache). A file that changed since, during the run or after it
-    (the user saved a header while the build ran), is recorded as CHANGED: the run runs
-    again next build. Only files outside the project root that the build had not digested
-    are left: the build's own outputs (a generated header) are hashed when their command
-    ends, and whatever a command writes in the root is recorded as it was when it ended."""
+    took 1-5 ms, where ninja keeps their mtimes. What it hashes then is judged as
+    `Recorder._discovered` judges every file a depfile lists: by its ctime against the
+    run's start (`started`), so a file that changed since shortly before the run started,
+    during the run or after it (the user saved a header while the build ran), is recorded
+    as CHANGED, and the run runs again next build. Only files outside the project root are
+    left (the system's headers, the source tree's, which no command of the build writes),
+    and only in a build without an output cache, which stores a run's outputs with its trace
+    as soon as the run is recorded."""
 
-    __slots__ = ("comp", "trace", "outcome", "unsure", "paths", "started_ns")
+    __slots__ = ("comp", "trace", "outcome", "unsure", "paths", "started")
 
     def __init__(self, comp: Computation, trace: Trace, outcome: Outcome, unsure: bool,
-                 paths: list[tuple[int, str]], started_ns: int) -> None:
+                 paths: list[tuple[int, str]], started: tuple[int, int]) -> None:
         self.comp, self.trace, self.outcome, self.unsure = comp, trace, outcome, unsure
-        self.paths, self.started_ns = paths, started_ns
+        self.paths, self.started = paths, started
 
 
 REMOTE_PREFIX = "remote:"  # history of runs on a remote's workers (no task name has a colon)
@@ -361,6 +422,18 @@ def digest_text(digests: Digests, path: str, st: os.stat_result | None = None) -
         return digests.digest(path, st) or "missing"
     except NotAFile:
         return "not-a-file"
+
+
+def _fs_now(path: str) -> tuple[int, int] | None:
+    """The clock of the file system that holds `path` (a file of ours: the project's lock),
+    as it stamps a change made now: (its device, the ctime it gives `path` now); None when
+    it cannot be touched."""
+    try:
+        os.utime(path)
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ctime_ns
 
 
 def _depfile_text(path: str) -> str | None:

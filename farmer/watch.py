@@ -4,12 +4,12 @@ The loop: take the project's lock and keep it; build; wait for file events under
 root (the kernel's inotify through `watchfiles`, else polling); keep of them only what a
 build could see differently (`Inputs.changes`); build again. What a build could see:
 
-- a declared input of a selected computation whose content differs from what a reader's
-  trace recorded (a change saved while the build ran included), a declared output edited
-  by hand (other than its trace), a world input or a depfile-discovered header other than
-  state.db's stat cache has it. Farmer's own writes (outputs, logs, depfiles) are recorded
-  there already, so they never start a build, and a file touched but unchanged costs a
-  stat, a trace read and a hash;
+- a declared input of a selected computation, or a file its depfile listed (a header),
+  whose content differs from what a reader's trace recorded (a change saved while the
+  build ran included: that trace recorded it as changed), a declared output edited by
+  hand (other than its trace), a world input other than state.db's stat cache has it.
+  Farmer's own writes (outputs, logs, depfiles) are recorded there already, so they never
+  start a build, and a file touched but unchanged costs a stat, a trace read and a hash;
 - a file added to or removed from a directory a foreach pattern or glob lists (not a
   declared output, which patterns match whether it exists or not);
 - the Farmfile's bytes, which re-read the graph.
@@ -62,7 +62,7 @@ class Inputs:
     """What the selected graph rests on, to judge file events by."""
 
     __slots__ = ("root", "farmfile", "farmfile_digest", "files", "readers", "makers", "elsewhere",
-                 "own", "listings")
+                 "own", "listings", "discovering")
 
     def __init__(self, spec: Spec, graph: Graph, targets: list[str]) -> None:
         from farmer.graph import select_targets
@@ -74,6 +74,7 @@ class Inputs:
         selected = select_targets(spec, graph, targets)
         chosen = set(selected)
         readers: dict[str, str] = {}  # a declared input -> a selected computation reading it
+        discovering: list[str] = []  # the selected computations with a depfile
         makers: dict[str, str] = {}  # a declared output -> its selected computation
         worlds: set[str] = set()
         for i in selected:
@@ -84,6 +85,8 @@ class Inputs:
                 makers[path] = comp.id
             if comp.world is not None:
                 worlds.add(comp.world)
+            if comp.depfile:
+                discovering.append(comp.id)
         files = set(readers) | set(makers)
         for w in worlds:
             files.update(graph.world_inputs.get(w, ()))
@@ -96,7 +99,7 @@ class Inputs:
             if comp.index not in chosen:
                 elsewhere.update(comp.inputs)
                 elsewhere.update(comp.outputs)
-        self.files, self.readers, self.makers = files, readers, makers
+        self.files, self.readers, self.makers, self.discovering = files, readers, makers, discovering
         self.elsewhere, self.own = elsewhere - files, own
         self.listings = {prefix: set(list_files(spec.root, prefix)) for prefix in graph.listings}
 
@@ -135,8 +138,9 @@ class Inputs:
     def _differs(self, path: str, recorded: Recorded) -> bool:
         """Whether a build would find `path` other than the last build left it: an output
         there other than its trace says, an input other than a reader's trace read it (changed
-        while that ran, say), another file farmer digested (a discovered header, a world
-        input) other than the stat cache has it. Files farmer never looked at do not count."""
+        while that ran, say; a file a reader's depfile listed as well), another file farmer
+        digested (a world input) other than the stat cache has it. Files farmer never looked
+        at do not count."""
         if path in self.makers:  # edited by hand; gone is no news: farmer removes failed ones
             if not os.path.exists(path):
                 return False
@@ -151,8 +155,12 @@ class Inputs:
             return False
         else:
             entry = recorded.stat_entry(path)
-            if entry is None:
+            if entry is None:  # never digested (an editor's swap file): no trace to read
                 return False
+            read = recorded.discovered(self.discovering).get(path)
+            if read:  # a header: as its readers' traces recorded it (changed while one ran?)
+                now = recorded.digest(path)
+                return any(was != now for was in read)
             was = entry[1]
         return recorded.digest(path) != was
 
@@ -178,6 +186,7 @@ class Recorded:
     def __init__(self, root: str) -> None:
         self.farmer_dir = os.path.join(root, ".farmer")
         self._state: State | None = None
+        self._discovered: dict[str, list[str]] | None = None
 
     @property
     def state(self) -> State:
@@ -192,6 +201,17 @@ class Recorded:
 
     def stat_entry(self, path: str) -> tuple | None:
         return self.state.stat_entry(path)
+
+    def discovered(self, cids: list[str]) -> dict[str, list[str]]:
+        """The files the traces of `cids` list as discovered (their depfiles'), each with
+        the digests they recorded of it; read once (the traces of the last build)."""
+        if self._discovered is None:
+            self._discovered = {}
+            for cid in cids:
+                trace = self.trace(cid)
+                for path, digest in trace.discovered if trace is not None else ():
+                    self._discovered.setdefault(path, []).append(digest)
+        return self._discovered
 
     def digest(self, path: str) -> str | None:
         """`path`'s content digest now (None: missing), hashed unless the stat cache has
@@ -304,19 +324,30 @@ def _watcher(root: str) -> Watcher | PollingWatcher:
 class _Signals:
     """While the watch waits: Ctrl-C, SIGTERM and SIGHUP end it with 128 + the signal.
     The handler raises KeyboardInterrupt, the one exception watchfiles passes on from its
-    wait; the signal's number rides on it."""
+    wait; the signal's number rides on it. Every signal is also kept in `early`, the lock's
+    list, where a build's handlers keep those they do not act on (one that comes as a build
+    ends: build.py, lock.py): the watch stops for any of them (`stopped`), also for one whose
+    exception something swallowed."""
 
     def __init__(self) -> None:
-        self.signum = signal.SIGINT
+        self.early: list[int] = []
+
+    @property
+    def signum(self) -> int:
+        return self.early[0] if self.early else signal.SIGINT
+
+    def stopped(self) -> int | None:
+        """128 + the first signal that came, if one did."""
+        return 128 + self.early[0] if self.early else None
 
     def install(self) -> None:
         for s in _SIGNALS:
             signal.signal(s, self._raise)
 
     def _raise(self, signum: int, frame: object) -> None:
-        self.signum = signum
+        self.early.append(signum)
         stop = KeyboardInterrupt()
-        stop.signum = signum  # type: ignore[attr-defined]
+        stop.signum = self.signum  # type: ignore[attr-defined]
         raise stop
 
     def ignore(self) -> None:
@@ -340,9 +371,10 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
     signals.install()
     spec, graph = command.load_project(directory, farmfile, False, False, farmfile_given)
     lock = WatchLock(os.path.join(spec.root, ".farmer"))
+    lock.early = signals.early  # the builds' handlers keep what they do not act on there
     lock.acquire()
     watcher = None
-    worlds = WarmWorlds()
+    worlds = WarmWorlds(lock.dir)
     try:
         watcher = _watcher(spec.root)  # before the first build, so that no change is missed
         inputs = Inputs(spec, graph, targets)
@@ -353,6 +385,9 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
             _say(f"waiting for changes to {len(inputs.files)} files (Ctrl-C to stop)")
             changed: list[str] = []
             while not changed:
+                stopped = signals.stopped()
+                if stopped is not None:  # one whose exception did not reach us
+                    return stopped
                 try:
                     events = watcher.wait()
                 except KeyboardInterrupt as e:
@@ -392,8 +427,9 @@ def _build(build: Callable[..., int], farmfile: str, lock: WatchLock, worlds: Wa
         print(f"farmer: error: {f'{e.filename}: ' if e.filename else ''}{e.strerror or e}",
               file=sys.stderr, flush=True)
         code = 2
-    signals.install()  # a build leaves its own handlers, ignoring, behind
-    return code
+    signals.install()  # a build leaves its own handlers, keeping what comes, behind
+    stopped = signals.stopped()  # one that came as the build ended, or under a no-op's
+    return code if stopped is None or code >= 128 else stopped
 
 
 def _changes(inputs: Inputs, events: set[tuple[int, str]]) -> tuple[list[str], bool]:

@@ -253,3 +253,24 @@ def test_many_files_keep_their_stat_as_the_table_grows(tmp_path):
     assert d.entries() == {p: (stat_key(os.stat(p)), digests[k]) for k, p in enumerate(paths)}
     again = Digests(d.entries())  # the next build: every stat vouches, nothing is read
     assert [again.digest(p) for p in paths] == digests and again.hashed == 0
+
+
+def test_taken_before_tells_a_digest_taken_before_a_mark(tmp_path):
+    """`puts` counts the stats put into slots; a digest taken before a run started (its
+    mark) is given back, one taken after it, forgotten, or never taken is not, also as the
+    table grows past its first room."""
+    d = Digests({})
+    early = [write(tmp_path / f"e{k}", b"e", OLD_NS) for k in range(300)]
+    time.sleep(0.15)  # their ctime out of the racy window (grains.RACY_NS): their stat vouches
+    for p in early:
+        d.digest(p)
+    mark = d.puts
+    late = write(tmp_path / "late", b"l", OLD_NS)
+    d.digest(late)
+    assert all(d.taken_before(p, mark) == hash_file(p) for p in early)
+    assert d.taken_before(late, mark) is None and d.taken_before(late, d.puts) == hash_file(late)
+    d.forget(early[0])
+    assert d.taken_before(early[0], mark) is None
+    d.digest(early[0])  # its stat as its slot has it: still what was taken before the mark
+    assert d.taken_before(early[0], mark) == hash_file(early[0])
+    assert d.taken_before(str(tmp_path / "never"), d.puts) is None

@@ -360,6 +360,62 @@ def test_a_header_a_depfile_names_is_watched(project, watching):
     assert "inc/config.h changed" in w.stderr, w
 
 
+@pytest.mark.parametrize("sig, delay_ms", [(signal.SIGINT, d) for d in (0, 1, 3, 6, 10, 20)]
+                         + [(signal.SIGTERM, d) for d in (0, 3)])
+def test_a_signal_as_a_rebuild_ends_stops_the_watch(project, watching, sig, delay_ms):
+    """Ctrl-C (or SIGTERM) just as a rebuild ends (while the build finishes its records, or
+    the watch takes over again) is never lost: the watch exits at once, 128 + the signal,
+    its worlds stopped and their FIFO directory removed."""
+    _worlds_project(project)
+    w = watching()
+    w.builds(1)
+    before = project.read("out/r1.txt")
+    _edit(project, "q/r1.py", REPORT.replace("VERSION", "1"))
+    deadline = time.monotonic() + 20
+    while project.read("out/r1.txt") == before:  # the rebuild's task is done, the build ends
+        assert w.proc.poll() is None and time.monotonic() < deadline, w
+        time.sleep(0.001)
+    time.sleep(delay_ms / 1000)
+    t0 = time.monotonic()
+    w.proc.send_signal(sig)
+    try:
+        w.proc.wait(3)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the watch lost the signal sent {delay_ms} ms after the rebuild's task:\n{w!r}")
+    assert time.monotonic() - t0 < 2.0
+    assert w.proc.returncode == 128 + sig, w
+    assert "Traceback" not in w.stderr, w
+    assert wait_no_process_in(project) == [], "a world outlived the watch"
+    assert os.listdir(w.runtime) == [], "the FIFO directory outlived the watch"
+
+
+def test_a_header_saved_while_its_reader_runs_is_built_again(project, watching):
+    """The header a depfile names, saved after the command read it, before it ended: the
+    build records it as changed (farmer/recorder.py) and the watch builds again, as for a
+    declared input."""
+    project.farmfile("""
+        [task.compile]
+        inputs = ["main.c"]
+        outputs = ["main.o"]
+        depfile = "main.d"
+        cmd = "cat main.c inc/config.h > {outputs}; printf 'main.o: main.c inc/config.h\\\\n' > {depfile}; touch started; while [ ! -e go ]; do sleep 0.02; done"
+    """)
+    project.write("main.c", "int main;\n")
+    project.write("inc/config.h", "#define A 1\n")
+    w = watching()
+    w.wait_until(lambda: project.exists("started"))
+    _edit(project, "inc/config.h", "#define A 2\n")
+    project.write("go", "")
+    w.wait_until(lambda: project.read("main.o").endswith("#define A 2\n"))
+    w.builds(2)
+    assert "inc/config.h changed" in w.stderr, w
+    assert "input inc/config.h changed while main.o ran" in w.stdout, w
+    assert project.build().returncode == 3  # (the watch holds the lock)
+    assert w.stop() < 2.0 and w.proc.returncode == 130, w
+    r = project.build()
+    assert r.returncode == 0 and r.summary()["up to date"] == 1, r
+
+
 def test_a_world_the_farmfile_no_longer_declares_is_stopped(project, watching):
     _worlds_project(project)
     w = watching()

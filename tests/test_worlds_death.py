@@ -101,3 +101,39 @@ def test_any_build_sweeps_fifo_dirs_of_dead_farmers(project, tmp_path):
     assert r.returncode == 0, r
     assert not left.exists()
     assert alive.exists()
+
+
+def test_a_no_op_build_sweeps_the_fifo_dir_of_a_watch_killed_with_9(project, tmp_path):
+    """N7: `farmer watch` killed with -9 while idle, its worlds warm, leaves its FIFO
+    directory (and the mark it keeps in .farmer/ while it has one); the next build that takes
+    the lock removes it, even a no-op that ends on the fast path."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    project.farmfile("""\
+        [world.w]
+        setup = ["import os"]
+        [task.t]
+        world = "w"
+        inputs = ["t.py"]
+        outputs = ["t.txt"]
+        python = "t.py"
+        """)
+    project.write("t.py", "open('t.txt', 'w').write('t')\n")
+    watch = project.popen("watch", env=env)
+    deadline = time.monotonic() + 30
+    while not (project.exists(".farmer/noop.stats") and os.listdir(runtime)):  # built, worlds warm
+        assert watch.poll() is None and time.monotonic() < deadline, watch.communicate()
+        time.sleep(0.02)
+    os.killpg(watch.pid, signal.SIGKILL)
+    watch.wait()
+    assert wait_no_process_in(project) == []
+    assert [n for n in os.listdir(runtime) if n.startswith("farmer-worlds-")], "nothing was left"
+
+    r = project.build(env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.returncode == 0 and r.summary()["ran"] == 0, r
+    assert "farmer.build" not in r.stderr, "not the no-op fast path"
+    assert os.listdir(runtime) == [], "the FIFO directory outlived a build that took the lock"
+    assert not project.exists(".farmer/fifos")
+    r = project.build(env={**env, "PYTHONPROFILEIMPORTTIME": "1"})  # and then costs one stat
+    assert r.returncode == 0 and "farmer.worlds" not in r.stderr, r

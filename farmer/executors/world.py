@@ -59,7 +59,7 @@ class WorldExecutor(Executor):
         self.warm = warm
         self.fingerprint = fingerprint
         self.fingerprints: dict[str, str | None] = {}  # as each world was started or adopted
-        self.fifos = warm.fifos if warm is not None else FifoDir()
+        self.fifos = warm.fifos if warm is not None else FifoDir(os.path.join(self.root, ".farmer"))
         self.current: dict[str, Proc] = {}  # the process serving each world now
         self.procs: list[Proc] = []  # every process not ended yet
         self.setup_failed: dict[str, str] = {}  # world -> traceback of its setup

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from farmer.spec import WorldSpec
-from farmer.worlds.sweep import PREFIX, fifo_parent, sweep
+from farmer.worlds.sweep import PREFIX, fifo_parent, mark, sweep, unmark
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,10 +108,12 @@ class Futures:
 
 class FifoDir:
     """A fresh directory only the user can open (mode 0700, as `mkdtemp` makes it) for
-    the worlds' FIFOs; removed at the end of the build whatever happened."""
+    the worlds' FIFOs; removed at the end of the build whatever happened. `farmer_dir`: the
+    project's `.farmer/`, marked while the directory exists (farmer/worlds/sweep.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, farmer_dir: str | None = None) -> None:
         self.path: str | None = None
+        self.farmer_dir = farmer_dir
         self._count = 0
 
     def pair(self, world: str) -> str:
@@ -119,6 +121,8 @@ class FifoDir:
         if self.path is None:
             where = fifo_parent()
             sweep(where)
+            if self.farmer_dir is not None:
+                mark(self.farmer_dir)
             self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=where)
             os.chmod(self.path, 0o700)  # mkdtemp does this already; the contract depends on it
         self._count += 1
@@ -138,6 +142,8 @@ class FifoDir:
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
+            if self.farmer_dir is not None:
+                unmark(self.farmer_dir)
 
 
 class WarmWorlds:
@@ -145,12 +151,12 @@ class WarmWorlds:
     with the fingerprint it was set up under, its descriptors on a selector of its own
     while no build runs, its FIFOs in one directory for the whole watch. A build adopts
     the ones whose fingerprint still holds (`farmer.executors.world`); `close` kills the
-    rest at the end of the watch."""
+    rest at the end of the watch. `farmer_dir`: the project's `.farmer/` (`FifoDir`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, farmer_dir: str | None = None) -> None:
         import selectors
 
-        self.fifos = FifoDir()
+        self.fifos = FifoDir(farmer_dir)
         self.selector = selectors.DefaultSelector()
         self.kept: dict[str, tuple[Proc, str]] = {}  # world -> its process, its fingerprint
         self.next_id = 0  # job ids, unique across builds: a kept world's forks keep theirs
