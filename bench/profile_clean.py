@@ -32,7 +32,7 @@ process:
             start: the CPU from the interpreter's start (`python -S`) to it, median, lower
             quartile and least; quicker than --compare's, whose builds run to their end,
             so that enough runs for a loaded machine take a minute
-  --compare the trees' builds interleaved, N each, as `farmer build` runs them (farmer.command
+  --compare the trees' builds interleaved, N each, as `farmer build` runs them (farmer.build.command
             imported first, the rest by the build): the wall time from the build's first line
             to the first spawn, in farmer or in its forked process starter, and farmer's CPU
             at its fork
@@ -68,7 +68,7 @@ def project(size: int, work: Path) -> Path:
 
 
 def build() -> None:
-    from farmer import command
+    from farmer.build import command
 
     out, sys.stdout = sys.stdout, open(os.devnull, "w")  # the build's progress lines
     try:
@@ -127,12 +127,12 @@ import gc, os, sys, time
 c0, w0 = time.process_time(), time.perf_counter()
 os.chdir(sys.argv[1])
 gc.disable()  # as `farmer build` imports these: with the collector paused (command.build)
-import farmer.build, farmer.command, farmer.farmfile, farmer.tomlparse, farmer.traversal
-farmer.tomlparse._toml_rs()
+import farmer.build.run, farmer.build.command, farmer.manifest.farmfile, farmer.manifest.tomlparse, farmer.graph.traversal
+farmer.manifest.tomlparse._toml_rs()
 gc.enable()
 phases = {"imports": time.process_time() - c0, "parse": 0.0, "traversal": 0.0}
-""" + _TIMED + """timed(farmer.farmfile, "parse_text", "parse")
-timed(farmer.traversal, "traverse", "traversal")
+""" + _TIMED + """timed(farmer.manifest.farmfile, "parse_text", "parse")
+timed(farmer.graph.traversal, "traverse", "traversal")
 first = {}
 def spawning(real):
     def spawn(*a, **k):
@@ -144,7 +144,7 @@ os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_sp
 os.fork = spawning(os.fork)  # the executor's child (executors/forked.py) starts the commands
 sys.stdout = open(os.devnull, "w")
 try:
-    farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
+    farmer.build.command.main(lambda: farmer.build.command.build(["all"], jobs=2))
 except SystemExit:
     pass
 phases["the rest"] = first["cpu"] - sum(phases.values())
@@ -153,7 +153,7 @@ os.write(2, repr(phases).encode())
 """
 
 
-# One of --compare's runs: `farmer build` as its command line runs it (only farmer.command
+# One of --compare's runs: `farmer build` as its command line runs it (only farmer.build.command
 # imported first). The wall time from here to the first posix_spawn, in whichever process
 # makes it (farmer, or its process starter: executors/forked.py), and farmer's CPU at its
 # fork (or at its first spawn, without a fork).
@@ -176,9 +176,9 @@ def fork():
     return real_fork()
 os.fork = fork
 sys.stdout = open(os.devnull, "w")
-import farmer.command
+import farmer.build.command
 try:
-    farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
+    farmer.build.command.main(lambda: farmer.build.command.build(["all"], jobs=2))
 except SystemExit:
     pass
 """
@@ -196,18 +196,18 @@ def stop(*a, **k):
     stopped.append(time.process_time())
     raise _First
 os.fork = os.posix_spawn = os.posix_spawnp = stop
-import farmer.build, farmer.command, farmer.farmfile, farmer.project, farmer.scheduler, farmer.session
-import farmer.stale, farmer.tomlparse, farmer.traversal
+import farmer.build.run, farmer.build.command, farmer.manifest.farmfile, farmer.graph.load, farmer.run.scheduler, farmer.plan.session
+import farmer.plan.stale, farmer.manifest.tomlparse, farmer.graph.traversal
 phases = {}
-""" + _TIMED + """timed(farmer.tomlparse, "loads", "toml")
-timed(farmer.farmfile, "parse", "parse")
-timed(farmer.traversal, "traverse", "traversal")
-timed(farmer.stale, "sweep", "sweep")
-timed(farmer.build, "open_session", "session")
-timed(farmer.session.Session, "to_run", "plan")
-timed(farmer.session.Session, "predict", "prediction")
-timed(farmer.scheduler.Scheduler, "__init__", "scheduler")
-timed(farmer.scheduler.Scheduler, "run", "scheduler")
+""" + _TIMED + """timed(farmer.manifest.tomlparse, "loads", "toml")
+timed(farmer.manifest.farmfile, "parse", "parse")
+timed(farmer.graph.traversal, "traverse", "traversal")
+timed(farmer.plan.stale, "sweep", "sweep")
+timed(farmer.build.run, "open_session", "session")
+timed(farmer.plan.session.Session, "to_run", "plan")
+timed(farmer.plan.session.Session, "predict", "prediction")
+timed(farmer.run.scheduler.Scheduler, "__init__", "scheduler")
+timed(farmer.run.scheduler.Scheduler, "run", "scheduler")
 sys.stdout = open(os.devnull, "w")
 runs = []
 for k in range(int(sys.argv[2]) + 1):
@@ -218,7 +218,7 @@ for k in range(int(sys.argv[2]) + 1):
     phases.clear()
     t = time.process_time()
     try:
-        farmer.command.build(["all"], jobs=2)
+        farmer.build.command.build(["all"], jobs=2)
     except _First:
         pass
     if k:  # the first imported what the build imports as it goes, and made the first calls
@@ -240,8 +240,8 @@ def stop(*a, **k):
     os._exit(0)
 os.fork = os.posix_spawn = os.posix_spawnp = stop
 sys.stdout = open(os.devnull, "w")
-import farmer.command
-farmer.command.main(lambda: farmer.command.build(["all"], jobs=2))
+import farmer.build.command
+farmer.build.command.main(lambda: farmer.build.command.build(["all"], jobs=2))
 """
 
 
@@ -355,10 +355,10 @@ def repeated(size: int, repeat: int, work: Path, tree: Path) -> None:
 
 def memory() -> None:
     tracemalloc.start(1)
-    import farmer.build as build_mod
-    import farmer.project as project_mod
-    import farmer.scheduler as scheduler_mod
-    import farmer.session as session_mod
+    import farmer.build.run as build_mod
+    import farmer.graph.load as project_mod
+    import farmer.run.scheduler as scheduler_mod
+    import farmer.plan.session as session_mod
 
     marks, at_end = [], []
 

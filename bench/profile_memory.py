@@ -50,14 +50,14 @@ def main() -> int:
     os.chdir(profile_clean.project(args.size, bench.BENCH_DIR / "work"))
     if args.trace:
         tracemalloc.start(1)
-    import farmer.build as build_mod
-    import farmer.farmfile as farmfile_mod
-    import farmer.graphcache as graphcache_mod
-    import farmer.lastbuild as lastbuild_mod
-    import farmer.noop as noop_mod
-    import farmer.scheduler as scheduler_mod
-    import farmer.session as session_mod
-    import farmer.traversal as traversal_mod
+    import farmer.build.run as build_mod
+    import farmer.manifest.farmfile as farmfile_mod
+    import farmer.graph.cache as graphcache_mod
+    import farmer.report.lastbuild as lastbuild_mod
+    import farmer.store.proof as noop_mod
+    import farmer.run.scheduler as scheduler_mod
+    import farmer.plan.session as session_mod
+    import farmer.graph.traversal as traversal_mod
     marks, snaps = [], {}
 
     def mark(label: str) -> None:

@@ -11,8 +11,8 @@ and an alias `all` over copy's outputs (`@copy`, or the glob `out/b/**` with
 --alias glob). Nothing is built: the outputs never exist, as after a Farmfile change in a
 clean tree. Measured in fresh processes, median of --repeat:
 
-  import   `import farmer.project` in a fresh `python -c`
-  load     `farmer.project.load(path, write_cache=False)` in that process: TOML parse,
+  import   `import farmer.graph.load` in a fresh `python -c`
+  load     `farmer.graph.load.load(path, write_cache=False)` in that process: TOML parse,
            directory walk, foreach matching, rendering, fingerprints, graph checks
   command  the whole `farmer plan all` (or `farmer build -n all`) with no graph cache
 
@@ -37,21 +37,21 @@ import run as bench  # noqa: E402  (bench/run.py: paths and the environment farm
 _TIMER = """
 import sys, time
 t0 = time.perf_counter()
-import farmer.project
+import farmer.graph.load
 from pathlib import Path
 t1 = time.perf_counter()
-spec, graph = farmer.project.load(Path(sys.argv[1]), write_cache=False)
+spec, graph = farmer.graph.load.load(Path(sys.argv[1]), write_cache=False)
 t2 = time.perf_counter()
-print(t1 - t0, t2 - t1, len(graph.computations), farmer.project.__file__)
+print(t1 - t0, t2 - t1, len(graph.computations), farmer.graph.load.__file__)
 """
 
 _PROFILER = """
 import cProfile, pstats, sys
-import farmer.project
+import farmer.graph.load
 from pathlib import Path
 prof = cProfile.Profile()
 prof.enable()
-farmer.project.load(Path(sys.argv[1]), write_cache=False)
+farmer.graph.load.load(Path(sys.argv[1]), write_cache=False)
 prof.disable()
 pstats.Stats(prof).strip_dirs().sort_stats("tottime").print_stats(int(sys.argv[2]))
 """
@@ -152,7 +152,7 @@ def main() -> int:
 
     # One untimed run writes the bytecode cache, as an installed farmer would have it. Every
     # run starts in the project, so that `python -c` cannot import farmer/ from where we are.
-    subprocess.run([sys.executable, "-c", "import farmer.cli, farmer.project"], env=env, cwd=d, check=True)
+    subprocess.run([sys.executable, "-c", "import farmer.cli.app, farmer.graph.load"], env=env, cwd=d, check=True)
 
     if args.profile:
         drop_cache(d)
@@ -190,7 +190,7 @@ def main() -> int:
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| figure | median s | min s | max s | per computation |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for name, xs in (("import farmer.project", imports), ("project.load (cold)", loads),
+    for name, xs in (("import farmer.graph.load", imports), ("project.load (cold)", loads),
                      (f"farmer {' '.join(verb)} all (cold, whole process)", commands)):
         if not xs:
             continue

@@ -1,4 +1,4 @@
-"""`python -m farmer`, and the `farmer` script: the command line (farmer/cli.py)."""
+"""`python -m farmer`, and the `farmer` script: the command line (farmer/cli/app.py)."""
 
 import os
 import sys
@@ -23,11 +23,11 @@ def run() -> None:
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(s) != signal.SIG_IGN:
             signal.signal(s, _early)
-    from farmer import command
+    from farmer.build import command
 
     args = command.quick_build_args(sys.argv[1:])
     if args is None:  # anything but the common form of `farmer build`: click reads it
-        from farmer.cli import main
+        from farmer.cli.app import main
 
         signal.signal(signal.SIGINT, sigint)
         main()

@@ -154,7 +154,7 @@ class Project:
         `command.build` runs it: the no-op check, the lock, the real scheduler and recorder.
         ARGS: targets and the options -j N, -k, -n, --explain, -l N, --no-worlds; `options`:
         command.build's keywords (cache=...). The result's `runner` says what ran."""
-        from farmer import command
+        from farmer.build import command
         from fakes import FakeRunner
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",

@@ -16,8 +16,8 @@ import os
 import shlex
 import subprocess
 
-from farmer.executors.process import log_path
-from farmer.executors.simulated import SimulatedExecutor
+from farmer.run.executors.process import log_path
+from farmer.run.executors.simulated import SimulatedExecutor
 
 
 class CannotFake(AssertionError):

@@ -12,7 +12,7 @@ import pytest
 from test_cli_incremental import CHAIN
 
 from farmer.errors import UsageError
-from farmer.recorder import RunCache
+from farmer.record.recorder import RunCache
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_the_build_runs_through_the_executor_it_is_handed(chain):
 
 class DictCache(RunCache):
     """An output cache in a dict, keyed by the action and the inputs' digests: the seam
-    farmer/cache/ plugs into (recorder.RunCache)."""
+    farmer/record/cache/ plugs into (recorder.RunCache)."""
 
     def __init__(self):
         self.kept: dict[tuple, dict[str, str]] = {}

@@ -1,5 +1,5 @@
 """End-to-end: the headers a depfile lists outside the project (the system's, the source
-tree's) are hashed once the run's consumers have started (farmer/recorder.py, `_Unhashed`),
+tree's) are hashed once the run's consumers have started (farmer/record/recorder.py, `_Unhashed`),
 and what is recorded of them is still what the run read: a header edited while its compile
 runs, or after it ended, is compiled again next build; an interrupt in between keeps the
 compile as it was checked."""

@@ -45,8 +45,8 @@ def test_python_m_farmer_version(project):
 
 
 def test_console_entry_point_version(tmp_path):
-    # what the `farmer` console script (farmer.cli:main) does
-    code = "import sys; sys.argv[0] = 'farmer'; from farmer.cli import main; main()"
+    # what the `farmer` console script (farmer.cli.app:main) does
+    code = "import sys; sys.argv[0] = 'farmer'; from farmer.cli.app import main; main()"
     cp = subprocess.run([sys.executable, "-c", code, "--version"], cwd=tmp_path, capture_output=True,
                         text=True, timeout=60, stdin=subprocess.DEVNULL, env=farmer_env())
     assert cp.returncode == 0, cp

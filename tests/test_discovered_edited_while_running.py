@@ -1,6 +1,6 @@
 """A file a depfile lists (a discovered input: a header), saved while the command that read
 it runs, or saved and put back, is not what the run read: the trace records it as changed,
-with the warning a declared input gets (farmer/recorder.py, `Recorder._discovered`), so the
+with the warning a declared input gets (farmer/record/recorder.py, `Recorder._discovered`), so the
 next build runs the computation again (`input PATH changed`) and the run is not cached. A
 header the build itself generated just before is what its reader read: never a rerun.
 

@@ -134,7 +134,7 @@ def test_a_process_starter_that_cannot_fork_leaves_farmer_to_start_the_commands(
     import errno
     import io
 
-    from farmer import command
+    from farmer.build import command
 
     project.farmfile(fillers())
     tried = []

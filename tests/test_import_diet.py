@@ -20,10 +20,10 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
     "ntpath", "typing", "dataclasses", "inspect", "tomllib", "toml_rs",
     "sqlite3", "datetime",  # state.py opens state.db through _sqlite3, the C module
     # farmer's own: the Farmfile's parser and traversal run on a cold graph cache only
-    "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander", "click", "rich",
-    "farmer.depfile",  # no computation here has a depfile
+    "farmer.manifest.farmfile", "farmer.manifest.template", "farmer.graph.traversal", "farmer.graph.expander", "click", "rich",
+    "farmer.record.depfile",  # no computation here has a depfile
     "heapq",  # the scheduler's ready queue is _heapq's, the C module under it
-    "xxhash",  # its extension module, loaded without the package (farmer/extension.py)
+    "xxhash",  # its extension module, loaded without the package (farmer/startup/extension.py)
 }
 
 # Nor before the first command of a first build (no .farmer/) of a Farmfile written out in
@@ -36,11 +36,11 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
 # `math`, the simulation of the plan (made once the first commands run), the sweep of
 # dead farmers' world folders or the graph cache (its write: both done then).
 NOT_BEFORE_THE_FIRST_COMMAND = NOT_ON_AN_INCREMENTAL_BUILD - {
-    "farmer.farmfile", "farmer.template", "farmer.traversal", "farmer.expander"} | {
+    "farmer.manifest.farmfile", "farmer.manifest.template", "farmer.graph.traversal", "farmer.graph.expander"} | {
     "contextlib", "toml_rs._lib", "difflib", "_sqlite3", "functools", "importlib",
     "importlib.machinery", "array", "collections", "collections.abc", "math",
-    "farmer.latency.simulate", "farmer.executors.simulated", "farmer.worlds",
-    "farmer.worlds.sweep", "farmer.graphcache"}
+    "farmer.plan.latency.simulate", "farmer.run.executors.simulated", "farmer.run.worlds",
+    "farmer.run.worlds.sweep", "farmer.graph.cache"}
 
 FARMFILE = """
 [task.compile]
@@ -98,7 +98,7 @@ def test_an_incremental_build_imports_no_heavy_module(project):
     assert project.read("out/stamp") == "farmer\n"
     assert "linked" in r.stdout
     modules = imported_modules(r.stderr)
-    assert {"farmer.noop", "farmer.build", "farmer.graphcache", "farmer.matching"} <= modules, sorted(modules)
+    assert {"farmer.store.proof", "farmer.build.run", "farmer.graph.cache", "farmer.graph.matching"} <= modules, sorted(modules)
     assert not NOT_ON_AN_INCREMENTAL_BUILD & modules, sorted(NOT_ON_AN_INCREMENTAL_BUILD & modules)
     tasks = project.tasks()
     assert tasks["out/b.o"]["status"] == "ran" and tasks["out/a.o"]["status"] == "up-to-date"
@@ -106,8 +106,8 @@ def test_an_incremental_build_imports_no_heavy_module(project):
 
 
 # Nor, in a build that finds nothing to run, what runs computations or simulates the plan.
-RUN_PHASE = {"farmer.recorder", "farmer.buildhooks", "farmer.executors.process",
-             "farmer.executors.events", "farmer.latency.simulate", "farmer.executors.simulated"}
+RUN_PHASE = {"farmer.record.recorder", "farmer.build.hooks", "farmer.run.executors.process",
+             "farmer.run.executors.events", "farmer.plan.latency.simulate", "farmer.run.executors.simulated"}
 
 
 def test_a_build_that_finds_nothing_to_run_imports_nothing_that_runs(project):
@@ -122,14 +122,14 @@ def test_a_build_that_finds_nothing_to_run_imports_nothing_that_runs(project):
     assert r.returncode == 0, r
     assert r.summary()["ran"] == 0, r
     modules = imported_modules(r.stderr)
-    assert {"farmer.build", "farmer.session", "farmer.traversal"} <= modules, sorted(modules)
+    assert {"farmer.build.run", "farmer.plan.session", "farmer.graph.traversal"} <= modules, sorted(modules)
     assert not RUN_PHASE & modules, sorted(RUN_PHASE & modules)
     assert project.last_build()["status"] == "ok"
     assert project.build().summary()["ran"] == 0  # the proof it left holds
     project.write("src/c.c", "c, edited\n")
     r = build_without_site(project, "-j", "2")  # and one that runs something imports them
     assert r.summary()["ran"] == 3, r
-    assert {"farmer.recorder", "farmer.executors.process"} <= imported_modules(r.stderr)
+    assert {"farmer.record.recorder", "farmer.run.executors.process"} <= imported_modules(r.stderr)
 
 
 def modules_at_the_first_command(project, *args: str) -> set[str]:
@@ -164,7 +164,7 @@ def test_a_first_build_of_a_generated_farmfile_imports_no_heavy_module_before_it
     for k in range(20):
         project.write(f"src/s{k}.txt", f"{k}\n")
     modules = modules_at_the_first_command(project, "-j", "2", "all")
-    assert {"farmer.farmfile", "farmer.traversal", "farmer.build", "xxhash._xxhash"} <= modules, sorted(modules)
+    assert {"farmer.manifest.farmfile", "farmer.graph.traversal", "farmer.build.run", "xxhash._xxhash"} <= modules, sorted(modules)
     assert not NOT_BEFORE_THE_FIRST_COMMAND & modules, sorted(NOT_BEFORE_THE_FIRST_COMMAND & modules)
     try:
         import toml_rs  # noqa: F401
@@ -211,36 +211,36 @@ python = "report.py"
     assert r.returncode == 0, r
     assert r.summary()["ran"] == 3, r
     assert project.tasks()["out/report.txt"]["status"] == "up-to-date"
-    assert not {"farmer.executors.composite", "farmer.executors.world"} & imported_modules(r.stderr)
+    assert not {"farmer.run.executors.composite", "farmer.run.executors.world"} & imported_modules(r.stderr)
     project.write("notes.txt", "worlds\n")
     r = build_without_site(project)  # now the world task is out of date: its world runs it
     assert r.returncode == 0 and r.summary()["ran"] == 1, r
     assert project.read("out/report.txt") == "WORLDS\n"
-    assert "farmer.executors.composite" in imported_modules(r.stderr)
+    assert "farmer.run.executors.composite" in imported_modules(r.stderr)
 
 
 def test_the_output_cache_is_imported_only_by_a_build_that_uses_it(project, private_cache):
-    """With `[cache]`, a no-op build imports nothing of farmer/cache/ (nor sqlite3 through
+    """With `[cache]`, a no-op build imports nothing of farmer/record/cache/ (nor sqlite3 through
     it); without it, neither does a build that runs something."""
     project.farmfile("[cache]\n" + FARMFILE)
     for stem in "abc":
         project.write(f"src/{stem}.c", f"{stem}\n")
     r = build_without_site(project)
     assert r.returncode == 0 and r.summary()["ran"] == 5, r
-    assert "farmer.cache.use" in imported_modules(r.stderr)
+    assert "farmer.record.cache.use" in imported_modules(r.stderr)
     r = build_without_site(project)
     assert r.returncode == 0 and r.summary()["ran"] == 0, r
-    assert not {m for m in imported_modules(r.stderr) if m.startswith("farmer.cache")}, r.stderr
+    assert not {m for m in imported_modules(r.stderr) if m.startswith("farmer.record.cache")}, r.stderr
     project.farmfile(FARMFILE)
     project.write("src/b.c", "b, edited\n")
     r = build_without_site(project)
     assert r.returncode == 0 and r.summary()["ran"] == 3, r
-    assert not {m for m in imported_modules(r.stderr) if m.startswith("farmer.cache")}, r.stderr
+    assert not {m for m in imported_modules(r.stderr) if m.startswith("farmer.record.cache")}, r.stderr
 
 
-# A ninja manifest is read by string methods (farmer/ninja/lexer.py): no `re`, no `enum`; its
+# A ninja manifest is read by string methods (farmer/manifest/ninja_lexer.py): no `re`, no `enum`; its
 # compilers' depfiles are read after each command.
-NOT_ON_A_FIRST_MANIFEST_BUILD = NOT_ON_AN_INCREMENTAL_BUILD - {"farmer.depfile"}
+NOT_ON_A_FIRST_MANIFEST_BUILD = NOT_ON_AN_INCREMENTAL_BUILD - {"farmer.record.depfile"}
 
 
 def configured_manifest(project) -> None:
@@ -269,7 +269,7 @@ def test_a_first_build_of_a_configured_manifest_imports_no_heavy_module(project)
     assert project.read("out.txt") == "alpha\n" and project.read("build.ninja") != "regenerated\n"
     assert project.read("obj dir/a.o") == "alpha\n"
     modules = imported_modules(r.stderr)
-    assert {"farmer.ninja.parser", "farmer.build"} <= modules, sorted(modules)
+    assert {"farmer.manifest.ninja_parser", "farmer.build.run"} <= modules, sorted(modules)
     assert not NOT_ON_A_FIRST_MANIFEST_BUILD & modules, sorted(NOT_ON_A_FIRST_MANIFEST_BUILD & modules)
 
 
@@ -278,7 +278,7 @@ def test_a_first_build_of_a_configured_manifest_starts_before_sqlite_is_imported
     write), nor the depfile reader."""
     configured_manifest(project)
     modules = modules_at_the_first_command(project, "-f", "build.ninja", "-j", "2")
-    assert {"farmer.ninja.parser", "farmer.build"} <= modules, sorted(modules)
+    assert {"farmer.manifest.ninja_parser", "farmer.build.run"} <= modules, sorted(modules)
     unwanted = NOT_ON_AN_INCREMENTAL_BUILD | {"_sqlite3", "functools", "contextlib"}
     assert not unwanted & modules, sorted(unwanted & modules)
     assert project.read("obj dir/a.o") == "alpha\n"

@@ -17,7 +17,7 @@ from conftest import farmer_env
 # Runs farmer in a child whose planning step signals its own process first.
 _DRIVER = textwrap.dedent("""
     import os, signal, sys
-    from farmer import session
+    from farmer.plan import session
     original = session.Session.to_run
     signum = int(sys.argv[1])
     def plan(self):
@@ -50,7 +50,7 @@ def test_signal_while_planning_writes_last_build(tmp_path: Path, signum: int) ->
 # The signal comes while the graph is read (the lock is held: the no-op check took it).
 _DRIVER_LOADING = textwrap.dedent("""
     import os, signal, sys
-    from farmer import project
+    from farmer.graph import load as project
     original = project.load_later  # what project.load and a build read the graph with
     signum = int(sys.argv[1])
     def load(*args, **kw):

@@ -1,5 +1,5 @@
 """`--base-dir` / FARMER_BASE_DIR on a real CMake build.ninja, without a remote
-(farmer/basedir.py): the commands run in their relative form, two checkouts at different paths
+(farmer/graph/basedir.py): the commands run in their relative form, two checkouts at different paths
 share the local cache's compiles, the no-op proof holds only for the setting it was taken with,
 and a setting that cannot be used is a usage error."""
 

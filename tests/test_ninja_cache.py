@@ -1,4 +1,4 @@
-"""The parsed-graph cache of ninja manifests (farmer/ninja/cache.py): used while every
+"""The parsed-graph cache of ninja manifests (farmer/graph/ninja_cache.py): used while every
 manifest file keeps its stat data, never for a read too close to a change, and what depends
 on other files existing is worked out again on every load."""
 
@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from farmer import ninja
-from farmer.ninja import cache, parser
+from farmer.build import ninja
+from farmer.graph import ninja_cache as cache
+from farmer.manifest import ninja_parser as parser
 
 RACY_S = 0.15  # longer than the cache's racy window
 

@@ -1,4 +1,4 @@
-"""The no-op of a build.ninja project without the engine (farmer/ninjastamp.py): taken only
+"""The no-op of a build.ninja project without the engine (farmer/store/ninja_stamp.py): taken only
 while neither the manifest files nor what regenerates the manifest changed, and never in
 the way of a build that has something to do."""
 
@@ -47,7 +47,7 @@ def settled(project):
 def fast_noop(project) -> bool:
     r = project.build(*NINJA, env=PROFILE)
     assert r.returncode == 0 and ran(r) == [] and r.summary()["up to date"] == 2, r
-    return not ({"farmer.ninja", "farmer.ninja.parser"} | HEAVY) & imported(r)
+    return not ({"farmer.build.ninja", "farmer.manifest.ninja_parser"} | HEAVY) & imported(r)
 
 
 def test_a_noop_neither_parses_the_manifest_nor_imports_the_engine(project):

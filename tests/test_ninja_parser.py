@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from farmer import ninja
+from farmer.build import ninja
 from farmer.errors import UsageError
-from farmer.graph import select
-from farmer.uptodate import action_fingerprint
+from farmer.graph.graph import select
+from farmer.plan.uptodate import action_fingerprint
 
 
 @pytest.fixture
@@ -704,7 +704,7 @@ def test_values_read_in_pieces_as_by_characters():
     reading character by character, over generated values."""
     import random
 
-    from farmer.ninja.lexer import Lexer
+    from farmer.manifest.ninja_lexer import Lexer
 
     rng = random.Random(17)
     pieces = ["a", "-I../test", " ", "  ", ":", "|", "||", "$ ", "$$", "$:", "$x", "${y.z}", "$a-b",

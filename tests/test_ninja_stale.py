@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from farmer import grains
+from farmer.files import digests as grains
 
 NINJA = ("-f", "build.ninja")
 

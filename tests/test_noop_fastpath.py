@@ -7,10 +7,13 @@ import os
 
 import pytest
 
-from farmer import command, grains, noop, statcheck
+from farmer.build import command
+from farmer.files import digests as grains
+from farmer.store import proof as noop
+from farmer.store import proof_check as statcheck
 
 PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}  # python -X importtime: one stderr line a module
-HEAVY = {"click", "farmer.build", "farmer.cli", "networkx", "rich", "sqlite3", "_sqlite3", "tomllib",
+HEAVY = {"click", "farmer.build.run", "farmer.cli.app", "networkx", "rich", "sqlite3", "_sqlite3", "tomllib",
          "toml_rs", "array"}  # array imports collections (statcheck.py)
 
 CHAIN = """
@@ -48,7 +51,7 @@ def test_noop_build_imports_neither_click_nor_the_engine(project):
     assert r.returncode == 0, r
     assert r.summary()["ran"] == 0
     modules = imported(r)
-    assert "farmer.noop" in modules
+    assert "farmer.store.proof" in modules
     assert not HEAVY & modules, sorted(HEAVY & modules)
     assert set(project.statuses().values()) == {"up-to-date"}
     assert json.loads(project.read(".farmer/last-build.json"))["jobs"] == 2
@@ -65,7 +68,7 @@ def test_build_right_after_a_change_is_a_fast_noop(project):
     assert r.summary()["ran"] == 2, r
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
-    assert "farmer.build" not in imported(r)
+    assert "farmer.build.run" not in imported(r)
     project.write("out/b.txt", "tampered\n")  # an output edited by hand: b runs again
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 1, r
@@ -89,7 +92,7 @@ def test_a_file_no_computation_rests_on_any_more_leaves_the_proof(project):
     assert r.summary()["ran"] == 0, r
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
-    assert "farmer.build" not in imported(r)
+    assert "farmer.build.run" not in imported(r)
 
 
 def test_a_racy_file_is_vouched_for_by_its_content(tmp_path, monkeypatch):
@@ -165,15 +168,15 @@ def test_stat_data_of_another_snapshot_is_never_used(project):
 def test_version_imports_neither_click_nor_networkx_nor_rich(project):
     r = project.farmer("--version", env=PROFILE)
     assert r.returncode == 0 and r.stdout.strip() == "farmer 0.1.0", r
-    assert not {"click", "networkx", "rich", "farmer.build", "sqlite3", "_sqlite3"} & imported(r)
+    assert not {"click", "networkx", "rich", "farmer.build.run", "sqlite3", "_sqlite3"} & imported(r)
 
 
 def test_a_proof_of_another_graph_is_never_used(tmp_path, monkeypatch):
     """The proof names computations by their index in the graph: it is used only with a
     graph whose computations have the same ids at the same indices."""
-    from farmer.session import proven_selection
-    from farmer.farmfile import parse_text
-    from farmer.traversal import traverse
+    from farmer.plan.session import proven_selection
+    from farmer.manifest.farmfile import parse_text
+    from farmer.graph.traversal import traverse
 
     (tmp_path / "src.txt").write_text("one\n")
     spec = parse_text(tmp_path / "Farmfile", CHAIN.encode())

@@ -99,7 +99,7 @@ def test_a_lock_taken_a_moment_ago_is_named_by_its_holder(tmp_path):
     import threading
 
     from farmer.errors import LockHeld
-    from farmer.lock import ProjectLock
+    from farmer.files.lock import ProjectLock
 
     farmer_dir = tmp_path / ".farmer"
     farmer_dir.mkdir()

@@ -3,7 +3,7 @@ print a traceback, hang, or write outside the project root.
 
 Every example is a fresh project next to a *sentinel* directory (which a symlink inside the
 project points to, and which absolute paths in the Farmfile name). farmer runs in a forked
-child of this process (the real `farmer.cli.main`, its stdout and stderr sent to files, its
+child of this process (the real `farmer.cli.app.main`, its stdout and stderr sent to files, its
 own process group, a time limit), which is what lets hypothesis try hundreds of Farmfiles in
 seconds. Each run must end in one of two ways:
 
@@ -69,11 +69,11 @@ def run_forked(root: Path, io_dir: Path, *args: str, timeout: float = RUN_TIMEOU
     """`farmer ARGS` in `root`, in a forked child of this process (farmer is imported here)."""
     import importlib
 
-    import farmer.cli
+    import farmer.cli.app
 
     # What the command line imports lazily, imported once here: every child starts at once.
-    for name in ("farmer.build", "farmer.inspection", "farmer.project", "farmer.noop", "farmer.ninja",
-                 "farmer.report", "farmer.timeline", "farmer.worlds.chain"):
+    for name in ("farmer.build.run", "farmer.cli.inspection", "farmer.graph.load", "farmer.store.proof", "farmer.build.ninja",
+                 "farmer.report.console", "farmer.report.timeline", "farmer.run.worlds.chain"):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -102,7 +102,7 @@ def run_forked(root: Path, io_dir: Path, *args: str, timeout: float = RUN_TIMEOU
             os.chdir(root)
             sys.argv = ["farmer", *args]
             try:
-                farmer.cli.main()
+                farmer.cli.app.main()
                 code = 0
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

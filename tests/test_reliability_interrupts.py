@@ -304,7 +304,7 @@ def test_a_signal_while_stopping_is_stuck_stops_at_once():
     after the first raises out of whatever blocks; one sooner is absorbed by the graceful stop."""
     from types import SimpleNamespace
 
-    from farmer.buildhooks import _STUCK_S, BuildHooks
+    from farmer.build.hooks import _STUCK_S, BuildHooks
 
     hooks = SimpleNamespace(signal=None, _signal_at=0.0)
     BuildHooks.on_signal(hooks, signal.SIGTERM, None)

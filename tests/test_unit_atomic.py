@@ -1,4 +1,4 @@
-"""farmer's own files written whole (farmer/atomic.py): a file given in parts (last-build.json
+"""farmer's own files written whole (farmer/files/atomic.py): a file given in parts (last-build.json
 is written from slices of the no-op proof) holds exactly their bytes, however the kernel
 splits the writes, and no temporary file is left behind."""
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from farmer import atomic
+from farmer.files import atomic
 
 
 def test_parts_are_written_in_order(tmp_path):

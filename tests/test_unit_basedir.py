@@ -1,5 +1,5 @@
-"""The base-directory rewrite (farmer/basedir.py) and the debug-directory part of the key
-(farmer/cache/key.py's debug_workdir), as pure functions."""
+"""The base-directory rewrite (farmer/graph/basedir.py) and the debug-directory part of the key
+(farmer/record/cache/key.py's debug_workdir), as pure functions."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from farmer.basedir import BaseDir, cmake_base, resolve, rewritable, tagged
-from farmer.cache.key import debug_workdir
+from farmer.graph.basedir import BaseDir, cmake_base, resolve, rewritable, tagged
+from farmer.record.cache.key import debug_workdir
 from farmer.errors import UsageError
 from farmer.remote.depscan import scan_argv
 

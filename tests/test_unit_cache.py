@@ -1,4 +1,4 @@
-"""The local cache alone (farmer/cache/): the key, the store, restores, eviction, damage and
+"""The local cache alone (farmer/record/cache/): the key, the store, restores, eviction, damage and
 two processes storing at once. The build's use of it is tested in test_cli_cache.py."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import textwrap
 import pytest
 
 from conftest import REPO
-from farmer.cache.key import ActionDescription, Programs, command_words, describe, variant_key
-from farmer.cache.restore import BadBlob, NotHere, restore_files
-from farmer.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
-from farmer.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
-from farmer.grains import Digests, hash_bytes
-from farmer.graph import Computation
-from farmer.spec import CacheSpec
+from farmer.record.cache.key import ActionDescription, Programs, command_words, describe, variant_key
+from farmer.record.cache.restore import BadBlob, NotHere, restore_files
+from farmer.record.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
+from farmer.record.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
+from farmer.files.digests import Digests, hash_bytes
+from farmer.graph.graph import Computation
+from farmer.manifest.spec import CacheSpec
 
 
 def comp(action: str = "gcc -c a.c -o a.o", **kw) -> Computation:
@@ -225,9 +225,9 @@ def test_an_unusable_or_damaged_cache(tmp_path):
 STORER = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {repo!r})
-    from farmer.cache.store import Entry, LocalCache
-    from farmer.cache.key import variant_key
-    from farmer.grains import hash_bytes
+    from farmer.record.cache.store import Entry, LocalCache
+    from farmer.record.cache.key import variant_key
+    from farmer.files.digests import hash_bytes
     cache = LocalCache(sys.argv[1], busy_timeout_s=30).open()
     who = sys.argv[2]
     os.makedirs(who, exist_ok=True)
@@ -281,7 +281,7 @@ def rewrite(cache: LocalCache, change) -> None:
 
 
 def restore_as_a_build_does(cache: LocalCache, key1: str) -> bool:
-    """What a build does with a hit (farmer/cache/use.py): restore it, and drop it with the
+    """What a build does with a hit (farmer/record/cache/use.py): restore it, and drop it with the
     blobs found damaged when it does not verify. Whether it was a hit."""
     found = cache.lookup(key1, lambda p: None)
     if found is None:
@@ -481,7 +481,7 @@ def dead_pid() -> int:
 
 def test_only_dead_restores_temporary_files_are_swept(tmp_path):
     """N6: kill -9 during a restore left `out/NAME.PID.cache-tmp` for ever."""
-    from farmer.cache.leftovers import sweep
+    from farmer.record.cache.leftovers import sweep
 
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -613,9 +613,9 @@ def test_a_fifo_at_a_stores_temporary_name_does_not_block_it(tmp_path, no_hang):
 def test_a_depfile_or_log_that_became_a_fifo_does_not_block_the_writer(tmp_path, no_hang):
     """The writer digests a run's depfile and log itself: a FIFO put at that path after the run
     would have blocked it, and the build's end that waits for it."""
-    from farmer.cache.store import Changed
-    from farmer.cache.use import _digest_now
-    from farmer.grains import hash_file
+    from farmer.record.cache.store import Changed
+    from farmer.record.cache.use import _digest_now
+    from farmer.files.digests import hash_file
 
     for content in (b"out.o: a.h\n", b"!<thin>\n" + b"x" * 3000000):
         path = tmp_path / "f.d"

@@ -1,5 +1,5 @@
 """The traversal's fast paths give what the general paths give: compiled templates
-(template.compile_list) against template.render, the batch path checks (farmer/expander.py)
+(template.compile_list) against template.render, the batch path checks (farmer/graph/expander.py)
 against traversal.normalize, the one-call fingerprint against grains.hash_text, listings by
 os.scandir against os.walk, and whole graphs and errors with compiling turned off."""
 
@@ -12,14 +12,17 @@ import textwrap
 
 import pytest
 
-from farmer import expander, farmfile, template, traversal
+from farmer.graph import expander
+from farmer.manifest import farmfile
+from farmer.manifest import template
+from farmer.graph import traversal
 from farmer.errors import UsageError
-from farmer.expander import all_normal, all_plain_inputs, all_shell_safe
-from farmer.grains import hash_text
-from farmer.graph import Computation, NinjaEdge
-from farmer.matching import Files, list_files
-from farmer.traversal import glob_start
-from farmer.uptodate import action_fingerprint
+from farmer.graph.expander import all_normal, all_plain_inputs, all_shell_safe
+from farmer.files.digests import hash_text
+from farmer.graph.graph import Computation, NinjaEdge
+from farmer.graph.matching import Files, list_files
+from farmer.graph.traversal import glob_start
+from farmer.plan.uptodate import action_fingerprint
 
 TEMPLATES = [
     "plain text",

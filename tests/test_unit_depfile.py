@@ -1,4 +1,4 @@
-"""Unit tests for farmer/depfile.py: Makefile-style dependency files as `gcc -MD` writes
+"""Unit tests for farmer/record/depfile.py: Makefile-style dependency files as `gcc -MD` writes
 them (SPEC §1 `depfile`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from farmer.depfile import DepfileError, parse
+from farmer.record.depfile import DepfileError, parse
 
 
 def test_single_rule():
@@ -124,7 +124,7 @@ def test_real_gcc_md_mp(tmp_path):
 def test_plain_texts_read_by_string_methods_as_by_the_character_loop(text, monkeypatch):
     """What gcc writes (line continuations, escaped spaces) is split by string methods; the
     words must be the character loop's, which reads every other text."""
-    from farmer import depfile
+    from farmer.record import depfile
     fast = depfile._plain_words(text)
     assert fast is not None
     monkeypatch.setattr(depfile, "_plain_words", lambda text: None)
@@ -136,7 +136,7 @@ def test_string_methods_agree_with_the_character_loop_on_generated_texts(monkeyp
     methods take a text, their words are the character loop's."""
     import random
 
-    from farmer import depfile
+    from farmer.record import depfile
     rng = random.Random(17)
     pieces = ["a", "b.h", " ", "  ", "\t", ":", "\n", "\r\n", "\\", "\\ ", "\\\n", "\\\r\n", "#", "$",
               "\0", "\\:", "\\\\ "]

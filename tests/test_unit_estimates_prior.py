@@ -4,10 +4,10 @@ has "no history yet"; an ETA never reads 0 while work runs."""
 
 from __future__ import annotations
 
-from farmer.graph import Computation
-from farmer.latency import estimates
-from farmer.latency.predict import predict
-from farmer.state import Sample
+from farmer.graph.graph import Computation
+from farmer.plan.latency import estimates
+from farmer.plan.latency.predict import predict
+from farmer.store.state import Sample
 
 
 def comp(i: int, task: str, action: str, kind: str = "cmd", cost=None) -> Computation:
@@ -81,7 +81,7 @@ def test_the_live_countdown_never_reads_zero_while_work_runs():
 
     from rich.console import Console
 
-    from farmer.report import LiveReporter
+    from farmer.report.console import LiveReporter
 
     live = LiveReporter(3)
     live.start()

@@ -1,4 +1,4 @@
-"""farmer/extension.py: C extension modules loaded without their packages' Python code."""
+"""farmer/startup/extension.py: C extension modules loaded without their packages' Python code."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import xxhash
 
-from farmer import extension
+from farmer.startup import extension
 
 
 def test_xxhash_s_functions_are_its_extension_s():
@@ -20,7 +20,7 @@ def test_what_is_no_extension_module_is_not_loaded():
     assert extension.load("farmer", "no_such_module") is None
     assert extension.load("no_such_package_here", "x") is None
     code = ("import sys\n"
-            "from farmer import extension\n"
+            "from farmer.startup import extension\n"
             "assert extension.load('json', 'decoder') is None  # a Python module\n"
             "assert 'json.decoder' not in sys.modules and 'json' not in sys.modules\n")
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -31,7 +31,7 @@ def test_the_package_imported_afterwards_uses_the_loaded_extension():
     """Loaded alone first (as a build does), then the package, as an error path or a test
     imports it: one extension module, the package's names over it."""
     code = ("import sys\n"
-            "from farmer import extension\n"
+            "from farmer.startup import extension\n"
             "alone = extension.xxhash()\n"
             "assert 'xxhash' not in sys.modules, sorted(sys.modules)\n"
             "import xxhash\n"

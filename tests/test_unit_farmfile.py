@@ -1,4 +1,4 @@
-"""Unit tests for farmer/farmfile.py: a Farmfile parses to the right Spec, and every
+"""Unit tests for farmer/manifest/farmfile.py: a Farmfile parses to the right Spec, and every
 problem is a one-line UsageError naming the file and the line (SPEC §1)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from farmer import farmfile
+from farmer.manifest import farmfile
 from farmer.errors import UsageError
-from farmer.traversal import traverse
+from farmer.graph.traversal import traverse
 
 
 def write(tmp_path, *lines: str):
@@ -687,7 +687,7 @@ def test_bare_names_in_a_python_line_are_fine(tmp_path, value):
 
 def test_the_quoting_check_is_on_the_streamed_path_too(tmp_path):
     """A Farmfile large enough to be streamed (tomlparse.STREAM_FROM) is checked the same."""
-    from farmer import tomlparse
+    from farmer.manifest import tomlparse
 
     filler = [f'[task.f{i}]\noutputs = ["f/{i}"]\ncmd = "touch f/{i}"' for i in range(
         tomlparse.STREAM_FROM // 40 + 1)]

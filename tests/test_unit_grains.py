@@ -1,4 +1,4 @@
-"""Unit tests for farmer/grains.py: content digests behind a stat cache (SPEC §2: time
+"""Unit tests for farmer/files/digests.py: content digests behind a stat cache (SPEC §2: time
 stamps never decide a rebuild; stat data only saves re-hashing)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from farmer.grains import Digests, NotAFile, hash_file, hash_text, stat_key
+from farmer.files.digests import Digests, NotAFile, hash_file, hash_text, stat_key
 
 OLD_NS = 1_000_000_000 * 1_000_000_000  # 2001-09-09: far from "racy"
 

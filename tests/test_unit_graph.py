@@ -1,4 +1,4 @@
-"""Unit tests for farmer/graph.py's Computation layout: the fields nearly always at their
+"""Unit tests for farmer/graph/graph.py's Computation layout: the fields nearly always at their
 defaults live in one shared settings object, which a computation copies before it changes
 one, so a setting of one computation never shows up on another."""
 
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import textwrap
 
-from farmer import farmfile, graphcache
-from farmer.graph import Computation
-from farmer.traversal import traverse
+from farmer.manifest import farmfile
+from farmer.graph import cache as graphcache
+from farmer.graph.graph import Computation
+from farmer.graph.traversal import traverse
 
 FARMFILE = """
 [task.plain]

@@ -1,4 +1,4 @@
-"""The graph cache (farmer/graphcache.py): a build with an unchanged Farmfile reads the
+"""The graph cache (farmer/graph/cache.py): a build with an unchanged Farmfile reads the
 expanded graph back instead of traversing, reading each piece (the maps, each chunk of
 computations) from the file only when it is used; a cache cut short or of another format
 is ignored, and a graph already read keeps reading its own file after a new cache
@@ -10,8 +10,9 @@ import os
 
 import pytest
 
-from farmer import graphcache, project
-from farmer.graphcache import CachedGraph
+from farmer.graph import cache as graphcache
+from farmer.graph import load as project
+from farmer.graph.cache import CachedGraph
 
 FARMFILE = """
 [task.step]
@@ -92,7 +93,7 @@ def test_a_graph_read_before_the_cache_was_replaced_reads_its_own_file(farmfile,
 def test_the_row_format_is_the_computation_s_parameters_in_order():
     """A row is made again with Computation(*row): reordering or adding a field of the class
     without the row (or the other way round) would read every cached graph wrong."""
-    from farmer.graph import Computation
+    from farmer.graph.graph import Computation
 
     params = Computation.__init__.__code__.co_varnames[1:Computation.__init__.__code__.co_argcount]
     assert params == graphcache._ROW
@@ -100,7 +101,7 @@ def test_the_row_format_is_the_computation_s_parameters_in_order():
 
 
 def test_a_cached_graph_answers_every_field_of_a_graph_and_its_computations(farmfile):
-    from farmer.graph import Graph
+    from farmer.graph.graph import Graph
 
     traversed = project.load(farmfile, write_cache=True)[1]
     cached = project.load(farmfile, write_cache=False)[1]

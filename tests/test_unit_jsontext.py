@@ -1,4 +1,4 @@
-"""farmer/jsontext.py: compact JSON without importing json, byte for byte what
+"""farmer/startup/jsontext.py: compact JSON without importing json, byte for byte what
 `json.dumps(value, separators=(",", ":"))` writes (last-build.json and the no-op proof keep
 entries rendered either way side by side)."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from farmer import jsontext
+from farmer.startup import jsontext
 
 
 def reference(value: object) -> str:

@@ -1,13 +1,13 @@
-"""Unit tests for farmer/latency/: duration estimates, expected latency / critical path,
+"""Unit tests for farmer/plan/latency/: duration estimates, expected latency / critical path,
 and the simulated schedule (SPEC §2 "Scheduling", §3 `plan --simulate`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from farmer.latency import critical, estimates, simulate
-from farmer.state import Sample
-from farmer.graph import Computation
+from farmer.plan.latency import critical, estimates, simulate
+from farmer.store.state import Sample
+from farmer.graph.graph import Computation
 
 
 def make_comps(n: int, edges=(), task=None, cost=None, cpus=None, pools=None, kinds=None):
@@ -282,7 +282,7 @@ def test_simulate_makespan_at_least_lower_bound():
 def test_a_makespan_asked_for_alone_is_that_of_the_whole_simulation():
     """A build's end asks only for the predicted makespan: simulated without a timeline,
     it is the full simulation's, which is still made when asked for."""
-    from farmer.latency.predict import predict
+    from farmer.plan.latency.predict import predict
 
     comps = make_comps(5, edges=[(0, 2), (1, 2), (2, 3)])
     to_run = {i: "never built" for i in range(5)}
@@ -302,7 +302,7 @@ def test_a_makespan_asked_for_alone_is_that_of_the_whole_simulation():
 def test_the_longest_latency_at_a_builds_end_is_the_largest_expected_latency(order, durations):
     """A build's end takes its critical path's length from `latencies` over what ran, held
     by index (build.py): the same as `expected_latency`'s dict."""
-    from farmer.latency.seconds import Seconds
+    from farmer.plan.latency.seconds import Seconds
 
     comps = diamond()
     measured = Seconds(len(comps), order)
@@ -318,10 +318,10 @@ def test_the_longest_latency_at_a_builds_end_is_the_largest_expected_latency(ord
 def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same():
     """Without a timeline, the simulated clock keeps no start or end per computation, and
     the run is the same: world set-ups, CPU slots and pools included."""
-    from farmer.executors.simulated import SimulatedExecutor, WorldSetups
-    from farmer.scheduler import Scheduler
+    from farmer.run.executors.simulated import SimulatedExecutor, WorldSetups
+    from farmer.run.scheduler import Scheduler
 
-    from farmer.latency.simulate import _SimHooks
+    from farmer.plan.latency.simulate import _SimHooks
 
     comps = make_comps(6, edges=[(0, 2), (1, 2), (2, 3)], cpus={4: 2}, pools={5: "p"})
     comps[3].world = "w"
@@ -344,7 +344,7 @@ def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same(
 
 def test_a_prediction_that_keeps_its_makespan_drops_its_tables():
     """A build's end needs only the predicted makespan and whether it had history."""
-    from farmer.latency.predict import predict
+    from farmer.plan.latency.predict import predict
 
     comps = make_comps(3, edges=[(0, 1)])
     to_run = {i: "never built" for i in range(3)}
@@ -358,7 +358,7 @@ def test_a_prediction_that_keeps_its_makespan_drops_its_tables():
 
 def test_latencies_by_index_are_the_expected_latencies():
     """What a build's prediction holds (by index, not dicts) reads as the dicts would."""
-    from farmer.latency.seconds import Seconds
+    from farmer.plan.latency.seconds import Seconds
 
     comps = make_comps(6, edges=[(0, 1), (0, 2), (1, 3), (2, 3), (4, 5)])
     order = [0, 1, 2, 3, 5]  # 4 left out: its consumer 5 counts it as absent
@@ -378,7 +378,7 @@ def test_latencies_by_index_are_the_expected_latencies():
 
 
 def test_a_prediction_knows_which_computations_that_run_have_no_history():
-    from farmer.latency.predict import predict
+    from farmer.plan.latency.predict import predict
 
     comps = make_comps(3, edges=[(0, 1)])
     to_run = {i: "never built" for i in range(3)}

@@ -1,4 +1,4 @@
-"""The no-op proof's stat check shared among forked children (farmer/statcheck.py,
+"""The no-op proof's stat check shared among forked children (farmer/store/proof_check.py,
 `changed_in_parallel`): it finds exactly what a check in one process finds, a child that
 cannot be started or fails leaves its part to the parent, and no child outlives it."""
 
@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from farmer import noop, statcheck
+from farmer.store import proof as noop
+from farmer.store import proof_check as statcheck
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The no-op proof's tables as written and read back (farmer/noop.py): which computations a
+"""The no-op proof's tables as written and read back (farmer/store/proof.py): which computations a
 changed file makes dirty, from the by-file table the snapshot keeps, is what a look at every
 computation's files finds; and a build that discovers a file some other computation already
 rests on leaves a proof that holds."""
@@ -7,7 +7,8 @@ import json
 import os
 import random
 
-from farmer import noop, statcheck
+from farmer.store import proof as noop
+from farmer.store import proof_check as statcheck
 
 from test_noop_fastpath import imported, PROFILE
 
@@ -75,14 +76,14 @@ def test_a_file_newly_discovered_that_another_computation_rests_on(project):
     assert project.build().summary()["ran"] == 1
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
-    assert "farmer.build" not in imported(r)
+    assert "farmer.build.run" not in imported(r)
     project.write("h.txt", "header 2\n")
     r = project.build()
     assert r.summary()["ran"] == 2, r
     assert project.read("out/one.txt") == "one\nheader 2\n"
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
-    assert "farmer.build" not in imported(r)
+    assert "farmer.build.run" not in imported(r)
 
 
 def test_entries_spilled_to_an_unnamed_file_are_what_the_proof_held_and_what_it_writes(tmp_path, monkeypatch):

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from farmer.executors.process import ProcessExecutor, log_path
-from farmer.graph import Computation
+from farmer.run.executors.process import ProcessExecutor, log_path
+from farmer.graph.graph import Computation
 
 
 def comp(index: int, cmd: str, cid: str | None = None, timeout=None, env=None) -> Computation:
@@ -210,7 +210,7 @@ def test_programs_are_found_on_path_as_execvp_finds_them(executor, tmp_path, mon
 
 
 def test_the_event_loop_reports_what_is_ready_with_its_data():
-    from farmer.executors.events import READ, event_loop
+    from farmer.run.executors.events import READ, event_loop
 
     loop = event_loop()
     r, w = os.pipe()

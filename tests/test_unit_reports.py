@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from farmer.reports import github, model
+from farmer.report.pages import github
+from farmer.report.pages import model
 
 
 def entries(*spans):
@@ -64,9 +65,9 @@ def test_seconds():
 def test_last_build_tasks_rendered_in_parts_are_the_whole_rendered(count):
     """last-build.json's tasks are made a thousand at a time (memory at 100k), byte for byte
     what rendering them all at once gives."""
-    from farmer import report
-    from farmer.graph import Computation
-    from farmer.scheduler import Settled
+    from farmer.report import console as report
+    from farmer.graph.graph import Computation
+    from farmer.run.scheduler import Settled
 
     comps = [Computation(i, f"out/é{i}.txt", 't"x', outputs=[f"out/{i}"]) for i in range(count)]
     settled = {i: Settled("ran", "never built") for i in range(0, count, 3)}

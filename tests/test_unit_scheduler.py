@@ -1,13 +1,13 @@
-"""Unit tests for farmer/scheduler.py with a fake executor on a fake clock and fake hooks
+"""Unit tests for farmer/run/scheduler.py with a fake executor on a fake clock and fake hooks
 (SPEC §2 "Scheduling" and "Failure")."""
 
 from __future__ import annotations
 
 import pytest
 
-from farmer.executors.simulated import SimulatedExecutor
-from farmer.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Outcome, Scheduler
-from farmer.graph import Computation
+from farmer.run.executors.simulated import SimulatedExecutor
+from farmer.run.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Outcome, Scheduler
+from farmer.graph.graph import Computation
 
 
 def make_comps(n: int, edges=(), cpus=None, pools=None) -> list[Computation]:

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from farmer.executors.shell import Direct, direct
+from farmer.run.executors.shell import Direct, direct
 
 
 @pytest.mark.parametrize("cmd, argv, stdout, append", [

@@ -1,4 +1,4 @@
-"""farmer/shellscan.py: where /bin/sh (or shlex.split, for a python line) reads each
+"""farmer/manifest/shellscan.py: where /bin/sh (or shlex.split, for a python line) reads each
 placeholder of a command. `@` marks a placeholder in these tests."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from farmer.shellscan import (ANSI, ARITHMETIC, BACKSLASH, BACKTICK, BARE, DOLLAR, DOUBLE,
+from farmer.manifest.shellscan import (ANSI, ARITHMETIC, BACKSLASH, BACKTICK, BARE, DOLLAR, DOUBLE,
                               HEREDOC, SINGLE, contexts)
-from farmer.template import shell_quote
+from farmer.manifest.template import shell_quote
 
 SHELL_CASES = [
     # bare, next to quoted text of the author's own

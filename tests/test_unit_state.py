@@ -1,4 +1,4 @@
-"""Unit tests for farmer/state.py: `.farmer/state.db` (SPEC §4: traces, stat cache,
+"""Unit tests for farmer/store/state.py: `.farmer/state.db` (SPEC §4: traces, stat cache,
 measured durations; removing or breaking it only ever costs rebuilding)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from farmer.state import HISTORY_KEEP, SCHEMA_VERSION, Sample, State, Trace
+from farmer.store.state import HISTORY_KEEP, SCHEMA_VERSION, Sample, State, Trace
 
 
 @pytest.fixture
@@ -467,7 +467,7 @@ def test_a_state_db_error_is_one_line_without_the_sqlite3_package():
     from conftest import REPO, farmer_env
 
     code = ("import sys\n"
-            "from farmer import command, state\n"
+            "from farmer.build import command\n""from farmer.store import state\n"
             "def failing():\n"
             "    raise state.sqlite3.OperationalError('disk I/O error')\n"
             "print(command._guarded(failing), 'sqlite3' in sys.modules)\n")
@@ -481,7 +481,7 @@ def test_a_state_db_error_is_one_line_without_the_sqlite3_package():
 
 _SQLITE_WITHOUT_FUNCTOOLS = """\
 import sys
-from farmer import state
+from farmer.store import state
 {setup}
 s = state.State(sys.argv[1])
 s.save([state.Trace("out/a", "act", None, [("a.c", "d1")], [], [("out/a", "d2")])], [], [], {{}})

@@ -1,4 +1,4 @@
-"""Unit tests for farmer/template.py: `{name}` substitution (SPEC §1 "Substitution")."""
+"""Unit tests for farmer/manifest/template.py: `{name}` substitution (SPEC §1 "Substitution")."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from farmer import template
-from farmer.template import Ref, TemplateError
+from farmer.manifest import template
+from farmer.manifest.template import Ref, TemplateError
 
 
 def render(text, wildcards=None, files=None, variables=None, quote=False):

@@ -1,4 +1,4 @@
-"""farmer/tomlparse.py: toml_rs where installed, held to what tomllib (TOML 1.0, SPEC §1)
+"""farmer/manifest/tomlparse.py: toml_rs where installed, held to what tomllib (TOML 1.0, SPEC §1)
 accepts, with tomllib's messages for every invalid Farmfile."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import tomllib
 
 import pytest
 
-from farmer import farmfile, tomlparse
+from farmer.manifest import farmfile
+from farmer.manifest import tomlparse
 from farmer.errors import UsageError
 
 EVERY_KIND = '''

@@ -1,4 +1,4 @@
-"""Unit tests for farmer/traversal.py: a Spec becomes a checked graph of computations
+"""Unit tests for farmer/graph/traversal.py: a Spec becomes a checked graph of computations
 (SPEC §1 foreach / inputs / outputs, §3 graph errors, §4 computation ids)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from farmer import farmfile
+from farmer.manifest import farmfile
 from farmer.errors import UsageError
-from farmer.graph import Graph, select
-from farmer.traversal import traverse
+from farmer.graph.graph import Graph, select
+from farmer.graph.traversal import traverse
 
 
 def make(tmp_path, text: str, files=()) -> Graph:

@@ -1,4 +1,4 @@
-"""Unit tests for farmer/uptodate.py: the up-to-date rule and its reasons in SPEC §4 words
+"""Unit tests for farmer/plan/uptodate.py: the up-to-date rule and its reasons in SPEC §4 words
 (`never built`, `command changed`, `input PATH changed`, `inputs changed`, `output PATH
 missing`, `output PATH edited`, `always`, `world NAME changed`), and `to_run()`."""
 
@@ -9,11 +9,11 @@ import textwrap
 
 import pytest
 
-from farmer import farmfile
-from farmer.grains import Digests, hash_file
-from farmer.state import Trace
-from farmer.traversal import traverse
-from farmer.uptodate import action_fingerprint, out_of_date, to_run
+from farmer.manifest import farmfile
+from farmer.files.digests import Digests, hash_file
+from farmer.store.state import Trace
+from farmer.graph.traversal import traverse
+from farmer.plan.uptodate import action_fingerprint, out_of_date, to_run
 
 FARMFILE = """
 [task.compile]

@@ -391,7 +391,7 @@ def test_a_signal_as_a_rebuild_ends_stops_the_watch(project, watching, sig, dela
 
 def test_a_header_saved_while_its_reader_runs_is_built_again(project, watching):
     """The header a depfile names, saved after the command read it, before it ended: the
-    build records it as changed (farmer/recorder.py) and the watch builds again, as for a
+    build records it as changed (farmer/record/recorder.py) and the watch builds again, as for a
     declared input."""
     project.farmfile("""
         [task.compile]

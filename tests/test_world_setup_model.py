@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from farmer.executors.simulated import WorldSetups
-from farmer.graph import Computation
-from farmer.latency.predict import predict, remaining
+from farmer.run.executors.simulated import WorldSetups
+from farmer.graph.graph import Computation
+from farmer.plan.latency.predict import predict, remaining
 
 
 def world_tasks(n: int, world: str = "w", start: int = 0) -> list[Computation]:

@@ -10,10 +10,10 @@ import struct
 
 import pytest
 
-from farmer.farmfile import WorldSpec
-from farmer.worlds import protocol
-from farmer.worlds.manager import FifoDir, Futures, WorldTree
-from farmer.worlds.protocol import Decoder, ProtocolError, encode
+from farmer.manifest.farmfile import WorldSpec
+from farmer.run.worlds import protocol
+from farmer.run.worlds.manager import FifoDir, Futures, WorldTree
+from farmer.run.worlds.protocol import Decoder, ProtocolError, encode
 
 
 def test_round_trip_in_any_split():

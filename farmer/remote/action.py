@@ -1,6 +1,6 @@
 """A computation as a REAPI Action: the remote form of the output cache's key (SPEC §5).
 
-The local cache keys a computation by its action description (farmer/cache/key.py): the
+The local cache keys a computation by its action description (farmer/record/cache/key.py): the
 action fingerprint's parts, world, `[cache] env` values, programs, platform, and the inputs'
 paths and digests. The remote key is the digest of one REAPI Action built from the same
 description, in SHA-256:
@@ -37,7 +37,7 @@ from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_executio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from farmer.basedir import BaseDir
+    from farmer.graph.basedir import BaseDir
 
 KEY_ENV = "FARMER_KEY"
 VARIANTS_FILE = "variants.json"
@@ -82,7 +82,7 @@ def in_root(path: str) -> bool:
 def root_path(path: str, base: BaseDir | None) -> str | None:
     """Where a computation's file (a path from its working directory, or absolute) is in the
     input root: under the project root without a base directory, else under the base
-    (farmer/basedir.py); None for a file outside it (the platform's: keyed, not sent)."""
+    (farmer/graph/basedir.py); None for a file outside it (the platform's: keyed, not sent)."""
     if base is not None:
         return base.root_path(path)
     path = os.path.normpath(path)

@@ -1,7 +1,7 @@
 """The remote cache as one build uses it: a lookup before a computation runs, a restore from
 the CAS on a hit, an upload after a local run (SPEC §5).
 
-The key is the local cache's action description (farmer/cache/key.py) as a REAPI Action
+The key is the local cache's action description (farmer/record/cache/key.py) as a REAPI Action
 (farmer/remote/action.py). Uploads run on a thread of their own, off the critical path, outputs
 before the action-cache entry, so no other build sees a result whose blobs are not all there.
 Every remote problem is one warning and a local run: a dead server switches the remote off for
@@ -16,23 +16,23 @@ import queue
 import threading
 import time
 
-from farmer.grains import NotAFile
+from farmer.files.digests import NotAFile
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
 from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
-from farmer.queued import take_queued
+from farmer.files.queued import take_queued
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas
-from farmer.uptodate import digest_or_changed
+from farmer.plan.uptodate import digest_or_changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.grains import Digests
-    from farmer.graph import Computation
+    from farmer.files.digests import Digests
+    from farmer.graph.graph import Computation
 
 # the description's parts that are in the Command itself; the rest go into FARMER_KEY
 _IN_COMMAND = frozenset({"action", "env", "outputs", "depfile", "inputs", "inherited"})
@@ -115,7 +115,7 @@ class RemoteCache:
     # -- looking up and restoring ----------------------------------------------------------------
 
     def lookup(self, comp: Computation, description) -> RemoteLookup | None:
-        """The remote key of `comp` (its action description, farmer/cache/key.py) and the result
+        """The remote key of `comp` (its action description, farmer/record/cache/key.py) and the result
         cached for it (`.result` None: a miss); None when the remote cannot be used. One
         computation at a time, on the calling thread (a build's lookups go through
         farmer/remote/restorer.py, many at once)."""
@@ -264,7 +264,7 @@ class RemoteCache:
         if log not in done and os.path.exists(log):
             os.unlink(log)  # an older run's output is not this one's
         if comp.depfile and comp.ninja and comp.ninja.remove_depfile:  # ninja's deps = gcc: read once, then removed
-            from farmer.cache.use import write_depfile
+            from farmer.record.cache.use import write_depfile
 
             write_depfile(comp, found.discovered)  # for the recorder, as after a run
         return done

@@ -83,7 +83,7 @@ class RemoteSettings:
                  platform: dict[str, str] | None = None, salt: str = "", path: str = DEFAULT_PATH) -> None:
         self.endpoint, self.upload, self.execute, self.jobs = endpoint, upload, execute, jobs
         self.platform, self.salt, self.path = dict(platform or {}), salt, path
-        self.base = None  # farmer.basedir.BaseDir: input roots rooted there (a build.ninja's --base-dir)
+        self.base = None  # farmer.graph.basedir.BaseDir: input roots rooted there (a build.ninja's --base-dir)
 
     def __repr__(self) -> str:
         return (f"RemoteSettings({self.endpoint!r}, upload={self.upload}, execute={self.execute}, "

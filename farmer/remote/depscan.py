@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from farmer import depfile as depfiles
+from farmer.record import depfile as depfiles
 
 SCAN_TIMEOUT_S = 60.0
 _DROPPED = {"-MD", "-MMD", "-MP", "-M", "-MM", "-MG"}  # options that write a depfile or change what -M lists
@@ -27,8 +27,8 @@ _NOT_LITERAL = set("$`*?[~{\\")  # the shell would expand these: the words are n
 def scan_argv(command: str) -> list[str] | None:
     """The argv of the dependency scan of a compile command; None for a command that is not
     one plain compile."""
-    from farmer.basedir import compiler_name
-    from farmer.cache.key import _tokens
+    from farmer.graph.basedir import compiler_name
+    from farmer.record.cache.key import _tokens
 
     if any(c in _NOT_LITERAL for c in command):
         return None

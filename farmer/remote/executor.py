@@ -11,7 +11,7 @@ locally: the remote never fails a build nor leaves a wrong output.
 
 Eligible: a `cmd` computation, `remote` not false, cacheable, not in the console pool, whose
 outputs are under the project root, whose declared inputs are under it (or under the base
-directory, farmer/basedir.py: the input root is then the base), whose command does not name the
+directory, farmer/graph/basedir.py: the input root is then the base), whose command does not name the
 root's (nor the base's) absolute path (it would not be that path on a worker), and, with a
 depfile, built before or a plain compile whose headers a preprocessor scan lists
 (farmer/remote/depscan.py): its discovered inputs are sent too; absolute ones outside the base,
@@ -25,9 +25,9 @@ import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from farmer import depfile as depfiles
-from farmer.executors.base import Outcome
-from farmer.executors.relay import RelayExecutor
+from farmer.record import depfile as depfiles
+from farmer.run.executors.base import Outcome
+from farmer.run.executors.relay import RelayExecutor
 from farmer.remote import depscan
 from farmer.remote import restore as restoring
 from farmer.remote.action import in_root, root_path
@@ -35,15 +35,15 @@ from farmer.remote.cache import RemoteCache, RemoteLookup
 from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
 from farmer.remote.protos.google.rpc import code_pb2
 from farmer.remote.shas import Changed
-from farmer.uptodate import digest_or_changed
+from farmer.plan.uptodate import digest_or_changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.executors.process import ProcessExecutor
-    from farmer.graph import Computation
-    from farmer.state import Trace
+    from farmer.run.executors.process import ProcessExecutor
+    from farmer.graph.graph import Computation
+    from farmer.store.state import Trace
 
 DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout waits at most this long
 
@@ -114,7 +114,7 @@ class RemoteExecutor(RelayExecutor):
 
     def _plan(self, comp: Computation) -> _Plan | None:
         """The Action to run `comp` remotely, or None when it runs locally."""
-        from farmer.cache.key import uncacheable
+        from farmer.record.cache.key import uncacheable
 
         if (comp.kind != "cmd" or not comp.action or comp.world is not None or (comp.ninja and comp.ninja.console)
                 or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):

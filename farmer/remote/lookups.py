@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import time
 
-from farmer.executors.base import Executor, Outcome
-from farmer.executors.relay import RelayExecutor
+from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.relay import RelayExecutor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from farmer.graph import Computation
+    from farmer.graph.graph import Computation
     from farmer.remote.runcache import RemoteRunCache
 
 LOOKUPS = 16  # computations looked up at once, beyond the slots that run them (more made BuildGrid slower here)

@@ -13,8 +13,8 @@ import os
 
 import xxhash
 
-from farmer.atomic import Staged
-from farmer.grains import THIN_PREFIX
+from farmer.files.atomic import Staged
+from farmer.files.digests import THIN_PREFIX
 from farmer.remote.client import BATCH_LIMIT, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from farmer.queued import take_queued
+from farmer.files.queued import take_queued
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.cache import RemoteCache, RemoteLookup, variants_blob
@@ -32,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.graph import Computation
+    from farmer.graph.graph import Computation
 
 HIT, MISS, VARIANTS = "hit", "miss", "variants"
 

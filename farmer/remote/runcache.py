@@ -1,4 +1,4 @@
-"""The remote cache at the recorder's seam (farmer/recorder.py's RunCache), and the two caches
+"""The remote cache at the recorder's seam (farmer/record/recorder.py's RunCache), and the two caches
 in one: the local cache first, then the remote.
 
 Plain Python until a computation is about to consult the remote: only then is
@@ -8,17 +8,17 @@ nothing (every computation up to date) costs nothing more with a remote configur
 
 from __future__ import annotations
 
-from farmer.recorder import RunCache
+from farmer.record.recorder import RunCache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.executors.base import Executor, Outcome
-    from farmer.graph import Computation
+    from farmer.run.executors.base import Executor, Outcome
+    from farmer.graph.graph import Computation
     from farmer.remote.config import RemoteSettings
-    from farmer.session import Session
-    from farmer.state import Trace
+    from farmer.plan.session import Session
+    from farmer.store.state import Trace
 
 
 class RemoteRunCache(RunCache):
@@ -48,7 +48,7 @@ class RemoteRunCache(RunCache):
                 self.broken = True
                 self.warn(f"farmer: warning: {e}; building without the remote")
                 return None
-            from farmer.cache.key import Programs
+            from farmer.record.cache.key import Programs
             from farmer.remote.cache import RemoteCache
 
             digests = self.session.digests
@@ -80,12 +80,12 @@ class RemoteRunCache(RunCache):
         return LookupExecutor(executor, jobs, self, t0), jobs + LOOKUPS
 
     def describe(self, comp: Computation, inputs: list[tuple[str, str]]):
-        from farmer.cache.key import describe
+        from farmer.record.cache.key import describe
 
         return describe(comp, self.session.world_fingerprint(comp.world), inputs, self.env_names, self.programs)
 
     def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
-        from farmer.cache.key import describe, uncacheable
+        from farmer.record.cache.key import describe, uncacheable
 
         if uncacheable(comp) is not None:
             return None
@@ -123,7 +123,7 @@ class RemoteRunCache(RunCache):
             self.session.state.save_sha256(self.remote.shas.taken())
 
     def log_of(self, comp: Computation) -> str:
-        from farmer.executors.process import log_path
+        from farmer.run.executors.process import log_path
 
         return log_path(self.logs, comp.id)
 

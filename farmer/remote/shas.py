@@ -1,6 +1,6 @@
 """SHA-256 digests of files, once per change: REAPI servers take no xxhash.
 
-farmer knows every file by its xxh3 content digest (farmer/grains.py, behind the stat cache).
+farmer knows every file by its xxh3 content digest (farmer/files/digests.py, behind the stat cache).
 The side table in state.db maps such a digest to the file's SHA-256 and size, so a file is
 SHA-hashed once per content, and only when it goes to a remote. Both digests are taken in one
 read of the file; a file whose xxh3 then differs from the one farmer had changed meanwhile and
@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-from farmer.grains import THIN_PREFIX
+from farmer.files.digests import THIN_PREFIX
 from farmer.remote.client import Digest
 
 _CHUNK = 1 << 20

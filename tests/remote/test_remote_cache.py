@@ -15,15 +15,15 @@ from .conftest import c_sources
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-from farmer.cache.key import Programs, describe  # noqa: E402
-from farmer.grains import Digests  # noqa: E402
-from farmer.project import load  # noqa: E402
+from farmer.record.cache.key import Programs, describe  # noqa: E402
+from farmer.files.digests import Digests  # noqa: E402
+from farmer.graph.load import load  # noqa: E402
 from farmer.remote.cache import RemoteCache  # noqa: E402
 from farmer.remote.client import Blob, digest_of  # noqa: E402
 from farmer.remote.config import Endpoint, RemoteSettings  # noqa: E402
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
-from farmer.state import State  # noqa: E402
-from farmer.uptodate import digest_or_changed  # noqa: E402
+from farmer.store.state import State  # noqa: E402
+from farmer.plan.uptodate import digest_or_changed  # noqa: E402
 
 FARMFILE = """\
 [task.objects]
@@ -74,7 +74,7 @@ class Build:
             self.status[comp.id] = "ran"
             discovered = []
             if comp.depfile:
-                from farmer import depfile
+                from farmer.record import depfile
                 deps = depfile.parse(open(comp.depfile).read())
                 discovered = [(p, digest_or_changed(self.digests, p)) for p in deps if p not in comp.inputs]
             for out in comp.outputs:
@@ -222,7 +222,7 @@ def test_the_sha_side_table_is_filled(tmp_path, settings, monkeypatch):
     first = checkout(tmp_path / "a")
     build(first, settings(), monkeypatch)
     state = State(os.path.join(first, ".farmer"))
-    from farmer.grains import hash_file
+    from farmer.files.digests import hash_file
     assert state.sha256(hash_file(os.path.join(first, "src/util.c")))[1] == os.path.getsize(os.path.join(first, "src/util.c"))
     state.close()
     shutil.rmtree(first)

@@ -1,5 +1,5 @@
 """A CMake project's build.ninja (absolute paths everywhere) with a base directory
-(farmer/basedir.py) against a real BuildGrid: its compiles and links run on the workers and the
+(farmer/graph/basedir.py) against a real BuildGrid: its compiles and links run on the workers and the
 program works; a second checkout at another path restores everything from the remote, and a
 third from the local cache; without a base directory nothing is shared nor sent."""
 

@@ -15,14 +15,14 @@ from .conftest import c_sources
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-from farmer.cache.key import Programs, describe  # noqa: E402
-from farmer.executors.process import ProcessExecutor, log_path  # noqa: E402
-from farmer.grains import Digests  # noqa: E402
-from farmer.project import load  # noqa: E402
+from farmer.record.cache.key import Programs, describe  # noqa: E402
+from farmer.run.executors.process import ProcessExecutor, log_path  # noqa: E402
+from farmer.files.digests import Digests  # noqa: E402
+from farmer.graph.load import load  # noqa: E402
 from farmer.remote.cache import RemoteCache  # noqa: E402
 from farmer.remote.config import Endpoint, RemoteSettings  # noqa: E402
 from farmer.remote.executor import RemoteExecutor  # noqa: E402
-from farmer.state import State, Trace  # noqa: E402
+from farmer.store.state import State, Trace  # noqa: E402
 
 FARMFILE = """\
 [task.objects]
@@ -101,7 +101,7 @@ class Run:
                 for p in comp.outputs:
                     self.digests.forget(p)
                 if comp.depfile and outcome.ok:
-                    from farmer import depfile
+                    from farmer.record import depfile
                     listed = depfile.parse(open(comp.depfile).read())
                     self.traces[cid] = Trace(cid, "", None, [], [(p, "") for p in listed if p not in comp.inputs], [])
                 return outcome, comp.index in self.ex.remote_ran

@@ -109,7 +109,7 @@ def test_settings_precedence_cli_then_environment_then_farmfile():
 
 
 def test_with_a_base_directory_the_input_root_is_the_base_and_the_command_runs_in_the_build_dir():
-    from farmer.basedir import BaseDir
+    from farmer.graph.basedir import BaseDir
     from farmer.remote.merkle import flatten
 
     def cmake(base: BaseDir):

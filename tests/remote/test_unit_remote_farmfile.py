@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from farmer import farmfile
+from farmer.manifest import farmfile
 from farmer.errors import UsageError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -63,7 +63,7 @@ def test_bad_values_are_one_line_errors_with_the_line(tmp_path, body, words):
 
 def test_the_table_survives_the_graph_cache(tmp_path):
     (tmp_path / "Farmfile").write_text(GOOD)
-    code = ("import sys; from farmer.project import load\n"
+    code = ("import sys; from farmer.graph.load import load\n"
             "spec, g = load(sys.argv[1], write_cache=True)\n"
             "print(spec.remote.table() if spec.remote else None, g.computations[0].remote)\n")
     env = {**os.environ, "PYTHONPATH": REPO}

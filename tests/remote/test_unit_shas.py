@@ -11,9 +11,9 @@ import pytest
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-from farmer.grains import hash_file  # noqa: E402
+from farmer.files.digests import hash_file  # noqa: E402
 from farmer.remote.shas import Changed, Shas  # noqa: E402
-from farmer.state import State  # noqa: E402
+from farmer.store.state import State  # noqa: E402
 
 
 def test_digests_are_recorded_in_state_db_and_read_back(tmp_path):

@@ -1,0 +1,1 @@
+"""One build composed: the only package that knows all the others."""

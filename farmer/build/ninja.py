@@ -1,0 +1,222 @@
+"""build.ninja support: `farmer build -f build.ninja` (or `--ninja`).
+
+`load` reads a ninja manifest (lexer.py, parser.py) into the same graph of computations a
+Farmfile gives (graph.py), so the scheduler, state, reports, plan, graph, query and clean
+work unchanged. `regenerate` does what ninja does before a build: when the manifest is
+itself the output of an edge (CMake's re-run rule), it brings that edge up to date first and
+reads the manifest again. See docs/ninja.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from farmer.files.atomic import collector_paused
+from farmer.errors import UsageError
+from farmer.manifest.spec import Spec
+from farmer.graph.graph import Graph
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.graph.graph import Computation
+    from farmer.files.lock import ProjectLock
+    from farmer.store.state import State
+
+_MAX_REGENERATIONS = 3
+
+
+def is_manifest(name: str) -> bool:
+    return name.endswith(".ninja")
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """`path` from the root, as pathlib's `Path(path).absolute()` gives it (what the graph
+    cache's key has always named; pathlib itself, with `fnmatch`, `re` and `urllib.parse`,
+    is not imported for it): relative to the working directory, without `.` components
+    and doubled slashes, `..` kept (folding it would skip a symlink)."""
+    path = os.fspath(path)
+    if not path.startswith("/"):
+        path = os.path.join(os.getcwd(), path)
+    lead = "//" if path.startswith("//") and not path.startswith("///") else "/"
+    return lead + "/".join(p for p in path.split("/") if p and p != ".")
+
+
+def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | None = None,
+         later: list[Callable[[], None]] | None = None) -> tuple[Spec, Graph]:
+    """Read the manifest at `path` and make its graph (from the graph cache while no manifest
+    file changed); the manifest's directory becomes the working directory, as with
+    `ninja -C`. Only commands that hold the lock write the cache (`write_cache`).
+    `base_dir`: --base-dir (else FARMER_BASE_DIR): the commands are rewritten (farmer/graph/basedir.py).
+    `later`: where the cache's write goes instead of being done now (command.load_project)."""
+    from farmer.graph import ninja_cache as cache
+    from farmer.graph.ninja_edges import build_graph
+    from farmer.manifest.ninja_parser import parse_manifest
+
+    path = absolute(path)
+    root = os.path.dirname(path)
+    farmer_dir = os.path.join(root, ".farmer")
+    if not os.path.isdir(root):
+        raise UsageError(f"{path}: cannot read the ninja manifest: no such directory")
+    os.chdir(root)
+    with collector_paused():  # reading makes objects and frees almost none (a fifth of a 20k-edge parse)
+        cached = cache.load(farmer_dir, path)
+        if cached is None:
+            manifest = parse_manifest(path)
+            spec, graph, checks = build_graph(manifest)
+    if cached is not None:
+        spec, graph, warnings = cached
+    else:
+        warnings = manifest.warnings
+        if write_cache:
+            def save() -> None:  # (not functools.partial: the start-up rule)
+                cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
+
+            if later is None or _rebased(base_dir):  # saved before the rebase below
+                save()
+            else:
+                later.append(save)
+    for w in warnings:
+        print(f"farmer: warning: {w}", file=sys.stderr)
+    if _rebased(base_dir):
+        from farmer.graph import basedir
+
+        given, source = basedir.setting(base_dir)
+        base = basedir.resolve(given, root, source)
+        basedir.rebase(graph, base)
+        spec.digest = basedir.tagged(spec.digest, base)
+    return spec, graph
+
+
+def _rebased(base_dir: str | None) -> bool:
+    """Whether a base directory is set (`basedir.setting`'s value), without importing
+    farmer/graph/basedir.py: nearly every build has none."""
+    return bool(base_dir if base_dir is not None else os.environ.get("FARMER_BASE_DIR"))
+
+
+def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock | None = None,
+               state: State | None = None) -> tuple[Spec, Graph, State | None, int]:
+    """Bring the manifest up to date when an edge makes it, and read it again when that edge
+    ran. Returns the (new) spec and graph, the state still open for the build, and the exit
+    code of the regeneration (0: go on). `lock`, `state`: the project's lock and state.db as
+    the caller holds them (a first build then opens state.db once); a regeneration's own
+    build closes both, and the state returned is then None (the build opens its own)."""
+    from farmer.build.run import run_build
+
+    name = os.path.basename(spec.path)
+    for _ in range(_MAX_REGENERATIONS):
+        i = graph.producer.get(name)
+        if i is None or graph.computations[i].kind is None:
+            break
+        to_run = _plan(spec, graph, name, state)
+        # Made by the user (`cmake -G Ninja`, `cmake -DX=1 .`) after its inputs changed.
+        if i in to_run and _adopt(spec, graph, i, state=state):
+            to_run = _plan(spec, graph, name, state)
+        if not to_run:
+            break
+        code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None), lock,
+                         state=state)
+        state = None  # closed by that build, as the lock was released
+        if code != 0:
+            return spec, graph, None, code
+        spec, graph = load(spec.path, write_cache=True, base_dir=opts.base_dir)
+        # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
+        j = graph.producer.get(name)
+        if j is not None and graph.computations[j].kind is not None:
+            _adopt(spec, graph, j, ran=True)
+    return spec, graph, state, 0
+
+
+def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | None:
+    """The stat data of the inputs of the edge that makes the manifest (none without one),
+    for the no-op stamp; None when one of them cannot vouch for itself (farmer/store/ninja_stamp.py)."""
+    from farmer.store import ninja_stamp as ninjastamp
+
+    i = graph.producer.get(os.path.basename(spec.path))
+    if i is None or graph.computations[i].kind is None:
+        return []
+    return ninjastamp.observe(list(graph.computations[i].inputs))
+
+
+def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
+    """What a build's no-op proof rests on besides itself (written once its first commands
+    have started: without the proof, which only a good build writes, it proves nothing)."""
+    from farmer.store import ninja_stamp as ninjastamp
+    from farmer.graph import ninja_cache as cache
+
+    farmer_dir = os.path.join(spec.root, ".farmer")
+    files = cache.manifest_files(farmer_dir, spec.path)
+    if files is None:  # not cached (read too soon after it changed): the next build stamps
+        ninjastamp.forget(farmer_dir)
+        return
+    ninjastamp.write(farmer_dir, spec.path, spec.digest, files + regenerated_from)
+
+
+def _plan(spec: Spec, graph: Graph, target: str, state: State | None = None) -> dict[int, str]:
+    """What a build of `target` would run; `state`: the caller's (left open), else read alone."""
+    from farmer.plan.session import open_session
+
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target],
+                           readonly=state is None, state=state)
+    try:
+        return session.to_run()
+    finally:
+        if state is None:
+            session.state.close()
+
+
+def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | None = None) -> bool:
+    """A generator edge out of date for farmer (never run by it, or an input changed: the user
+    ran cmake) whose outputs are all newer than its inputs, as ninja judges it, is taken as
+    built: its trace is recorded now, so the build does not rerun the generator. Its inputs must be source files (or phony aliases).
+    `ran`: the edge just ran (in the manifest before this one): record it as it is now.
+    `state`: the caller's, who holds the lock (left open); else both are taken here."""
+    comps = graph.computations
+    comp = comps[i]
+    if not ran:
+        if not comp.ninja.generator or any(comps[p].kind is not None for p in comp.producers):
+            return False
+        try:
+            oldest_output = min(os.stat(p).st_mtime_ns for p in comp.outputs)
+            newest_input = max((os.stat(p).st_mtime_ns for p in comp.inputs), default=0)
+        except (OSError, ValueError):
+            return False
+        if newest_input > oldest_output:
+            return False
+    if state is not None:
+        _record_now(graph, comp, state)
+        return True
+    from farmer.files.lock import ProjectLock
+    from farmer.store.state import State
+
+    farmer_dir = os.path.join(spec.root, ".farmer")
+    with ProjectLock(farmer_dir):
+        state = State(farmer_dir)
+        try:
+            _record_now(graph, comp, state)
+        finally:
+            state.close()
+    return True
+
+
+def _record_now(graph: Graph, comp: Computation, state: State) -> None:
+    """Save `comp`'s trace as its inputs and outputs are now."""
+    from farmer.files.digests import Digests, NotAFile
+    from farmer.store.state import Trace
+    from farmer.plan.uptodate import timed_outputs
+
+    digests = Digests(state.stat_cache())
+    digests.timed = timed_outputs(graph)
+
+    def digest(path: str) -> str:
+        try:
+            return digests.digest(path) or "missing"
+        except NotAFile:
+            return "not-a-file"
+
+    trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs], [],
+                  [(p, digest(p)) for p in comp.outputs])
+    # A first build makes state.db with its first batch, after its first commands have started.
+    state.save_later([trace], digests.changed)

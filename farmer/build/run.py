@@ -1,0 +1,350 @@
+"""`farmer build`: a project's graph, its state and the scheduler brought together.
+
+The order of a build: take the lock, open the session (state, proof, selection: session.py),
+decide what would run and predict it, then run the scheduler with an executor (processes
+and worlds, or one handed in), each run prepared and recorded by the recorder
+(recorder.py). last-build.json is written at the end of every build that got the lock,
+whatever its outcome; the no-op proof only after a good one.
+"""
+
+from __future__ import annotations
+
+import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
+import os
+import sys
+import time
+
+from farmer.report import lastbuild
+from farmer.store import proof as noop
+from farmer.run import orphans
+from farmer.report import console as report
+from farmer.run.executors.base import Executor, Outcome
+from farmer.report.lastbuild import summary_line
+from farmer.plan.latency import critical
+from farmer.plan.latency.predict import Prediction
+from farmer.plan.latency.seconds import Seconds
+from farmer.files.lock import ProjectLock
+from farmer.files.private import make_dir
+from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
+from farmer.plan.session import BuildOptions, Session, open_session
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.graph.graph import Graph
+    from farmer.record.recorder import RunCache
+    from farmer.manifest.spec import Spec
+    from farmer.store.state import State
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# From this many computations to run (and -j 2 or more: one at a time, nothing overlaps
+# the spawns), processes are started from a forked child (executors/forked.py): the fork
+# costs about what one spawn's wait does.
+_FORK_FROM = 32
+
+
+def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
+              proof: noop.Proof | None = None, executor: Executor | None = None,
+              cache: RunCache | None = None, state: State | None = None,
+              later: list[Callable[[], None]] | None = None) -> int:
+    """`lock`: the project's, when the caller holds it already (it is released here);
+    `proof`: the no-op proof the caller checked; `executor`: what runs the computations
+    instead of processes and worlds (a fake one in tests, as ninja's FakeCommandRunner);
+    `cache`: where outputs are looked up before a run and stored after (recorder.py);
+    `state`: state.db as the caller opened it (closed here); `later`: work done (and
+    taken from the list) once the first commands have started, or at the end of a build
+    that ran none, under the lock."""
+    farmer_dir = os.path.join(spec.root, ".farmer")
+    build = _Build(opts, farmer_dir, cache)
+    build.later = later if later is not None else []
+    lock = lock or ProjectLock(farmer_dir)
+    if not opts.dry_run:
+        if lock.fd is None:
+            lock.acquire()
+        # What killed farmers left, whether or not this build starts a world (theirs only,
+        # never a live farmer's): once the first commands have started.
+        build.later.append(_sweep_fifo_dirs)
+        orphans.kill_orphans(farmer_dir)  # before planning: they would race this build
+        build.early = lock.early  # a signal since the lock was taken stops this build
+        lock.defer_signals()
+    try:
+        build.session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof,
+                                     state=state)
+        if not opts.dry_run:
+            noop.forget(farmer_dir)  # read above; this build may change what it rests on
+        try:
+            code = build.run(executor)
+            while build.later:  # nothing started, so nothing came before it
+                build.later.pop()()
+            build.conclude()
+            return code
+        finally:
+            build.session.state.close()
+    finally:
+        lock.release()
+
+
+class _Build:
+    """One build, from its session to its summary line."""
+
+    __slots__ = ("opts", "farmer_dir", "cache", "started_at", "t0", "early", "session", "prediction",
+                 "groups", "ending", "later")
+
+    def __init__(self, opts: BuildOptions, farmer_dir: str, cache: RunCache | None) -> None:
+        self.opts = opts
+        self.farmer_dir = farmer_dir
+        self.cache = cache
+        self.started_at = time.time()
+        self.t0 = time.monotonic()  # the build's start: every time in last-build.json counts from here
+        self.early: list[int] = []  # a signal while planning: the build stops before it runs anything
+        self.session: Session
+        self.prediction: Prediction
+        self.groups = orphans.GroupLog(farmer_dir)  # the process groups it starts
+        self.ending: tuple[bytearray | None, str] | None = None  # finish's: what `conclude` does
+
+    def run(self, given: Executor | None) -> int:
+        session, opts = self.session, self.opts
+        comps = session.graph.computations
+        self.prediction = prediction = session.predict(session.to_run(), opts.jobs,
+                                                       worlds=not opts.no_worlds)
+        to_run = prediction.to_run
+        if self.early:  # interrupted while planning: nothing ran, last-build.json says so
+            return self.finish({i: Settled(SKIPPED, "build stopped") for i in session.selected},
+                               {}, self.early[0], {})
+        if opts.dry_run:
+            for i in prediction.simulation.start_order:
+                print(f"{comps[i].task} {comps[i].id}: {to_run[i]}")
+            predicted = f"predicted {prediction.makespan_s:.2f} s" if prediction.known else "no history yet"
+            print(f"farmer: would run {len(to_run)} of {len(session.selected)} computations; {predicted}")
+            return 0
+        if not to_run:
+            # Nothing is out of date: the scheduler would only settle everything as up to date.
+            return self.finish({}, {}, None, {})
+        # Start-up rule (docs/performance.md): what runs computations is imported by a build
+        # that has some to run.
+        from farmer.build.hooks import BuildHooks
+        from farmer.files.confine import check_inside
+        from farmer.record.recorder import Recorder
+
+        if not (session.graph.paths_first or session.graph.inside_checked):
+            # a cached graph's symlinks were checked on another day
+            check_inside(session.spec.root, [comps[i] for i in to_run])
+
+        logs = os.path.join(self.farmer_dir, "logs")
+        logs_new = not os.path.lexists(logs)  # a first build: no log of an older run to remove
+        make_dir(logs)
+        live = opts.live and not self._console(to_run)  # it owns the terminal
+        reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
+        cache = self.cache or self._caches(logs, reporter.message)
+        recorder = Recorder(session, reporter.message, cache)
+        hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
+        hooks.later = self.later
+        # last-build.json's predicted makespan, simulated once the first commands run (after
+        # the graph cache's write): at the end the build holds the most (at 100 000
+        # computations, the simulation's tables on top of it were the build's peak).
+        self.later.insert(0, lambda p=prediction: p.makespan_s)
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
+        if self.early and hooks.signal is None:  # one that came since the check above
+            hooks.signal = self.early[0]
+        old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        if not hasattr(os, "pidfd_open"):
+            signal.signal(signal.SIGCHLD, lambda *_: None)
+        # (a live view's thread, or a cache's, would keep the process starter from forking
+        # once it runs: it forks before)
+        executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message,
+                                                                  logs_new, live or cache is not None)
+        executor, jobs = self._remote_executor(executor, cache, given is not None)
+        alongside = getattr(cache, "lookups_alongside", None)  # remote lookups many at once
+        if alongside is not None and given is None:
+            executor, jobs = alongside(executor, jobs, self.t0)
+        # Only what the plan would run goes through the scheduler: nothing else can change,
+        # because every consumer of something that runs is in the plan too.
+        scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
+                              jobs, session.spec.pools, opts.keep_going, executor, hooks)
+        hooks.scheduler = scheduler
+        hooks.executor = executor
+        if isinstance(reporter, report.LiveReporter):
+            reporter.setting_up = executor.worlds_setting_up
+            reporter.start()
+        try:
+            settled = scheduler.run()
+        finally:
+            executor.close()
+            self.groups.close()  # all it started has ended or been killed
+            signal.set_wakeup_fd(old_wakeup)
+            for s in old_handlers:  # the outcome is decided: a signal now changes it no more
+                signal.signal(s, self._late_signal)
+            os.close(wake_r)
+            os.close(wake_w)
+            hooks.print_finished()
+            reporter.close()
+            recorder.record_world_setups(executor.worlds_set_up())
+            recorder.flush()
+            recorder.cache.close(interrupted=hooks.signal is not None)
+        # The handlers stay recording: farmer exits right after, or `farmer watch` stops once
+        # this build has returned (a ninja manifest rebuild runs the next build, which stops
+        # before it runs anything).
+        hooks.scheduler = hooks.executor = None  # no cycles: all of it goes once `run` returns
+        outcomes, signum = hooks.outcomes, hooks.signal
+        slots_of = scheduler.slots_of if opts.trace_file else {}
+        # The end needs nothing else of the run, nor of the prediction but its makespan: their
+        # tables go before it is made (at 100 000 computations, tens of MB).
+        prediction.keep_makespan()
+        del scheduler, hooks, recorder, executor, reporter, prediction, to_run
+        return self.finish(settled, outcomes, signum, slots_of)
+
+    def _late_signal(self, signum: int, frame: object) -> None:
+        """A signal once the outcome is decided: kept for whoever holds the lock next (the
+        lock's `early`: a watch stops, a build that follows under it stops before running)."""
+        self.early.append(signum)
+
+    def _caches(self, logs: str, warn) -> RunCache | None:
+        """The local output cache and the remote one, as the build has them turned on."""
+        local = self._local_cache(logs, warn)
+        remote = self._remote_cache(logs, warn)
+        if remote is None:
+            return local
+        from farmer.remote.runcache import Layered
+
+        return Layered(local, remote)
+
+    def _remote_cache(self, logs: str, warn) -> RunCache | None:
+        """The remote cache (farmer/remote/), when --remote, FARMER_REMOTE or [remote] names a
+        server; grpc is imported only when a computation first consults it."""
+        spec = self.session.spec
+        if not (self.opts.remote.get("url") or os.environ.get("FARMER_REMOTE") or spec.remote and spec.remote.url):
+            return None
+        from farmer.errors import UsageError
+        from farmer.remote import config
+        from farmer.remote.runcache import RemoteRunCache
+
+        try:
+            settings = config.resolve(**self.opts.remote, table=spec.remote.table() if spec.remote else None)
+        except config.RemoteConfigError as e:
+            raise UsageError(str(e)) from None
+        if settings is None:
+            return None
+        if self.session.graph.paths_first:  # a build.ninja: its --base-dir roots the input roots
+            from farmer.graph import basedir
+
+            given, source = basedir.setting(self.opts.base_dir)
+            settings.base = basedir.resolve(given, spec.root, source)
+        env = spec.cache.env if spec.cache is not None else []
+        return RemoteRunCache(settings, self.session, env, logs, warn)
+
+    def _remote_executor(self, executor: Executor, cache: RunCache | None, given: bool) -> tuple[Executor, int]:
+        """With --remote-exec, the executor that sends eligible computations to the remote, and
+        the scheduler's slots: -j local ones and `[remote] jobs` remote ones."""
+        remote = getattr(cache, "remote_for_exec", None)
+        settings = getattr(cache, "settings", None)
+        if given or remote is None or settings is None or not settings.execute:
+            return executor, self.opts.jobs
+        engine = remote()
+        if engine is None:
+            return executor, self.opts.jobs
+        from farmer.remote.executor import RemoteExecutor
+
+        return (RemoteExecutor(executor, engine, self.opts.jobs, self.t0, cache.describe, self.session.trace,
+                               cache.log_of, cache.warn), self.opts.jobs + settings.jobs)
+
+    def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool,
+                  threads: bool) -> Executor:
+        """Processes; and worlds when the plan has a world task (not with --no-worlds,
+        where each runs in a fresh python3). Every computation that can run is in the plan,
+        so a plan without world tasks needs no world, nor the modules that drive them.
+        `threads`: threads may start before the first command (executors/forked.py)."""
+        from farmer.run.executors.process import ProcessExecutor
+
+        opts, comps = self.opts, self.session.graph.computations
+        executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
+        executor.groups = self.groups
+        executor.logs_new = logs_new
+        # (only a Farmfile that declares worlds has world tasks)
+        if opts.no_worlds or not self.session.spec.worlds or all(comps[i].world is None for i in to_run):
+            # (the console pool's commands run in farmer's process group, on its terminal)
+            if opts.jobs > 1 and len(to_run) >= _FORK_FROM and not self._console(to_run):
+                from farmer.run.executors.forked import forked
+
+                return forked(executor, comps, wake_fd, at_once=threads,  # a starter a CPU
+                              starters=min(opts.jobs, os.cpu_count() or 1))
+            return executor
+        from farmer.run.executors.composite import with_worlds
+
+        return with_worlds(executor, self.session.spec, comps, to_run, logs, self.t0, opts.timeout,
+                           warn, opts.worlds, self.session.world_fingerprint)
+
+    def _console(self, to_run: dict[int, str]) -> bool:
+        """Whether the plan runs a command of ninja's console pool (only a build.ninja has
+        one: a Farmfile's graph is not looked through)."""
+        comps = self.session.graph.computations
+        return self.session.graph.paths_first and any(comps[i].ninja and comps[i].ninja.console
+                                                      for i in to_run)
+
+    def _local_cache(self, logs: str, warn) -> RunCache | None:
+        """The local output cache (farmer/record/cache/), when it is turned on; nothing of it is
+        imported otherwise."""
+        opts, spec = self.opts, self.session.spec
+        if opts.cache is False or opts.cache is None and spec.cache is None and not os.environ.get("FARMER_CACHE"):
+            return None
+        from farmer.record.cache.use import for_build
+
+        return for_build(spec.cache, spec.root, opts.cache, opts.cache_dir, self.session.digests, logs, warn)
+
+    def finish(self, settled: dict[int, Settled], outcomes: dict[int, Outcome],
+               signum: int | None, slots_of: dict[int, list[int]]) -> int:
+        """The end of every build that got the lock: last-build.json, the trace, the summary.
+        `settled`: how computations settled; every selected one not in it is up to date."""
+        session, opts = self.session, self.opts
+        comps = session.graph.computations
+        if not opts.dry_run:  # what was hashed this build need not be hashed the next
+            session.state.save([], [], [], session.digests.changed)
+            session.digests.changed = {}
+        wall = time.monotonic() - self.t0
+        measured = Seconds(len(comps), session.affected)  # by index: no dict of floats at 100 000
+        for i in session.affected:
+            outcome = outcomes.get(i)
+            if outcome is not None:
+                measured[i] = outcome.end_s - outcome.start_s
+        critical_s = max(critical.latencies(comps, session.affected, measured).values(), default=0.0)
+        if signum is not None:
+            status, code = "interrupted", 128 + signum
+        elif any(s.status == FAILED for s in settled.values()):
+            status, code = "failed", 1
+        else:
+            status, code = "ok", 0
+        counts = lastbuild.tally(len(session.selected), [s.status for s in settled.values()])
+        head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,
+                                self.prediction.makespan_s)
+        lastbuild.write(self.farmer_dir, head, session.last_build_tasks(settled, outcomes))
+        if opts.trace_file:
+            from farmer.report.timeline import write_chrome_trace
+
+            spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
+            measured = {i: o.end_s - o.start_s for i, o in outcomes.items()}
+            ran_latency = critical.expected_latency(comps, session.affected, measured)
+            path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
+            write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
+        ran = session.ran(outcomes) if status == "ok" else None
+        self.ending = (ran, summary_line(counts, wall, critical_s, status))
+        return code
+
+    def conclude(self) -> None:
+        """After `run`: a good build's proof, then the summary line. Apart from `finish`, so
+        that the proof is made once the scheduler, the recorder, the outcomes and the
+        prediction are gone (at 100 000 computations, tens of MB it can reuse)."""
+        if self.ending is None:
+            return
+        (ran, line), self.ending = self.ending, None
+        self.prediction = None  # type: ignore[assignment]
+        if ran is not None:
+            self.session.write_proof(self.farmer_dir, self.opts.targets, ran)
+        print(line, flush=True)
+
+
+def _sweep_fifo_dirs() -> None:
+    from farmer.run.worlds.sweep import sweep
+
+    sweep()
+

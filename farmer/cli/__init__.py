@@ -1,0 +1,1 @@
+"""The command line: argv in, exit status out."""

@@ -1,0 +1,318 @@
+"""The command line (SPEC §3): parse, call, print. Nothing here decides what a build does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from farmer import __version__
+from farmer.build import command
+from farmer.cli import completion
+from farmer.errors import UsageError
+
+
+def _project_options(f):
+    f = click.option("-f", "farmfile", default="Farmfile", metavar="FARMFILE",
+                     help="The Farmfile, relative to -C DIR (default: Farmfile).")(f)
+    f = click.option("-C", "directory", default=None, metavar="DIR",
+                     help="Change to DIR before anything else.")(f)
+    f = click.option("--ninja", is_flag=True, expose_value=False, callback=_remember_ninja,
+                     help="Read FARMFILE as a ninja manifest (default -f: build.ninja).")(f)
+    return f
+
+
+def _remember_ninja(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta["farmer.build.ninja"] = value
+    return value
+
+
+def _load(directory: str | None, farmfile: str, write_cache: bool = False):
+    """Read the Farmfile (or the ninja manifest) and traverse it; the project root becomes
+    the working directory."""
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    return command.load_project(directory, farmfile, write_cache, ctx.meta.get("farmer.build.ninja", False), given)
+
+
+def _remote_options(f):
+    """SPEC §5's --remote* flags (docs/remote.md); each overrides FARMER_REMOTE* and [remote]."""
+    f = click.option("--remote-timeout", "remote_timeout", type=float, default=None, metavar="S",
+                     help="Deadline of each remote call (default 30).")(f)
+    f = click.option("--no-remote-upload", "no_remote_upload", is_flag=True,
+                     help="Use the remote cache read-only: upload nothing.")(f)
+    f = click.option("--remote-exec", "remote_exec", is_flag=True,
+                     help="Run eligible commands on the remote's workers.")(f)
+    f = click.option("--remote-header", "remote_headers", multiple=True, metavar="NAME=VALUE",
+                     help="A header sent with every remote call (repeatable; never logged).")(f)
+    f = click.option("--remote-instance", "remote_instance", default=None, metavar="NAME",
+                     help="The remote's instance name.")(f)
+    return click.option("--remote", "remote_url", default=None, metavar="URL",
+                        help="A REAPI server, grpc://HOST:PORT or grpcs://HOST[:PORT] (remote cache).")(f)
+
+
+def _remote_flags(given: dict) -> dict | None:
+    """The --remote* flags given, as farmer.remote.config.resolve takes them (checked now: a
+    bad one is a usage error before anything runs)."""
+    flags = {"url": given["remote_url"], "instance": given["remote_instance"],
+             "headers": tuple(given["remote_headers"]), "execute": True if given["remote_exec"] else None,
+             "upload": False if given["no_remote_upload"] else None, "timeout": given["remote_timeout"]}
+    if not any(v for v in flags.values() if v is not None):
+        return None
+    from farmer.remote import config
+
+    try:
+        if flags["url"]:
+            config.parse_url(flags["url"])
+        for h in flags["headers"]:
+            config.parse_header(h)
+        if flags["timeout"] is not None and not 0 < flags["timeout"] <= 1e6:
+            raise config.RemoteConfigError(f"--remote-timeout {flags['timeout']:g}: must be above 0 seconds")
+    except config.RemoteConfigError as e:
+        raise click.UsageError(str(e)) from None
+    return flags
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="farmer", message="%(prog)s %(version)s")
+def cli() -> None:
+    """farmer: a make-like incremental build executor."""
+
+
+@cli.command()
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
+@_project_options
+@click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
+@click.option("-l", "load", type=float, default=None, help="Start nothing new while the load average is above LOAD.")
+@click.option("-k", "keep_going", is_flag=True, help="Keep going with what does not depend on a failure.")
+@click.option("-n", "dry_run", is_flag=True, help="Print what would run; run nothing.")
+@click.option("--explain", is_flag=True, help="Say why each computation runs.")
+@click.option("--no-worlds", is_flag=True, help="Run world tasks in fresh interpreters.")
+@click.option("--timeout", type=float, default=None, help="Kill any computation after S seconds.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+              help="Write a Chrome trace-event JSON of the build to FILE.")
+@click.option("--cache/--no-cache", "use_cache", default=None,
+              help="Turn the local output cache on or off (default: FARMER_CACHE, else [cache]).")
+@click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
+              help="The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, "
+                   "$XDG_CACHE_HOME/farmer).")
+@click.option("--base-dir", "base_dir", default=None, metavar="DIR",
+              help="A build.ninja's absolute paths under DIR become relative (default: FARMER_BASE_DIR; "
+                   "'auto': a CMake build's source and build directories' parent).")
+@_remote_options
+def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
+          timeout, trace_file, use_cache, cache_dir, base_dir, **remote) -> None:
+    """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
+    ctx = click.get_current_context()
+    sys.exit(command.build(
+        list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
+        timeout, trace_file, ninja=ctx.meta.get("farmer.build.ninja", False),
+        farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
+        lock=ctx.meta.get("farmer.cli.watch.lock"), worlds=ctx.meta.get("farmer.cli.watch.worlds"),
+        use_cache=use_cache, cache_dir=cache_dir, remote=_remote_flags(remote), base_dir=base_dir))
+
+
+def _watch(targets, directory, farmfile, **options) -> None:
+    from farmer.cli.watch import watch
+
+    ctx = click.get_current_context()
+
+    def one_build(farmfile: str, lock, worlds) -> int:
+        """`farmer build` with the watch's options, through its very callback."""
+        ctx.meta["farmer.cli.watch.lock"], ctx.meta["farmer.cli.watch.worlds"] = lock, worlds
+        try:
+            build.callback(targets, None, farmfile, **options)
+        except SystemExit as e:
+            return e.code
+        return 0
+
+    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    sys.exit(watch(list(targets), directory, farmfile, ctx.meta.get("farmer.build.ninja", False),
+                   given, one_build))
+
+
+cli.add_command(click.Command(
+    "watch", callback=_watch, params=build.params, context_settings=build.context_settings,
+    help="Build TARGETs, then build again whenever one of their inputs changes; worlds stay "
+         "warm between builds. Takes the options of build.",
+    short_help="Build, then rebuild on every change."))
+
+
+@cli.command()
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
+@_project_options
+@click.option("--simulate", is_flag=True, help="Predict the build on a simulated clock.")
+@click.option("--from-scratch", is_flag=True, help="Plan a clean build, as if nothing was built.")
+@click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (SPEC section 4).")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+              help="Write the simulated schedule as Chrome trace-event JSON to FILE.")
+def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
+    """What a build would run and why, in the order the scheduler would consider it."""
+    from farmer.cli.plan import run_plan
+
+    trace_file = os.path.abspath(trace_file) if trace_file else None
+    spec, g = _load(directory, farmfile)
+    sys.exit(run_plan(spec, g, list(targets), command.job_slots(jobs), simulate, from_scratch, as_json, trace_file))
+
+
+@cli.command()
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
+@_project_options
+@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
+def graph(targets, directory, farmfile, fmt) -> None:
+    """Print the graph of computations (Graphviz dot or JSON)."""
+    from farmer.cli import inspection
+    from farmer.graph.graph import select_targets
+
+    spec, g = _load(directory, farmfile)
+    selected = select_targets(spec, g, list(targets))
+    click.echo(inspection.graph_dot(g, selected) if fmt == "dot" else inspection.graph_json(g, selected))
+
+
+@cli.command()
+@click.argument("target", shell_complete=completion.targets)
+@_project_options
+def query(target, directory, farmfile) -> None:
+    """Print a computation's task, command, inputs, outputs and consumers."""
+    from farmer.cli import inspection
+
+    spec, g = _load(directory, farmfile)
+    click.echo(inspection.query(spec, g, target), nl=False)
+
+
+@cli.command()
+@click.argument("targets", nargs=-1, shell_complete=completion.targets)
+@click.option("--dead", is_flag=True,
+              help="Remove only stale outputs: files earlier builds wrote that nothing declares now.")
+@_project_options
+def clean(targets, dead, directory, farmfile) -> None:
+    """Remove the outputs of TARGETs (all if none) and forget their traces."""
+    if dead:
+        from farmer.plan import stale
+
+        if targets:
+            raise UsageError("clean --dead takes no targets: it removes every stale output")
+        if click.get_current_context().meta.get("farmer.build.ninja") or command.is_ninja(farmfile, False):
+            raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
+        spec, g = _load(directory, farmfile)
+        path = os.fspath(spec.path)
+        click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
+        return
+    from farmer.cli import inspection
+
+    spec, g = _load(directory, farmfile)
+    click.echo(inspection.clean(spec, g, list(targets)))
+
+
+@cli.group()
+def cache() -> None:
+    """The local output cache: stats, gc, clear (docs/cache.md)."""
+
+
+def _cache_options(f):
+    f = _project_options(f)
+    return click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
+                        help="The cache directory (default: FARMER_CACHE_DIR, [cache] dir, "
+                             "$XDG_CACHE_HOME/farmer).")(f)
+
+
+@cache.command("stats")
+@_cache_options
+def cache_stats(directory, farmfile, cache_dir) -> None:
+    """Print the cache's location, entries, bytes and limit."""
+    from farmer.cli import cache as commands
+
+    click.echo(commands.stats(commands.settings_for(directory, farmfile, cache_dir)), nl=False)
+
+
+@cache.command("gc")
+@_cache_options
+@click.option("--max-size", "max_size", default=None, metavar="SIZE",
+              help="Evict least recently used entries down to SIZE (default: the limit).")
+def cache_gc(directory, farmfile, cache_dir, max_size) -> None:
+    """Evict least recently used entries until the cache fits its limit."""
+    from farmer.cli import cache as commands
+
+    click.echo(commands.gc(commands.settings_for(directory, farmfile, cache_dir), max_size), nl=False)
+
+
+@cache.command("clear")
+@_cache_options
+def cache_clear(directory, farmfile, cache_dir) -> None:
+    """Remove every entry of the cache."""
+    from farmer.cli import cache as commands
+
+    click.echo(commands.clear(commands.settings_for(directory, farmfile, cache_dir)), nl=False)
+
+
+@cli.command()
+@click.option("--remote", "url", required=True, envvar="FARMER_REMOTE", metavar="URL",
+              help="The BuildGrid server, grpc://HOST:PORT or grpcs://HOST[:PORT].")
+@click.option("--remote-instance", "instance", default="", envvar="FARMER_REMOTE_INSTANCE", metavar="NAME")
+@click.option("--remote-header", "headers", multiple=True, metavar="NAME=VALUE", help="A call header (repeatable).")
+@click.option("--bot-id", default=None, help="The bot's name (default: farmer-HOST-PID).")
+@click.option("--workdir", default=None, metavar="DIR", help="Where actions run, each in its own folder.")
+def worker(url, instance, headers, bot_id, workdir) -> None:
+    """Run remote actions for a BuildGrid server, as one of its bots (docs/remote.md)."""
+    from farmer.remote import config
+
+    try:
+        config.require()
+        parsed = tuple(config.parse_header(h) for h in headers)
+        config.parse_url(url)
+    except config.RemoteConfigError as e:
+        raise click.UsageError(str(e)) from None
+    from farmer.remote.worker import main as serve
+
+    sys.exit(serve(url, instance, bot_id, workdir, parsed))
+
+
+@cli.command()
+@_project_options
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Write a self-contained HTML page of the last build to FILE.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
+              help="Write JUnit XML (a test case per computation that ran or failed) to FILE.")
+@click.option("--markdown", is_flag=True, help="Print a markdown summary (the default with no option).")
+def report(directory, farmfile, html_file, junit_file, markdown) -> None:
+    """Report on the last build, without building (docs/reports.md)."""
+    from farmer.cli.report import report as run_report
+
+    html_file, junit_file = (os.path.abspath(f) if f else None for f in (html_file, junit_file))
+    sys.exit(run_report(lambda: _load(directory, farmfile), html_file, junit_file, markdown))
+
+
+def _hint(e: click.ClickException) -> str:
+    """What to do: options given before the command belong after it."""
+    ctx = getattr(e, "ctx", None)
+    option = getattr(e, "option_name", None)
+    if isinstance(e, click.NoSuchOption) and ctx is not None and ctx.command is cli and option:
+        args = sys.argv[1:]
+        command = next((a for a in args if a in cli.commands), None)
+        if command is not None:
+            before = args[: args.index(command)]
+            return f"options go after the command: farmer {command} {' '.join(before)}"
+    return "see farmer --help"
+
+
+def main() -> None:
+    command.main(_main)
+
+
+def _main() -> int:
+    try:
+        cli.main(standalone_mode=False, prog_name="farmer", complete_var="_FARMER_COMPLETE")
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:  # a bare `farmer`: its help, as click does
+        print(e.ctx.get_help() if e.ctx else cli.get_help(click.Context(cli)), file=sys.stderr)
+        return 2
+    except click.ClickException as e:
+        print(f"farmer: error: {e.format_message().rstrip('.')}; {_hint(e)}", file=sys.stderr)
+        return 2
+    except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
+        command.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
+    return 0

@@ -1,0 +1,1 @@
+"""A `Spec` into the graph of computations, and its cache."""

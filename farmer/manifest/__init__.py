@@ -1,0 +1,1 @@
+"""Reading a project: Farmfile and build.ninja bytes into a `Spec`."""

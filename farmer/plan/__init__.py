@@ -1,0 +1,1 @@
+"""What would run, why, and how long it would take."""

@@ -1,0 +1,107 @@
+"""The up-to-date rule (SPEC §2): a computation is up to date when its last successful
+run's trace matches the action, every recorded input's content and every declared output's
+content now. The first difference found is the reason it runs, in SPEC §4's words.
+"""
+
+from __future__ import annotations
+
+from farmer.files.digests import Digests, NotAFile, xxhash
+from farmer.store.state import Trace
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+if TYPE_CHECKING:  # traversal fingerprints computations with this module
+    from collections.abc import Callable
+
+    from farmer.graph.graph import Computation, Graph
+
+
+def action_fingerprint(comp: Computation) -> str:
+    """What the computation does, apart from its inputs' contents and its world."""
+    env = [f"{k}={v}" for k, v in sorted(comp.env.items())] if comp.env else []
+    edge = comp.ninja
+    if edge is None:
+        action, rsp = comp.action or "", []
+    else:
+        action = "" if edge.generator else comp.action or ""  # ninja: a generator's command may change
+        rsp = ["\0rspfile", edge.rspfile, edge.rspfile_content or ""] if edge.rspfile else []
+    parts = [comp.kind or "", action, *env, "\0outputs", *comp.outputs, "\0depfile",
+             comp.depfile or "", *rsp, ""]
+    # hash_text(*parts) in one buffer and one call (a traversal makes 100k of these): the
+    # parts each followed by NUL, as hash_text feeds them.
+    return xxhash.xxh3_128_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"))
+
+
+def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:
+    """ninja's rule for the consumers of an edge that ran: they are out of date, unless the
+    edge has `restat = 1` and its outputs came out unchanged. ninja compares mtimes; farmer
+    makes the digest of an output of an edge without restat cover its mtime (Digests.timed),
+    so a stamp file touched by a rerun changes for its consumers, and stays changed for a
+    build that was stopped before they ran. None for a graph that has no such edge."""
+    if not graph.paths_first:  # a Farmfile: every output is declared, early cutoff holds
+        return None
+    comps, producer = graph.computations, graph.producer
+
+    def timed(path: str) -> bool:
+        i = producer.get(path)
+        return i is not None and comps[i].kind is not None and comps[i].ninja is not None and not comps[i].ninja.restat
+
+    return timed
+
+
+def digest_or_changed(digests: Digests, path: str) -> str | None:
+    try:
+        return digests.digest(path)
+    except NotAFile:
+        return "not-a-file"
+
+
+def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
+                digests: Digests) -> str | None:
+    """Why `comp` must run, or None when it is up to date."""
+    if comp.always:
+        return "always"
+    if trace is None:
+        return "never built"
+    # The set first: a glob's new match also changes a command that names {inputs}.
+    if len(trace.inputs) != len(comp.inputs) or any(
+            p != q for (p, _), q in zip(trace.inputs, comp.inputs)):
+        return "inputs changed"
+    if trace.action != (comp.fingerprint or action_fingerprint(comp)):
+        return "command changed"
+    if trace.world != world:
+        return f"world {comp.world} changed"
+    # A trace records a missing input as "missing" (a depfile may list a file that is gone).
+    for path, digest in trace.inputs:
+        if (digest_or_changed(digests, path) or "missing") != digest:
+            return f"input {path} changed"
+    for path, digest in trace.discovered:
+        if (digest_or_changed(digests, path) or "missing") != digest:
+            return f"input {path} changed"
+    for path, digest in trace.outputs:
+        now = digest_or_changed(digests, path)
+        if now is None:
+            return f"output {path} missing"
+        if now != digest:
+            return f"output {path} edited"
+    return None
+
+
+def to_run(comps: list[Computation], selected: list[int], check: Callable[[int], str | None]) -> dict[int, str]:
+    """What a build of `selected` would run and why, without running anything. A build
+    cannot know early cutoff in advance, so a consumer of anything that would run is listed
+    too. `check(i)` is the computation's own up-to-date test."""
+    out: dict[int, str] = {}
+    for i in selected:  # topological order: producers are decided first
+        comp = comps[i]
+        if comp.kind is None:
+            continue
+        reason = check(i)
+        if reason is None:
+            for p in comp.producers:
+                if p in out:
+                    path = next((x for x in comp.inputs if x in comps[p].outputs), comps[p].id)
+                    reason = f"input {path} will be rebuilt"
+                    break
+        if reason is not None:
+            out[i] = reason
+    return out

@@ -1,0 +1,1 @@
+"""Around each run: traces, depfiles and the output cache."""

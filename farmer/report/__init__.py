@@ -1,0 +1,1 @@
+"""What the user sees: the console, last-build.json and report pages."""

@@ -1,0 +1,53 @@
+"""`farmer report --junit FILE`: JUnit XML, the format every CI system reads (GitLab's
+`artifacts:reports:junit`, Jenkins, Buildkite, GitHub's test-reporter actions). One test
+case per computation that ran or failed, in a test suite per task; a failure carries its
+reason and its log's tail. Up-to-date, cached and skipped computations are not test cases
+(skipped ones are counted in the suite's `skipped` attribute only when they never ran)."""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape, quoteattr
+
+from farmer.report.pages.model import Entry, LastBuild
+
+
+def render(build: LastBuild) -> str:
+    suites: dict[str, list[Entry]] = {}
+    for e in build.entries:
+        if e.status in ("ran", "failed"):
+            suites.setdefault(e.task, []).append(e)
+    failures = sum(1 for cases in suites.values() for e in cases if e.status == "failed")
+    tests = sum(len(cases) for cases in suites.values())
+    total_time = sum(e.duration_s or 0.0 for cases in suites.values() for e in cases)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuites name="farmer" tests="{tests}" failures="{failures}" errors="0" '
+           f'time="{total_time:.3f}" timestamp={quoteattr(str(build.head.get("started_at", "")))}>']
+    for task, cases in suites.items():
+        failed = sum(1 for e in cases if e.status == "failed")
+        time = sum(e.duration_s or 0.0 for e in cases)
+        out.append(f'  <testsuite name={quoteattr(_clean(task))} tests="{len(cases)}" failures="{failed}" '
+                   f'errors="0" skipped="0" time="{time:.3f}">')
+        for e in cases:
+            attrs = f'classname={quoteattr(_clean(task))} name={quoteattr(_clean(e.id))} time="{e.duration_s or 0.0:.3f}"'
+            if e.status != "failed":
+                out.append(f"    <testcase {attrs}/>")
+                continue
+            tail = build.log_tail(e)
+            out.append(f"    <testcase {attrs}>")
+            out.append(f"      <failure message={quoteattr(_clean(e.reason))} type={quoteattr(_kind(e.reason))}>"
+                       f"{escape(_clean(tail))}</failure>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def _kind(reason: str) -> str:
+    """The reason's first word: exit, signal, timeout, declared, input, interrupted..."""
+    return reason.split(" ", 1)[0] if reason else "failed"
+
+
+def _clean(text: str) -> str:
+    """XML 1.0 allows no control characters but tab, newline and carriage return (a
+    command's output can hold any byte)."""
+    return "".join(c if c >= " " or c in "\t\n\r" else f"\\x{ord(c):02x}" for c in text)

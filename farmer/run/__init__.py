@@ -1,0 +1,1 @@
+"""How computations run: the scheduler, executors and worlds. Nothing here knows traces."""

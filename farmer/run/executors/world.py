@@ -1,0 +1,613 @@
+"""Runs world tasks in persistent world processes (SPEC §1 "Worlds").
+
+A world process starts when the first task that needs it (or a descendant world) starts:
+a root world is spawned (posix_spawn, its own process group) running the driver; a child
+world is forked by its parent world. farmer waits for `ready` on the world's `.out` FIFO,
+then writes commands to its `.in` FIFO: a fork-job while the world has other futures, an
+execute-job for its last one. Outputs of every world arrive on the build's one selector (the
+process executor's), so world tasks obey `-j`, priorities and pools like any computation.
+
+Faults. A world that dies (EOF on its `.out` with tasks on it, or garbage on it) takes its
+process group and its running jobs' groups down; its running and waiting tasks are retried
+once on a restarted world, then fail as `world NAME died (...)`. A setup that raises fails
+every task of the world and of its descendants with the traceback in their logs (and said
+once, through `warn`). `stop()`
+kills every world and job group it knows, reads the FIFOs for pids announced meanwhile,
+and repeats until nothing new turns up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from farmer.run.executors.base import Executor, Outcome
+from farmer.files.private import make_dir, open_file
+from farmer.run.executors.process import drop_empty_log, log_path
+from farmer.manifest.spec import WorldSpec
+from farmer.graph.graph import Computation
+from farmer.run.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
+from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
+from farmer.run.worlds.protocol import ProtocolError
+
+_STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
+
+
+class WorldExecutor(Executor):
+    def __init__(self, worlds: dict[str, WorldSpec], root: str | os.PathLike,
+                 logs: str | os.PathLike, t0: float, timeout: float | None,
+                 selector: selectors.BaseSelector, comps: list[Computation], expected: list[int],
+                 warn: Callable[[str], None], warm: WarmWorlds | None = None,
+                 fingerprint: Callable[[str], str | None] | None = None) -> None:
+        """`warm`: worlds kept from earlier builds (`farmer watch`): adopted while their
+        `fingerprint` holds, handed back at `close`, and no task runs in a world process
+        itself, which must outlive the build."""
+        self.tree = WorldTree(worlds)
+        world_of = {c.index: c.world for c in comps if c.world is not None}
+        self.futures = Futures(self.tree, world_of, expected)
+        self.root = str(root)
+        self.logs = Path(logs)
+        self.t0 = t0
+        self.default_timeout = timeout
+        self.selector = selector
+        self.warn = warn
+        self.warm = warm
+        self.fingerprint = fingerprint
+        self.fingerprints: dict[str, str | None] = {}  # as each world was started or adopted
+        self.fifos = warm.fifos if warm is not None else FifoDir(os.path.join(self.root, ".farmer"))
+        self.current: dict[str, Proc] = {}  # the process serving each world now
+        self.procs: list[Proc] = []  # every process not ended yet
+        self.setup_failed: dict[str, str] = {}  # world -> traceback of its setup
+        self.broken: dict[str, str] = {}  # world -> why (it died twice before `ready`)
+        self.setup_deaths: dict[str, int] = {}
+        # World set-up, measured: when each world's began (spawned, or its fork asked for),
+        # and how long it took to `ready` (what `plan --simulate` learns from).
+        self._setup_began: dict[str, float] = {}
+        self.setup_s: dict[str, float] = {}
+        self.stopping = False
+        self._finished: list[Outcome] = []
+        self._next_id = 0
+        self._logs_begun: set[str] = set()
+        self._warned: set[str] = set()
+
+    # -- the executor protocol --------------------------------------------------------
+
+    def start(self, comp: Computation) -> None:
+        timeout = comp.timeout if comp.timeout is not None else self.default_timeout
+        self.futures.add(comp.index)
+        self._submit(Job(comp, time.monotonic(), timeout))
+
+    def discard(self, index: int) -> None:
+        world = self.futures.remove(index)
+        if world is not None:
+            self._close_unneeded(world)
+
+    def running(self) -> int:
+        return sum(len(p.jobs) + len(p.waiting) for p in self.procs) + len(self._finished)
+
+    def worlds_setting_up(self) -> dict[str, float]:
+        began = self._setup_began
+        return {name: began[name] for name, p in list(self.current.items())
+                if p.state == "starting" and name in began}
+
+    def worlds_set_up(self) -> dict[str, float | None]:
+        ready = dict(self.setup_s)
+        for name, p in list(self.current.items()):
+            if p.state == "ready" and name not in ready:
+                ready[name] = None  # kept warm from an earlier build
+        return ready
+
+    def take(self) -> list[Outcome]:
+        done, self._finished = self._finished, []
+        return done
+
+    def next_deadline(self) -> float | None:
+        times = [j.deadline for p in self.procs for j in p.jobs.values()
+                 if j.deadline is not None and j.killed_for is None]
+        times += [p.eof_at + _STATUS_WAIT_S for p in self.procs if p.eof_at is not None]
+        if any(p.parent is None and p.pidfd is None and not p.reaped for p in self.procs):
+            times.append(time.monotonic() + 0.05)  # no pidfd: poll for its exit
+        return min(times, default=None)
+
+    def tick(self) -> None:
+        """Timeouts, and ends of worlds whose exit status is not coming."""
+        now = time.monotonic()
+        for p in list(self.procs):
+            for job in list(p.jobs.values()):
+                if job.deadline is not None and now >= job.deadline and job.killed_for is None:
+                    job.killed_for = f"timeout after {job.timeout:g} s"
+                    self._kill_job(p, job)
+            if p.parent is None and p.pidfd is None and p.pid and not p.reaped:
+                self._exited(p)
+            if p.eof_at is not None and now >= p.eof_at + _STATUS_WAIT_S and p.state != "ended":
+                self._end(p)
+
+    def stop(self) -> None:
+        """Kill every world and every job, then report each job as interrupted."""
+        self.stopping = True
+        killed: set[int] = set()
+        while True:
+            worlds = [p for p in self.procs if p.pid and p.pid not in killed]
+            jobs = {j.pid for p in self.procs for j in p.jobs.values() if j.pid} - killed
+            if not worlds and not jobs:
+                break
+            for pid in [p.pid for p in worlds if p.pid] + list(jobs):
+                killpg(pid)
+                killed.add(pid)
+            deadline = time.monotonic() + 1.0
+            for p in worlds:
+                # Once it is gone, everything it said is in its FIFO: a `forked` it wrote
+                # just before it died names a group to kill in the next round.
+                p.wait_gone(deadline)
+                self._read(p)
+        for p in list(self.procs):
+            for job in [*p.jobs.values(), *p.waiting]:
+                self._report(job, False, job.killed_for or "interrupted", None)
+            p.jobs.clear()
+            p.waiting.clear()
+            self._release(p)
+
+    def close(self) -> None:
+        """End of the build: close idle worlds (or keep them warm), give them a moment to
+        exit (their setup's exit handlers run), then kill whatever is left."""
+        if self.warm is not None and not self.stopping:
+            for p in list(self.procs):
+                if p.state == "ready" and not p.jobs and not p.waiting and p.error is None:
+                    self._hand_back(p)
+        if not self.stopping:
+            for p in list(self.procs):
+                if p.state == "ready" and not p.jobs and not p.waiting:
+                    self._send(p, "close")
+                    p.state, p.closing_normally = "closing", True
+            deadline = time.monotonic() + 2.0
+            while self.procs and all(p.state == "closing" and not p.jobs for p in self.procs) \
+                    and time.monotonic() < deadline:
+                for key, _ in self.selector.select(0.05):
+                    if callable(key.data):  # ours; the process executor's keys wait for it
+                        key.data(key.fd)
+                self.tick()
+        if self.procs:
+            self.stop()
+        self._finished = []
+        if self.warm is None:
+            self.fifos.close()
+
+    # -- starting worlds and sending work ----------------------------------------------
+
+    def _submit(self, job: Job) -> None:
+        world = job.comp.world
+        assert world is not None
+        for name in self.tree.chain(world):
+            if name in self.setup_failed:
+                self._fail_setup(job, name)
+                return
+            if name in self.broken:
+                self._report(job, False, f"world {name} died ({self.broken[name]})",
+                             f"farmer: world {name} died twice while setting up ({self.broken[name]}); "
+                             "see its log in .farmer/logs/worlds/\n")
+                return
+        try:
+            proc = self._ensure(world)
+        except OSError as e:  # no FIFO, no process: as a command that cannot start
+            self._report(job, False, f"world {world} died (cannot start: {e.strerror or e})",
+                         f"farmer: cannot start world {world}: {e}\n")
+            return
+        if proc.state == "ready":
+            self._dispatch(proc, job)
+        else:
+            proc.waiting.append(job)
+
+    def _ensure(self, name: str) -> Proc:
+        """The process of world `name`, started (with its ancestors) if none is."""
+        proc = self.current.get(name)
+        if proc is not None and proc.error is None:
+            return proc
+        if proc is not None:  # being killed: its jobs come back through its end
+            del self.current[name]
+        if self.warm is not None:
+            proc = self._adopt(name)
+            if proc is not None:
+                return proc
+            self.fingerprints[name] = self.fingerprint(name) if self.fingerprint else None
+        parent_name = self.tree.parent(name)
+        parent = self._ensure(parent_name) if parent_name is not None else None
+        base = self.fifos.pair(name)
+        # Our read end first: the world's open of its write end then does not block.
+        out_fd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        proc = Proc(name, base, out_fd, parent, self.selector)
+        self.selector.register(out_fd, selectors.EVENT_READ, lambda _fd, p=proc: self._read(p))
+        self.current[name] = proc
+        self.procs.append(proc)
+        if parent is None:
+            try:
+                self._spawn(proc)
+            except OSError:
+                self._release(proc)
+                raise
+        elif parent.state == "ready":
+            self._fork_world(parent, proc)
+        else:
+            parent.pending_children.append(proc)
+        return proc
+
+    def _world_log(self, name: str) -> str:
+        """The world's own output (setup prints, its tracebacks); a restart appends."""
+        path = self.logs / "worlds" / f"{name}.log"
+        if name not in self._logs_begun:
+            make_dir(str(path.parent))
+            os.close(open_file(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            self._logs_begun.add(name)
+        return str(path)
+
+    def _spawn(self, proc: Proc) -> None:
+        node = self.tree.nodes[proc.name]
+        self._setup_began[proc.name] = time.monotonic()
+        spawn(proc, self.root, json.dumps(node.setup), {**os.environ, **node.env},
+              self._world_log(proc.name))
+        if proc.pidfd is not None:
+            self.selector.register(proc.pidfd, selectors.EVENT_READ,
+                                   lambda _fd, p=proc: self._exited(p))
+
+    def _fork_world(self, parent: Proc, proc: Proc) -> None:
+        node = self.tree.nodes[proc.name]
+        self._setup_began[proc.name] = time.monotonic()
+        proc.spawn_job = self._new_id()
+        parent.forked_worlds[proc.spawn_job] = proc
+        self._send(parent, "world", job=proc.spawn_job, name=proc.name, base=proc.base,
+                   setup=node.setup, env=node.env, log=self._world_log(proc.name))
+
+    def _dispatch(self, proc: Proc, job: Job) -> None:
+        comp = job.comp
+        try:
+            args = shlex.split(comp.action or "")
+        except ValueError as e:  # as python3 would refuse its command line
+            self._report(job, False, "exit 2", f"farmer: cannot split the python line: {e}\n",
+                         exit_code=2)
+            return
+        job.id = self._new_id()
+        last = self.warm is None and self.futures.is_last(proc.name) and not proc.jobs \
+            and not proc.waiting and not proc.forked_worlds and not proc.pending_children
+        job.mode = "exec" if last else "fork"
+        job.dispatched = time.monotonic()
+        job.ran = True
+        job.deadline = job.dispatched + job.timeout if job.timeout else None
+        proc.jobs[job.id] = job
+        self._send(proc, "run", job=job.id, args=args,
+                   log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode)
+        if last:  # the world ends with this job; a later task starts a new one
+            proc.state = "closing"
+            proc.closing_normally = True
+            if self.current.get(proc.name) is proc:
+                del self.current[proc.name]
+
+    def _send(self, proc: Proc, kind: str, **fields: object) -> None:
+        if proc.error is not None:
+            return  # it is being killed; its EOF brings the retries
+        try:
+            proc.send(kind, **fields)
+        except OSError as e:  # dead or hung: make sure it is dead
+            proc.error = f"cannot send it {kind}: {e.strerror or e}"
+            proc.kill()
+
+    def _new_id(self) -> int:
+        if self.warm is not None:
+            self.warm.next_id += 1
+            return self.warm.next_id
+        self._next_id += 1
+        return self._next_id
+
+    # -- what worlds say -------------------------------------------------------------
+
+    def _read(self, proc: Proc) -> None:
+        if proc.eof:
+            return
+        try:
+            messages, at_eof = proc.read()
+        except ProtocolError as e:  # garbage: the world is broken, never waited for
+            messages, at_eof = [], True
+            proc.error = f"protocol error: {e}"
+            proc.kill()
+        for msg in messages:
+            self._handle(proc, msg)
+        if at_eof and not proc.eof:
+            proc.stop_reading()
+            self._after_eof(proc)
+
+    def _handle(self, proc: Proc, msg: dict) -> None:
+        kind = msg["t"]
+        if kind == "forked":
+            job = proc.jobs.get(msg["job"])
+            child = proc.forked_worlds.get(msg["job"])
+            if job is not None:
+                job.pid = msg["pid"]
+                if job.killed_for is not None or self.stopping:
+                    killpg(job.pid)
+            elif child is not None:
+                child.pid = msg["pid"]
+                if child.kill_when_forked or self.stopping:
+                    killpg(child.pid)
+        elif self.stopping:
+            return  # only pids matter now
+        elif kind == "ready":
+            self._ready(proc, msg)
+        elif kind == "done":
+            self._done(proc, msg)
+        elif kind == "setup-failed":
+            self.setup_failed[proc.name] = msg["traceback"]
+            # Said once here; each task that cannot run gets one line (and the traceback in
+            # its log), not the traceback again.
+            self.warn(f"farmer: the setup of world {proc.name} failed, so no task of it (or of a "
+                      f"world forked from it) can run:\n{msg['traceback'].rstrip()}")
+            for job in self._stranded(proc):
+                self._fail_setup(job, proc.name)
+            proc.state = "closing"  # it exits by itself
+            proc.closing_normally = True
+            if self.current.get(proc.name) is proc:
+                del self.current[proc.name]
+        elif kind == "error":
+            proc.error = f"it could not read farmer's command: {msg['message']}"
+        else:
+            proc.error = f"protocol error: a world does not send {kind!r}"
+            proc.kill()
+
+    def _ready(self, proc: Proc, msg: dict) -> None:
+        if proc.state != "starting":
+            return
+        proc.state = "ready"
+        began = self._setup_began.pop(proc.name, None)
+        if began is not None:
+            self.setup_s[proc.name] = time.monotonic() - began
+        proc.pid = proc.pid or msg["pid"]
+        try:
+            proc.open_input()
+        except OSError as e:
+            proc.error = f"cannot open its input FIFO: {e.strerror}"
+            proc.kill()
+            return
+        if msg["threads"] > 1 and proc.name not in self._warned:
+            self._warned.add(proc.name)
+            self.warn(f"farmer: warning: world {proc.name}: its setup left {msg['threads'] - 1} "
+                      "other thread(s) running; a fork copies only the forking thread, so tasks "
+                      "may hang on locks those threads held. Stop them in setup, or use --no-worlds.")
+        for child in proc.pending_children:
+            self._fork_world(proc, child)
+        proc.pending_children.clear()
+        while proc.waiting and proc.state == "ready":
+            self._dispatch(proc, proc.waiting.pop(0))
+        self._close_unneeded(proc.name)
+
+    def _done(self, proc: Proc, msg: dict) -> None:
+        child = proc.forked_worlds.pop(msg["job"], None)
+        if child is not None:  # a child world ended; its parent saw how
+            child.status = status_text(msg["code"], msg["signal"])
+            if child.state != "ended":
+                self._read(child)
+                self._end(child)
+            return
+        job = proc.jobs.pop(msg["job"], None)
+        if job is None:
+            return
+        code, sig = msg["code"], msg["signal"]
+        # What the task left running in its process group (`sleep 20 &`) goes with it, as
+        # under Bazel; an execute-job's group is its world's, which ends with it anyway.
+        if job.pid is not None:
+            killpg(job.pid)
+        if job.killed_for is not None:
+            ok, reason = False, job.killed_for
+        elif sig is not None:
+            ok, reason = False, f"signal {sig}"
+        else:
+            ok, reason = code == 0, None if code == 0 else f"exit {code}"
+        self._report(job, ok, reason, None, exit_code=-sig if sig is not None else code,
+                     wall=msg["wall"], cpu=msg["cpu"], rss_kb=msg["rss_kb"])
+        self._close_unneeded(proc.name)
+
+    # -- ends of worlds -----------------------------------------------------------------
+
+    def _exited(self, proc: Proc) -> None:
+        """A root world's pidfd fired (or, without pidfds, a poll): once it is reaped, its
+        FIFO holds all it said; read that, then settle what depended on it."""
+        if proc.state != "ended" and proc.reap(block=False):
+            self._read(proc)
+            self._end(proc)
+
+    def _after_eof(self, proc: Proc) -> None:
+        if self.stopping:
+            return  # `stop` reports and releases everything itself
+        if proc.parent is None:
+            if proc.reap(block=False):
+                self._end(proc)
+        elif proc.closing_normally and not proc.jobs or proc.status is not None \
+                or proc.parent.state == "ended":
+            self._end(proc)  # a child world's status comes from its parent's `done`
+        if proc.state != "ended":
+            proc.eof_at = time.monotonic()  # the status may still come; `tick` ends it
+
+    def _end(self, proc: Proc) -> None:
+        """The process is gone (or is made to go): settle everything that depended on it."""
+        if proc.state == "ended" or self.stopping:
+            return
+        was_ready = proc.in_fd is not None
+        normal = proc.closing_normally and not proc.jobs and proc.error is None
+        if not normal:
+            proc.kill()
+        self._release(proc)
+        if normal or self.stopping:
+            return
+        why = proc.error or proc.status or "its FIFO closed"
+        retry: list[Job] = []
+        for job in list(proc.jobs.values()):
+            if job.pid is not None:
+                killpg(job.pid)
+            if job.mode == "exec" and job.killed_for is None and proc.status and not proc.error:
+                # The job ran in the world process itself: how the process ended is how the
+                # job ended, as for a fresh python3 (no retry).
+                self._report(job, False, proc.status, None, exit_code=code_of(proc.status))
+            elif job.killed_for is not None:
+                self._report(job, False, job.killed_for, None)
+            else:
+                retry.append(job)
+        proc.jobs.clear()
+        retry += self._stranded(proc)
+        self._retry(proc, retry, why, was_ready)
+
+    def _stranded(self, proc: Proc) -> list[Job]:
+        """Jobs waiting on `proc`, and on child worlds it was to fork and never did."""
+        jobs, proc.waiting = proc.waiting, []
+        children = proc.pending_children + [c for c in proc.forked_worlds.values() if c.pid is None]
+        proc.pending_children = []
+        for child in children:
+            jobs += self._stranded(child)
+            child.kill_when_forked = True
+            self._release(child)
+        return jobs
+
+    def _retry(self, proc: Proc, jobs: list[Job], why: str, was_ready: bool) -> None:
+        before_ready = not was_ready
+        if before_ready and jobs:  # (a world killed as no longer needed had no jobs)
+            self.setup_deaths[proc.name] = self.setup_deaths.get(proc.name, 0) + 1
+            if self.setup_deaths[proc.name] >= 2:
+                self.broken[proc.name] = why
+        for job in jobs:
+            job.hits += 1
+            job.id, job.pid, job.dispatched, job.deadline = 0, None, None, None
+            if job.hits >= 2:
+                when = "while setting up" if before_ready else "while this task ran or waited in it"
+                self._report(job, False, f"world {proc.name} died ({why})",
+                             f"farmer: world {proc.name} died {when} ({why}), and again on the "
+                             f"restarted world; see .farmer/logs/worlds/{proc.name}.log\n")
+            else:
+                self._submit(job)
+
+    def _release(self, proc: Proc) -> None:
+        """Forget a process: its descriptors, FIFOs and (for a root world) its zombie."""
+        if proc.state == "ended":
+            return
+        proc.close()
+        proc.state = "ended"
+        proc.eof_at = None
+        self.fifos.remove(proc.base)
+        if proc in self.procs:
+            self.procs.remove(proc)
+        if self.current.get(proc.name) is proc:
+            del self.current[proc.name]
+
+    def _close_unneeded(self, world: str) -> None:
+        if self.warm is not None:
+            return  # kept for the next build
+        for name in self.futures.closable(world):
+            proc = self.current.get(name)
+            if proc is None or proc.jobs or proc.waiting:
+                continue
+            del self.current[name]
+            proc.closing_normally = True
+            if proc.state == "ready":
+                self._send(proc, "close")
+                proc.state = "closing"
+            else:  # still setting up, and no longer needed
+                proc.state = "closing"
+                proc.error = proc.error or "no longer needed"
+                proc.kill()
+                if proc.parent is not None and proc.pid is None:
+                    proc.kill_when_forked = True
+                    if proc in proc.parent.pending_children:
+                        proc.parent.pending_children.remove(proc)
+                        self._release(proc)
+
+    # -- worlds kept warm between builds (farmer watch) -----------------------------------
+
+    def _adopt(self, name: str) -> Proc | None:
+        """The kept process of world `name`, if it is alive, a fork of the process serving
+        its parent now, and set up under the fingerprint the world has now."""
+        assert self.warm is not None
+        kept = self.warm.take(name)
+        if kept is None:
+            return None
+        proc, was = kept
+        parent_name = self.tree.parent(name)
+        try:
+            parent = self._ensure(parent_name) if parent_name is not None else None
+        except OSError:  # no parent to be a fork of: neither is this one
+            self.warm.discard(proc)
+            raise
+        now = self.fingerprint(name) if self.fingerprint else None
+        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc):
+            self.warm.discard(proc)
+            return None
+        self._move(proc, self.warm.selector, self.selector, adopt=True)
+        self.fingerprints[name] = now
+        self.current[name] = proc
+        self.procs.append(proc)
+        return proc
+
+    def _idle_alive(self, proc: Proc) -> bool:
+        """Whether a kept world lived through the time between builds. An idle world says
+        nothing then but, for a child world it forked that ended, `done`."""
+        if proc.parent is None and proc.reap(block=False):
+            return False
+        try:
+            messages, at_eof = proc.read()
+        except ProtocolError:
+            return False
+        for msg in messages:
+            if msg["t"] != "done" or proc.forked_worlds.pop(msg["job"], None) is None:
+                return False
+        return not at_eof
+
+    def _hand_back(self, proc: Proc) -> None:
+        assert self.warm is not None
+        self._move(proc, self.selector, self.warm.selector, adopt=False)
+        self.procs.remove(proc)
+        if self.current.get(proc.name) is proc:
+            del self.current[proc.name]
+        self.warm.keep(proc, self.fingerprints.get(proc.name) or "")
+
+    def _move(self, proc: Proc, old: selectors.BaseSelector, new: selectors.BaseSelector,
+              adopt: bool) -> None:
+        """Its descriptors from one selector to the other: this build's, with this
+        executor's callbacks, or the keeper's between builds."""
+        for fd, callback in ((proc.out_fd, lambda _fd, p=proc: self._read(p)),
+                             (proc.pidfd, lambda _fd, p=proc: self._exited(p))):
+            if fd is not None and not (fd == proc.out_fd and proc.eof):
+                old.unregister(fd)
+                new.register(fd, selectors.EVENT_READ, callback if adopt else None)
+        proc.selector = new
+
+    # -- kills and reports -------------------------------------------------------------
+
+    def _kill_job(self, proc: Proc, job: Job) -> None:
+        if job.mode == "exec":
+            proc.kill()  # the job is the world process itself
+        elif job.pid is not None:
+            killpg(job.pid)
+
+    def _fail_setup(self, job: Job, world: str) -> None:
+        self._report(job, False, f"world {world} setup failed",
+                     f"farmer: the setup of world {world} failed, so this task did not run:\n"
+                     + self.setup_failed[world])
+
+    def _report(self, job: Job, ok: bool, reason: str | None, note: str | None,
+                exit_code: int | None = None, wall: float | None = None,
+                cpu: float | None = None, rss_kb: int | None = None) -> None:
+        comp = job.comp
+        if note is not None:  # after the task's own output when it ran, else alone
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if job.ran else os.O_TRUNC)
+            with os.fdopen(open_file(log_path(self.logs, comp.id), flags, 0o644), "w") as f:
+                f.write(note)
+        elif ok:
+            drop_empty_log(log_path(self.logs, comp.id))
+        end = time.monotonic()
+        start = job.queued
+        if wall is not None and job.dispatched is not None:
+            start = max(job.dispatched, end - wall)  # the task's own run, not its world's setup
+        self._finished.append(Outcome(comp.index, ok, reason, exit_code, start - self.t0,
+                                      end - self.t0, cpu, rss_kb))
+        world = self.futures.remove(comp.index)
+        if world is not None and not self.stopping:
+            self._close_unneeded(world)
+

@@ -1,0 +1,1 @@
+"""What keeps start-up cheap, in one place (docs/performance.md, start-up rules)."""

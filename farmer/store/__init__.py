@@ -1,0 +1,1 @@
+"""What outlives a build on disk: state.db and the no-op proof."""
