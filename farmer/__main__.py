@@ -3,9 +3,6 @@
 import os
 import sys
 
-# Start-up rule (docs/performance.md): the C module under `signal`, which imports enum.
-import _signal as signal
-
 
 def _early(signum: int, frame: object) -> None:
     """A signal while Python still imports farmer: nothing has started, leave quietly."""
@@ -14,11 +11,13 @@ def _early(signum: int, frame: object) -> None:
 
 
 def run() -> None:
-    if sys.argv[1:] == ["--version"]:  # what click would print, without importing click (50 ms)
+    if sys.argv[1:] == ["--version"]:  # what click would print, without importing click
         from farmer import __version__
 
         sys.stdout.write(f"farmer {__version__}\n")
         return
+    from farmer.startup.cheap import signal
+
     sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job: kept
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(s) != signal.SIG_IGN:

@@ -6,9 +6,10 @@ Kept free of heavy imports: the no-op build reads and writes through here.
 
 from __future__ import annotations
 
-import gc
 import marshal
 import os
+
+from farmer.startup.cheap import collector_paused  # also imported from here by build/command.py, build/ninja.py
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -210,24 +211,6 @@ def save_marshalled(path: str | os.PathLike, data: object) -> None:
         write_atomically(path, marshal.dumps(data), 0o600)
     except (OSError, ValueError):
         pass
-
-
-class collector_paused:
-    """`with collector_paused():` the cyclic collector waits while a block makes many
-    containers and frees almost none (unmarshalling a cache, parsing and traversing a
-    Farmfile): it would scan the growing heap again and again for no garbage (a quarter to
-    half of loading a 10k-100k computation graph). A plain class, not contextlib's: the
-    no-op path imports this module (docs/performance.md, start-up rules)."""
-
-    __slots__ = ("_was",)
-
-    def __enter__(self) -> None:
-        self._was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._was:
-            gc.enable()
 
 
 def load_marshalled(data: bytes | memoryview) -> object:

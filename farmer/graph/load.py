@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from farmer.files.atomic import collector_paused
 from farmer.files.digests import hash_bytes
 from farmer.graph.graph import Graph
 from farmer.manifest.spec import Spec, read
+from farmer.startup.cheap import collector_paused
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ alone. Linux's /proc is needed; elsewhere nothing is recorded.
 from __future__ import annotations
 
 import os
-import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 
 from farmer.files import private
+from farmer.startup.cheap import signal
 
 NAME = "groups"
 

@@ -10,10 +10,9 @@ a simulated clock (`plan --simulate`), driven by this same code.
 
 from __future__ import annotations
 
-import _heapq as heapq  # start-up rule (docs/performance.md): the C module under heapq.py
-
 from farmer.run.executors.base import Executor, Outcome
 from farmer.graph.graph import Computation
+from farmer.startup.cheap import heapq
 
 UP_TO_DATE = "up-to-date"
 RAN = "ran"

@@ -26,65 +26,20 @@ import time
 
 from farmer.files.digests import StatKey
 from farmer.files.private import make_dir, unlink_link
+from farmer.startup.cheap import FUNCTOOLS_FOR_SQLITE3, load_sqlite3
 
 
 class _Sqlite3:
-    """Start-up rule (docs/performance.md): the C module under `sqlite3`, whose Python package
-    only adds datetime adapters (and imports datetime for them, 1.5 ms of every build), with
-    the same functions, classes and constants; imported when first used, since a first build
-    (no state.db: nothing to read) starts its commands before it writes anything."""
+    """`_sqlite3` (farmer/startup/cheap.py), loaded when first used: a first build (no
+    state.db: nothing to read) starts its commands before it writes anything."""
 
     def __getattr__(self, name: str):
-        module = _import_sqlite3()
+        module = load_sqlite3(_FUNCTOOLS_STAND_IN)
         globals()["sqlite3"] = module
         return getattr(module, name)
 
 
-def _import_sqlite3():
-    """`_sqlite3`. Its module initialisation (CPython 3.11 to 3.13) takes `functools.lru_cache`
-    for each connection's statement cache, and importing `functools` imports `collections`,
-    `types`, `reprlib`, `keyword` and `operator`: 3 ms of the 5.5 ms SQLite cost a first
-    build, which uses none of them. Unless something imported functools already, or another
-    thread runs (it could import functools meanwhile), a module holding only `lru_cache`
-    (the C cache functools's own is) stands in for functools while `_sqlite3` initialises,
-    and is taken out of `sys.modules` at once: a later `import functools` gets the real one.
-    If the module asks for anything else, it is imported the ordinary way."""
-    threading = sys.modules.get("threading")
-    if "functools" in sys.modules or threading is not None and threading.active_count() > 1:
-        import _sqlite3
-
-        return _sqlite3
-    stand_in = type(sys)("functools")
-    stand_in.__dict__.update(_FUNCTOOLS_STAND_IN)
-    sys.modules["functools"] = stand_in
-    try:
-        import _sqlite3
-    except Exception:
-        _sqlite3 = None
-    finally:
-        if sys.modules.get("functools") is stand_in:
-            del sys.modules["functools"]
-    if _sqlite3 is None:
-        import _sqlite3
-    return _sqlite3
-
-
-def _lru_cache(maxsize: int = 128, typed: bool = False):
-    """`functools.lru_cache(maxsize)` as `_sqlite3` calls it (an int: the cache's size)."""
-    from _functools import _lru_cache_wrapper
-
-    def decorating(user_function):
-        return _lru_cache_wrapper(user_function, max(maxsize, 0), typed, _cache_info)
-
-    return decorating
-
-
-def _cache_info(hits: int, misses: int, maxsize: int, currsize: int) -> tuple[int, int, int, int]:
-    return hits, misses, maxsize, currsize  # (functools's is a named tuple: none asks here)
-
-
-_FUNCTOOLS_STAND_IN = {"lru_cache": _lru_cache}  # what _sqlite3 takes of functools
-
+_FUNCTOOLS_STAND_IN = FUNCTOOLS_FOR_SQLITE3  # what _sqlite3 is offered of functools (a test offers less)
 
 sqlite3 = _Sqlite3()
 

@@ -9,6 +9,8 @@ command.)
 
 from __future__ import annotations
 
+from farmer.startup.cheap import float64s
+
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -22,7 +24,7 @@ class Seconds:
     __slots__ = ("values_by_index", "has", "_keys")
 
     def __init__(self, size: int, keys: list[int]) -> None:
-        self.values_by_index = memoryview(bytearray(8 * size)).cast("d")
+        self.values_by_index = float64s(size)
         self.has = bytearray(size)  # 1: set (an index of `keys` not set yet reads as absent)
         self._keys = keys
 

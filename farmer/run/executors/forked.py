@@ -21,7 +21,6 @@ see ForkedExecutor.
 
 from __future__ import annotations
 
-import _signal as signal  # start-up rule (docs/performance.md)
 import marshal
 import os
 import sys
@@ -29,6 +28,7 @@ import sys
 from farmer.run.executors.base import Executor, Outcome
 from farmer.run.executors.events import READ, event_loop
 from farmer.run.executors.process import drain
+from farmer.startup.cheap import signal
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:

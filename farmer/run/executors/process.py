@@ -15,7 +15,6 @@ itself.
 
 from __future__ import annotations
 
-import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
 import os
 import time
 
@@ -24,6 +23,7 @@ from farmer.run.executors.events import READ, event_loop
 from farmer.run.executors.shell import Direct, direct
 from farmer.graph.graph import Computation
 from farmer.files.private import open_file, unlink_link
+from farmer.startup.cheap import signal
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:

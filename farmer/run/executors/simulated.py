@@ -8,9 +8,8 @@ fake executor, with `fail` for the computations that exit 1, and tests/fakes.py'
 
 from __future__ import annotations
 
-import _heapq as heapq  # start-up rule (docs/performance.md): the C module under heapq.py
-
 from farmer.run.executors.base import Executor, Outcome
+from farmer.startup.cheap import heapq
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
