@@ -72,7 +72,8 @@ def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes
     comps = graph.computations
     worlds = [tuple(getattr(w, f) for f in _WORLD_FIELDS) for w in spec.worlds.values()]
     pieces = [marshal.dumps(tuple(getattr(graph, name) for name in _MAPS))]
-    # A chunk's rows at a time: the rows of 100 000 computations at once are 20 MB.
+    # A chunk's rows at a time: a large graph's rows all at once would be one more copy of
+    # the graph in memory (see bench/results/performance-notes.md#figures-from-code-comments).
     pieces += [marshal.dumps([tuple(getattr(c, f) for f in _ROW) for c in comps[k:k + _CHUNK]])
                for k in range(0, len(comps), _CHUNK)]
     header = (_FORMAT, key(farmfile, text), len(comps), graph.listings, graph.world_inputs,
@@ -90,7 +91,8 @@ class _Pieces:
     """The cache file: an 8-byte length, a marshalled header (the cache's key and what every
     build needs, with where each piece ends), then the pieces, each marshalled alone and read
     from the file when first used (the maps, then each chunk of computations): an
-    incremental build of 10 000 computations reads tens of kilobytes of its 2.6 MB."""
+    incremental build reads the few pieces its change reaches, a small part of the file
+    (see bench/results/performance-notes.md#figures-from-code-comments)."""
 
     __slots__ = ("_file", "header", "_offsets")
 

@@ -67,9 +67,10 @@ def wildcard_names(task: TaskSpec) -> frozenset[str]:
     return frozenset(template.names(foreach))
 
 
-# Compiling a template costs about as much as rendering it ten times: a task with fewer
-# computations than this (a task written out by hand, one of 100k generated ones) is
-# rendered by template.render. Tests set it to 1 to compare both ways on small graphs.
+# Compiling a template costs as much as rendering it several times (see
+# bench/results/performance-notes.md#figures-from-code-comments): a task with fewer
+# computations than this (a task written out by hand, one of 100k generated ones) is rendered
+# by template.render. Tests set it to 1 to compare both ways on small graphs.
 COMPILE_FROM = 8
 
 

@@ -54,7 +54,8 @@ def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None]
         os.chdir(spec.root)
         graph = traverse(spec)
     # What the tasks declared is in the graph now; a spec from the cache has no tasks either
-    # (100 000 TaskSpecs are about 40 MB a build would hold to its end).
+    # (a large Farmfile's TaskSpecs would be held to the build's end: see
+    # bench/results/issue17-passes.md#memory-of-a-100k-clean-build).
     spec.tasks = {}
     return spec, graph, lambda: _save(farmer_dir, path, text, spec, graph)
 

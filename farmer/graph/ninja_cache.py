@@ -1,6 +1,7 @@
-"""The graph of a ninja manifest, cached in `.farmer/ninja-graph.cache`, so that a build
-whose manifests are unchanged does not parse them again (a 20 000-edge manifest takes
-farmer over a second to read).
+"""The graph of a ninja manifest, cached in `.farmer/ninja-graph.cache`, so that a build whose
+manifests are unchanged does not parse them again: a large manifest takes many times longer to
+read than its cache (see
+docs/performance.md#buildninja-farmer-and-ninja-on-the-same-cmake-builds).
 
 The cache holds the stat data (mtime_ns, size, inode, ctime_ns) of every manifest file read
 (the top one, its includes and subninjas), taken before each was read, and is used only

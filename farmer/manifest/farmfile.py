@@ -144,9 +144,10 @@ class _Lines:
     str.splitlines() numbers them; only the lines that start with `[` are indexed (`headers`,
     and `brackets`: each as its header's path, or () when it is not a plain header, with its
     offset, for tomlparse.stream), the others only when a key is looked for: a list of every
-    line of a 100 000-task Farmfile would take 40 MB. The index is made when first asked
-    for: a Farmfile without mistakes asks only for the lines of a few tables (a task's line
-    is looked up when an error or a warning names it: `TaskSpec.line`)."""
+    line of a large Farmfile would be held through its parse (see
+    bench/results/issue17-passes.md#memory-of-a-100k-clean-build). The index is made when first
+    asked for: a Farmfile without mistakes asks only for the lines of a few tables (a task's
+    line is looked up when an error or a warning names it: `TaskSpec.line`)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -222,7 +223,8 @@ class _Lines:
     def task_line(self, name: str) -> int | None | _Lines:
         """What a TaskSpec keeps for its line: the line of `[task.NAME]` where the index is
         made already (a streamed Farmfile's), so that the index and the text go with the
-        parse (100 000 TaskSpecs holding them kept about 50 MB through traversal); else
+        parse (TaskSpecs holding them kept them through traversal: see
+        bench/results/issue17-passes.md#memory-of-a-100k-clean-build); else
         this index, which TaskSpec.line asks when a line is needed."""
         return self if self._headers is None else self._headers.get(("task", name))
 

@@ -24,10 +24,11 @@ BUILD, RULE, POOL, DEFAULT, INCLUDE, SUBNINJA = "build", "rule", "pool", "defaul
 COLON, EQUALS, PIPE, PIPE2, PIPEAT = ":", "=", "|", "||", "|@"
 KEYWORDS = {BUILD, RULE, POOL, DEFAULT, INCLUDE, SUBNINJA}
 
-# Scanned by string methods, not `re` (whose import, with `enum`, and patterns cost a small
-# project's build about 4 ms): `str.lstrip` finds where a run of identifier characters
-# ends, `bytes.find` in the text's marks (below) where a run of text does. As fast as the
-# patterns were on CMake's and generated 20k-edge manifests.
+# Scanned by string methods, not `re`, whose import (with `enum`) and patterns a small
+# project's build would pay for (see docs/performance.md#start-up-rules): `str.lstrip`
+# finds where a run of identifier characters ends, `bytes.find` in the text's marks (below)
+# where a run of text does. As fast as the patterns were on CMake's and generated
+# manifests.
 _VAR_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"  # $name
 _IDENT_CHARS = _VAR_CHARS + "."  # identifiers and ${name}
 _IDENT_SET = frozenset(_IDENT_CHARS)

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
         def table(self, *path: str) -> int | None: ...
 
 
-# The env of a task that sets none: one dict, never changed (a dict each was 6 MB of a
-# 100 000-task Farmfile's parse).
+# The env of a task that sets none: one dict, never changed (a dict each weighed on a large
+# Farmfile's parse: see bench/results/issue17-passes.md#memory-of-a-100k-clean-build).
 NO_ENV: dict[str, str] = {}
 _new = object.__new__
 

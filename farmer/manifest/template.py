@@ -24,9 +24,9 @@ _BAD_INDEX = r"\{[A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]\}"
 
 
 def _memoized(parse: Callable[[str], object]) -> Callable[[str], object]:
-    """`functools.lru_cache(maxsize=None)` of a function of one string, without functools
-    (start-up rule, docs/performance.md: it imports collections, 2-3 ms before a first
-    build's first command). As there, a call that raises caches nothing."""
+    """`functools.lru_cache(maxsize=None)` of a function of one string, without functools,
+    which imports collections (see docs/performance.md#start-up-rules). As there, a call
+    that raises caches nothing."""
     memo: dict[str, object] = {}
 
     def cached(text: str) -> object:

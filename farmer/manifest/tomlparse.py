@@ -1,16 +1,16 @@
 """The Farmfile's TOML parser: toml_rs where it is installed, tomllib for every error.
 
 SPEC §1 defines a Farmfile as TOML as Python 3.11's `tomllib` reads it (TOML 1.0).
-`tomllib` is pure Python: 70 ms for a generated Farmfile of 1 000 `[task]` tables,
-0.75 s for 10 000. toml_rs (Rust) reads the same files into equal dicts in 3 and 44 ms,
-and held to TOML 1.0 it accepts and rejects what tomllib does (docs/performance.md). When it
+`tomllib` is pure Python, many times slower than toml_rs (Rust) on a generated Farmfile
+(see docs/performance.md#caches); toml_rs reads the same files into equal dicts, and held
+to TOML 1.0 it accepts and rejects what tomllib does. When it
 rejects a text, tomllib reads it again: its message, with line and column, is the one users
 see, whatever parser said no first.
 
 A big Farmfile of one `[task.NAME]` table per step (what a generator writes) is read a
 batch of task tables at a time (`stream`): the whole document as dicts, and toml_rs's own
-copy of it, cost a 100 000-task Farmfile about 300 MB at once, where its `TaskSpec`s take
-a sixth of that.
+copy of it, would be held at once, many times what its `TaskSpec`s take (see
+bench/results/performance-notes.md#figures-from-code-comments).
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ def too_deep(text: str) -> bool:
     (`_MAX_DEPTH`), strings and comments counted as if they were TOML (so a string that
     holds more closing brackets than opening ones may hide some nesting).
 
-    Each pass takes every innermost pair away, at C speed (0.2 ms for the 1k generated
-    Farmfile, whose prefix sums took 0.9): a point inside k nested pairs takes k passes to
-    clear, so the passes, and the openers left unclosed, bound the nesting from above.
-    Nested deeper than a few passes clear, the prefix sums say (4 ms for 1.3 MB)."""
+    Each pass takes every innermost pair away, at C speed, faster than prefix sums over every
+    bracket: a point inside k nested pairs takes k passes to clear, so the passes, and the
+    openers left unclosed, bound the nesting from above. Nested deeper than a few passes clear,
+    the prefix sums say (both timed: see
+    bench/results/performance-notes.md#figures-from-code-comments)."""
     parens = rest = text.encode("utf-8", "surrogatepass").translate(_PARENS, _NOT_BRACKETS)
     for passes in range(_QUICK):
         if b"()" not in rest:

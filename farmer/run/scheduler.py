@@ -190,7 +190,8 @@ class Scheduler:
 
     def _settled(self, status: str, reason: str) -> Settled:
         """Settled(status, reason), one value for each pair met often ("never built", "up to
-        date"): one object per computation is 6 MB at 100 000."""
+        date"), not one object per computation (see
+        bench/results/performance-notes.md#figures-from-code-comments)."""
         key = (status, reason)
         same = self._same.get(key)
         if same is None:

@@ -1,13 +1,12 @@
 """C extension modules loaded without their packages' Python code.
 
-Start-up rule (docs/performance.md): a package's `__init__` can cost a build more than the
-extension module it wraps. toml_rs's wrappers import `typing` and `pathlib` for their
-annotations (about 10 ms of a cold build); xxhash's give the extension's functions more
-names, with a version module (0.3-0.5 ms of every build, a no-op's too). `load` finds the
-extension as `import package.name` would, through the frozen import machinery every
-interpreter has loaded (the `importlib` package costs about 1 ms, with `warnings`), and
-registers it in sys.modules: a later `import package` (an error path's, a test's) uses it,
-since a PyO3 module cannot be initialised twice in one process.
+A package's `__init__` can cost a build more than the extension module it wraps (see
+docs/performance.md#start-up-rules): toml_rs's wrappers import `typing` and `pathlib` for their
+annotations; xxhash's give the extension's functions more names, with a version module, in
+every build, a no-op's too. `load` finds the extension as `import package.name` would, through
+the frozen import machinery every interpreter has loaded (not the `importlib` package, which
+imports `warnings`), and registers it in sys.modules: a later `import package` (an error
+path's, a test's) uses it, since a PyO3 module cannot be initialised twice in one process.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Compact JSON text without `import json` for small data: a build that writes a few entries
-of last-build.json need not import json (its decoder and scanner too), about 1.5 ms.
+of last-build.json need not import json, its decoder and its scanner (see
+docs/performance.md#start-up-rules).
 
 `dumps(value)` is byte for byte `json.dumps(value, separators=(",", ":"))` (ensure_ascii):
 a string of printable ASCII without `"` or `\\` is written as it is, None, bools, ints and

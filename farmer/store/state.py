@@ -1,16 +1,16 @@
 """`.farmer/state.db`: traces, the stat cache and measured history, in SQLite.
 
-Everything is read in one query per table when a build starts and written back in
-batches, one transaction each, so a crash loses at most the last batch and never corrupts
-the file. Between builds the file is in rollback-journal mode (DELETE), which read-only
-commands open without creating anything. A connection that writes once or twice commits
-those batches in that mode (one journal, two syncs each); from its third batch on it
-switches to WAL, where a batch commits without waiting for the disk, and it switches back
-when it closes (a checkpoint and a journalled header write: the two switches cost more
-than a small build's one or two batches, 3.4 against 1.4 ms for a second batch here). A
-connection that only reads (the stale-output check of a cached graph) changes nothing. A
-database that cannot be read is moved aside and farmer starts afresh: removing state only
-ever costs rebuilding.
+Everything is read in one query per table when a build starts and written back in batches, one
+transaction each, so a crash loses at most the last batch and never corrupts the file. Between
+builds the file is in rollback-journal mode (DELETE), which read-only commands open without
+creating anything. A connection that writes once or twice commits those batches in that mode
+(one journal, two syncs each); from its third batch on it switches to WAL, where a batch
+commits without waiting for the disk, and it switches back when it closes: a checkpoint and a
+journalled header write, the two switches costing more than a small build's one or two batches
+(see bench/results/issue17-passes.md#clean-builds-the-first-command-the-1k-clean-build-the-meson-series).
+A connection that only reads (the stale-output check of a cached graph) changes nothing. A
+database that cannot be read is moved aside and farmer starts afresh: removing state only ever
+costs rebuilding.
 
 A project without state.db reads as empty, and the file is made by the first write (its
 schema in one transaction): a first build starts its commands without waiting for SQLite

@@ -1,10 +1,9 @@
 """Seconds by computation index: a prediction's durations and expected latencies.
 
-A dict of 100 000 floats by index takes about 7 MB (its table, and a float object each);
-these take 0.9 MB (native doubles in one bytearray, read through a memoryview, and one byte
-each for which indices it holds). A build holds two of them from its prediction to its end.
-(Not the array module: it imports collections, 2 ms of a first build's way to its first
-command.)
+A dict of floats by index holds its table and a float object each; these hold native doubles in
+one table (`startup.cheap.float64s`) and one byte each for which indices it holds, a fraction
+of the dict's memory (see bench/results/issue17-passes.md#memory-of-a-100k-clean-build). A
+build holds two of them from its prediction to its end.
 """
 
 from __future__ import annotations

@@ -34,10 +34,11 @@ def simulate(comps: list[Computation], selected: list[int], to_run: dict[int, st
              duration: dict[int, float], latency: dict[int, float], jobs: int,
              pools: dict[str, int], worlds: WorldSetups | None = None,
              timeline: bool = True) -> Simulation:
-    """Run the scheduler over `selected` with each computation in `to_run` lasting its
-    estimate and every other one up to date; world tasks wait for their world's set-up
-    (`worlds`; none: every world is ready). Without `timeline`, no spans are made (a
-    build's end asks only for the makespan: 100 000 spans are about 10 MB)."""
+    """Run the scheduler over `selected` with each computation in `to_run` lasting its estimate
+    and every other one up to date; world tasks wait for their world's set-up (`worlds`; none:
+    every world is ready). Without `timeline`, no spans are made: a build's end asks only for
+    the makespan, and a span for each of a large graph's computations is memory it would hold
+    for nothing (see bench/results/performance-notes.md#figures-from-code-comments)."""
     executor = SimulatedExecutor(duration, worlds=worlds, record=timeline)
     scheduler = Scheduler(comps, selected, latency, jobs, pools, keep_going=True,
                           executor=executor, hooks=_SimHooks(to_run))

@@ -1,11 +1,12 @@
 """The build's one event loop: descriptors to read, each with what to do when it is ready.
 
-What `selectors.EpollSelector` does for a build, for reading only. `selectors` costs about
-1 ms to import (its namedtuple, `math`, `collections.abc`), and its register, unregister
-and select some microseconds each, every run: each run's pidfd is registered and
-unregistered. The interface is the part of selectors' that the executors use (register,
-unregister, select, close; keys with `fd` and `data`), so a world keeper's selector and
-this loop take each other's descriptors. Where there is no epoll: selectors'.
+What `selectors.EpollSelector` does for a build, for reading only. `selectors` is costly to
+import (its namedtuple, `math`, `collections.abc`), and its register, unregister and select
+cost more than epoll's own, every run: each run's pidfd is registered and unregistered (see
+bench/results/issue17-passes.md#clean-builds-the-first-command-the-1k-clean-build-the-meson-series,
+442894c). The interface is the part of selectors' that the executors use (register, unregister,
+select, close; keys with `fd` and `data`), so a world keeper's selector and this loop take each
+other's descriptors. Where there is no epoll: selectors'.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """A ProcessExecutor in a forked child, so that the build's thread never waits for an exec.
 
 `os.posix_spawn` returns only once glibc's vfork child has made its file actions and
-exec'd: in a 1k clean build that wait was most of the build's one thread (`clone3` 1.26 s
-of a 4.56 s build under strace; cProfile: `posix_spawn` 1.9 s of 3.0 s), longer the busier
-the machine (the child waits for a CPU). A thread cannot take it: `os.posix_spawn` holds
-the GIL, and libc's called through ctypes releases it but the GIL's hand-overs between the
-two threads cost more CPU than the wait (measured: farmer's own CPU 577 -> 797 ms).
+exec'd: in a clean build of many small commands that wait was most of the build's one
+thread, longer the busier the machine (the child waits for a CPU). A thread cannot take it:
+`os.posix_spawn` holds the GIL, and libc's called through ctypes releases it but the GIL's
+hand-overs between the two threads cost more CPU than the wait (both measured: see
+bench/results/issue17-passes.md#clean-builds-the-first-command-the-1k-clean-build-the-meson-series).
 
 So the executor itself runs in a child forked once the graph is loaded (it has the
 computations already): at the first start, which the child makes as it begins, or before
@@ -14,7 +14,7 @@ build's thread sends it the indices of what to start, and it sends back each run
 ProcessExecutor made it there: its process groups, timeouts, logs and kills, unchanged.
 `stop` asks it to kill what runs; an end of its requests (the build is over, or farmer
 died) makes it kill what runs and exit. It ignores the terminal's signals: farmer decides.
-Used for builds with many commands to run (forking costs about a millisecond). With -j 2 or
+Used for builds with many commands to run, which pay for the fork. With -j 2 or
 more, a second start while the first starter is busy forks another (one a CPU at most):
 see ForkedExecutor.
 """
@@ -173,10 +173,11 @@ class ForkedExecutor(Executor):
     they come. A start goes to an idle starter, or forks one more while there are fewer
     than `most` (one per CPU that -j can keep busy: each starter waits for one spawn at a
     time, its vfork child's file actions and exec, and on ext4 without a journal creating a
-    `>` file after a clean build's `rm -rf` costs 0.4-0.8 ms of system time: made by one
-    starter, every start waited for every other's); else to the starter with the least
-    to do. Where the first fork is refused at the first start, `inner` starts the
-    computations in this process (`_here`); where a later one is, the starters there
+    `>` file after a clean build's `rm -rf` costs as much as a small command (see
+    bench/results/issue17-passes.md#where-each-target-stands-at-80d231b-end-of-the-fifth-pass):
+    made by one starter, every start waited for every other's); else to the starter with
+    the least to do. Where the first fork is refused at the first start, `inner` starts
+    the computations in this process (`_here`); where a later one is, the starters there
     do it all."""
 
     def __init__(self, inner: ProcessExecutor, comps: list[Computation], wake_fd: int | None,

@@ -4,13 +4,13 @@ Children are started with posix_spawn (no fork of the large farmer process), and
 noticed through pidfds in one selector (SIGCHLD on the wake-up fd where pidfds are
 missing), then reaped with wait4 for the child's CPU time and peak RSS.
 
-stdout and stderr go to a memory file (memfd), copied into the computation's log when it
-ends, if it printed anything or failed; a successful run that printed nothing has no log,
-as one restored from the cache (docs/up-to-date.md). Creating a file is most of what a
-small command costs beyond its exec on some file systems (0.1-0.8 ms of system time on
-ext4 here: as much as running `cat`), and that file was made for every computation while
-farmer waited for the child's exec. Where memfds are missing, the child writes its log
-itself.
+stdout and stderr go to a memory file (memfd), copied into the computation's log when it ends,
+if it printed anything or failed; a successful run that printed nothing has no log, as one
+restored from the cache (docs/up-to-date.md). Creating a file is most of what a small command
+costs beyond its exec on some file systems (as much as running `cat` on ext4: see
+bench/results/performance-notes.md#figures-from-code-comments), and that file was made for
+every computation while farmer waited for the child's exec. Where memfds are missing, the child
+writes its log itself.
 """
 
 from __future__ import annotations

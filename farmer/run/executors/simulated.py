@@ -37,8 +37,9 @@ class SimulatedExecutor(Executor):
                  record: bool = True) -> None:
         self.duration = duration
         # Without `record`, when and where each computation ran is not kept (`began`,
-        # `started`, `ended` stay empty): a build's end asks only for the makespan, and at
-        # 100 000 computations those three dicts of floats are about 20 MB.
+        # `started`, `ended` stay empty): a build's end asks only for the makespan, and on
+        # a large graph those three dicts of floats are memory held for nothing (see
+        # bench/results/performance-notes.md#figures-from-code-comments).
         self.record = record
         self.worlds = worlds
         self.ready_at: dict[str, float] = {}  # world -> when it is set up
