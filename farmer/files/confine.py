@@ -9,7 +9,7 @@ import os
 
 from farmer.errors import TaskError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
 

@@ -9,7 +9,7 @@ from farmer.graph.graph import Graph
 from farmer.manifest.spec import Spec, read
 from farmer.startup.cheap import collector_paused
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -12,7 +12,7 @@ import os
 from farmer.errors import UsageError
 from farmer.files.digests import hash_text
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
 

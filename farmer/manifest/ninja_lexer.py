@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from farmer.errors import UsageError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

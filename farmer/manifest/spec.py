@@ -13,7 +13,7 @@ import stat
 
 from farmer.errors import UsageError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 

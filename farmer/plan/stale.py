@@ -20,7 +20,7 @@ import sys
 from farmer.errors import UsageError
 from farmer.files.digests import Digests, NotAFile, hash_text
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -11,7 +11,7 @@ instead of printing a made-up number.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from farmer.startup.cheap import float64s
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

@@ -30,7 +30,7 @@ from farmer.run.executors.events import READ, event_loop
 from farmer.run.executors.process import drain
 from farmer.startup.cheap import signal
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.run.executors.process import ProcessExecutor
     from farmer.graph.graph import Computation

@@ -25,7 +25,7 @@ from farmer.graph.graph import Computation
 from farmer.files.private import open_file, unlink_link
 from farmer.startup.cheap import signal
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.run.orphans import GroupLog
 

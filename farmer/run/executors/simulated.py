@@ -11,7 +11,7 @@ from __future__ import annotations
 from farmer.run.executors.base import Executor, Outcome
 from farmer.startup.cheap import heapq
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
