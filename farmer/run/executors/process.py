@@ -29,8 +29,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.run.orphans import GroupLog
 
-_RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
-                  signal.SIGCHLD}
+# What every child farmer spawns (a computation's, a world's) starts with at its default
+# action, whatever farmer ignores or handles itself.
+RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
+                 signal.SIGCHLD}
 
 
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
@@ -217,7 +219,7 @@ class ProcessExecutor(Executor):
                     spawn = os.posix_spawnp if program is None else os.posix_spawn
                     pid = spawn(program or plain.argv[0], plain.argv, env,
                                 file_actions=_direct_actions(plain, output, log), **group,
-                                setsigdef=_RESET_SIGNALS, setsigmask=())
+                                setsigdef=RESET_SIGNALS, setsigmask=())
                 except OSError:
                     pass  # let the shell run it and say what is wrong, as it would have
             if pid is None:
@@ -228,7 +230,7 @@ class ProcessExecutor(Executor):
                     (os.POSIX_SPAWN_DUP2, 2, 1),
                 ]
                 pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **group,
-                                      setsigdef=_RESET_SIGNALS, setsigmask=())
+                                      setsigdef=RESET_SIGNALS, setsigmask=())
         except OSError as e:
             if output is not None:
                 os.close(output)

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from farmer.graph.graph import Computation
+from farmer.run.executors.process import RESET_SIGNALS
 from farmer.run.worlds.protocol import Decoder, encode
 
 DRIVER = str(Path(__file__).resolve().with_name("driver.py"))
-_RESET_SIGNALS = {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGXFSZ,
-                  signal.SIGCHLD}
 _SEND_WAIT_S = 10.0  # a world that takes no command for this long is taken for hung
 
 
@@ -179,7 +178,7 @@ def spawn(proc: Proc, root: str, setup_json: str, env: dict[str, str], log: str)
         file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                       (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644),
                       (os.POSIX_SPAWN_DUP2, 1, 2)],
-        setpgroup=0, setsigdef=_RESET_SIGNALS, setsigmask=())
+        setpgroup=0, setsigdef=RESET_SIGNALS, setsigmask=())
     if hasattr(os, "pidfd_open"):
         try:
             proc.pidfd = os.pidfd_open(proc.pid)
