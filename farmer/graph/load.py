@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-GRAPH_CACHE = "graph.cache"  # graphcache.NAME, which a first build has no file of
+GRAPH_CACHE = "graph.cache"  # graph/cache.py's NAME, which a first build has no file of
 
 
 def load(path: str | os.PathLike, write_cache: bool) -> tuple[Spec, Graph]:
@@ -33,8 +33,8 @@ def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None]
     root = os.path.dirname(path) or "."
     text = read(path)
     farmer_dir = os.path.join(root, ".farmer")
-    # Without the file, nothing to read: a first build imports graphcache.py once its first
-    # commands have started, to write it (`later` in command.py).
+    # Without the file, nothing to read: a first build imports graph/cache.py once its first
+    # commands have started, to write it (`later` in build/command.py).
     cached = None
     if os.path.exists(os.path.join(farmer_dir, GRAPH_CACHE)):
         from farmer.graph import cache as graphcache

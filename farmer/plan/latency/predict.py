@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from farmer.run.executors.simulated import WorldSetups
     from farmer.plan.latency import simulate
 
-# Start-up rule (docs/performance.md): the simulation (farmer/latency/simulate.py, with the
+# Start-up rule (docs/performance.md): the simulation (farmer/plan/latency/simulate.py, with the
 # simulated executor) is imported where a prediction is first simulated, which a build does
 # once its first commands run.
 

@@ -1,7 +1,7 @@
 """A simulated clock: every computation lasts exactly its estimate and nothing runs.
 
 `plan --simulate`, the prediction at the start of a build and the live ETA run the real
-scheduler with it (farmer/latency/simulate.py); the scheduler's unit tests use it as their
+scheduler with it (farmer/plan/latency/simulate.py); the scheduler's unit tests use it as their
 fake executor, with `fail` for the computations that exit 1, and tests/fakes.py's
 `FakeRunner` does what a few commands say, so that whole builds run in-process.
 """

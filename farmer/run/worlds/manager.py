@@ -109,7 +109,7 @@ class Futures:
 class FifoDir:
     """A fresh directory only the user can open (mode 0700, as `mkdtemp` makes it) for
     the worlds' FIFOs; removed at the end of the build whatever happened. `farmer_dir`: the
-    project's `.farmer/`, marked while the directory exists (farmer/worlds/sweep.py)."""
+    project's `.farmer/`, marked while the directory exists (farmer/run/worlds/sweep.py)."""
 
     def __init__(self, farmer_dir: str | None = None) -> None:
         self.path: str | None = None
