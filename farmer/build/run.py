@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farmer.graph.graph import Graph
-    from farmer.record.recorder import RunCache
+    from farmer.record.runcache import RunCache
     from farmer.manifest.spec import Spec
     from farmer.store.state import State
 
@@ -137,7 +137,8 @@ class _Build:
         live = opts.live and not self._console(to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
         cache = self.cache or self._caches(logs, reporter.message)
-        recorder = Recorder(session, reporter.message, cache)
+        recorder = Recorder(comps, session.spec.root, session.digests, session.state, session.world_fingerprint,
+                            session, reporter.message, cache)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.later = self.later
         # last-build.json's predicted makespan, simulated once the first commands run (after
@@ -206,7 +207,7 @@ class _Build:
         remote = self._remote_cache(logs, warn)
         if remote is None:
             return local
-        from farmer.remote.runcache import Layered
+        from farmer.record.runcache import Layered
 
         return Layered(local, remote)
 

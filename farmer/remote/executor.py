@@ -25,6 +25,7 @@ import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from farmer.files.digests import digest_or_changed
 from farmer.record import depfile as depfiles
 from farmer.run.executors.base import Outcome
 from farmer.run.executors.relay import RelayExecutor
@@ -35,7 +36,6 @@ from farmer.remote.cache import RemoteCache, RemoteLookup
 from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
 from farmer.remote.protos.google.rpc import code_pb2
 from farmer.remote.shas import Changed
-from farmer.plan.uptodate import digest_or_changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -23,16 +23,17 @@ from farmer.run.executors.relay import RelayExecutor
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
-    from farmer.remote.runcache import RemoteRunCache
+    from farmer.record.runcache import RunCache
 
 LOOKUPS = 16  # computations looked up at once, beyond the slots that run them (more made BuildGrid slower here)
 
 
 class LookupExecutor(RelayExecutor):
-    """`inner` runs what is not restored, at most `inner_jobs` at a time; `cache` keys each
-    computation as it is prepared and keeps it in `cache.pending` for `start`."""
+    """`inner` runs what is not restored, at most `inner_jobs` at a time; `cache` (the remote's,
+    farmer/remote/runcache.py) keys each computation as it is prepared and keeps it in
+    `cache.pending` for `start`."""
 
-    def __init__(self, inner: Executor, inner_jobs: int, cache: RemoteRunCache, t0: float) -> None:
+    def __init__(self, inner: Executor, inner_jobs: int, cache: RunCache, t0: float) -> None:
         super().__init__(inner, inner_jobs, t0)
         self.cache = cache
         self.looking: dict[int, Computation] = {}  # at the restorer now

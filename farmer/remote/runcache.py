@@ -1,5 +1,4 @@
-"""The remote cache at the recorder's seam (farmer/record/recorder.py's RunCache), and the two caches
-in one: the local cache first, then the remote.
+"""The remote cache at the recorder's seam (farmer/record/runcache.py's RunCache).
 
 Plain Python until a computation is about to consult the remote: only then is
 farmer/remote/cache.py (grpc, protobuf, the generated messages) imported, so a build that runs
@@ -8,7 +7,7 @@ nothing (every computation up to date) costs nothing more with a remote configur
 
 from __future__ import annotations
 
-from farmer.record.recorder import RunCache
+from farmer.record.runcache import RunCache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,35 +126,3 @@ class RemoteRunCache(RunCache):
 
         return log_path(self.logs, comp.id)
 
-
-class Layered(RunCache):
-    """The local cache, then the remote: a computation restored from either is not run; one that
-    ran is stored into both, and a remote hit into the local cache (as Bazel's disk + remote
-    cache does), so the next checkout on this machine needs no network. A local hit is not
-    uploaded: finding out whether the remote lacks it would cost a lookup per local hit, which
-    is what the local cache saves. `lookup` says where a hit came from ("local" or "remote")."""
-
-    __slots__ = ("local", "remote")
-
-    def __init__(self, local: RunCache | None, remote: RunCache) -> None:
-        self.local, self.remote = local, remote
-
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
-        if self.local is not None and self.local.lookup(comp, inputs, world):
-            return "local"
-        return self.remote.lookup(comp, inputs, world)
-
-    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
-        if self.local is not None:
-            self.local.store(comp, trace, outcome)
-        self.remote.store(comp, trace, outcome)
-
-    def __getattr__(self, name: str):  # remote_for_exec, describe, settings...: the remote's
-        return getattr(self.remote, name)
-
-    def close(self, interrupted: bool = False) -> None:
-        try:
-            if self.local is not None:
-                self.local.close(interrupted)
-        finally:
-            self.remote.close(interrupted)

@@ -1,4 +1,4 @@
-"""The local cache as one build uses it (the recorder's `RunCache`, farmer/record/recorder.py): a
+"""The local cache as one build uses it (the recorder's `RunCache`, farmer/record/runcache.py): a
 lookup before a computation runs, a restore on a hit, a store after a successful run.
 
 Stores happen on a thread of their own, off the critical path: a run's outputs were hashed
@@ -21,10 +21,10 @@ from farmer.record.cache.leftovers import sweep
 from farmer.record.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
 from farmer.record.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
-from farmer.files.digests import THIN_PREFIX, stat_key
+from farmer.files.digests import THIN_PREFIX, digest_or_changed
 from farmer.files.queued import take_queued
-from farmer.record.recorder import RunCache
-from farmer.plan.uptodate import digest_or_changed
+from farmer.files.stattable import stat_key
+from farmer.record.runcache import RunCache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,7 +125,9 @@ class LocalRunCache(RunCache):
         try:
             restore_files(store.blob_path, files, entry.inline, self._real_root)
             if comp.depfile and entry.depfile is None:
-                write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
+                from farmer.record import depfile
+
+                depfile.write(comp, entry.discovered)  # one ninja removes once read: as listed
         except NotHere:
             return False  # a link that would lead out of this root or to no file: a miss
         except BadBlob as e:
@@ -334,17 +336,6 @@ def _log_path(logs: str, comp_id: str) -> str:
     from farmer.run.executors.process import log_path
 
     return log_path(logs, comp_id)
-
-
-def write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
-    """A depfile listing `discovered`, for the recorder to read (and remove) as after a run."""
-    def escaped(path: str) -> str:
-        return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
-
-    text = f"{escaped(comp.outputs[0])}: " + " ".join(escaped(p) for p, _ in discovered) + "\n"
-    os.makedirs(os.path.dirname(comp.depfile) or ".", exist_ok=True)
-    with open(comp.depfile, "w", encoding="utf-8", errors="surrogateescape") as f:
-        f.write(text)
 
 
 def _digest_now(path: str) -> tuple[str, tuple]:
