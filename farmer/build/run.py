@@ -248,7 +248,7 @@ class _Build:
         from farmer.remote.executor import RemoteExecutor
 
         return (RemoteExecutor(executor, engine, self.opts.jobs, self.t0, cache.describe, self.session.trace,
-                               cache.log_of, cache.warn), self.opts.jobs + settings.jobs)
+                               cache.log_of, cache.warn, cache.ran), self.opts.jobs + settings.jobs)
 
     def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool,
                   threads: bool) -> Executor:

@@ -28,7 +28,7 @@ from farmer.files import private
 from farmer.files.digests import RACY_NS, NotAFile
 from farmer.files.stattable import stat_key
 from farmer.record.runcache import RunCache
-from farmer.run.executors.base import Outcome
+from farmer.run.executors.base import Outcome, Ran, Restored
 from farmer.store.state import Sample, Trace, world_setup_id
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
@@ -110,10 +110,9 @@ class Recorder:
         # After the lookup, which digests the files a cached run's depfile lists: a restore
         # starts from what it checked, as a command does from what it reads.
         self._started[comp.index] = (time.time_ns(), digests.puts)
-        if hit:
+        if hit is not None:
             done = Outcome(comp.index, True, None, 0, now_s, now_s)
-            done.cached = True
-            done.where = hit if isinstance(hit, str) else "local"  # a RunCache may say which cache
+            done.origin = hit
             return done
         for out in comp.outputs:
             parent = os.path.dirname(out)
@@ -190,7 +189,8 @@ class Recorder:
         """`trace` is complete: on its way to state.db (and the output cache)."""
         self.listener.recorded(comp.index, trace)
         self._pending_traces.append(trace)
-        if (not outcome.cached or outcome.where == "remote") and not unsure:  # a remote hit: kept locally too
+        origin = outcome.origin
+        if (not isinstance(origin, Restored) or origin.keep_locally) and not unsure:
             self.cache.store(comp, trace, outcome)
 
     def idle(self) -> None:
@@ -381,10 +381,11 @@ class Recorder:
             _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.world_fingerprint(comp.world), inputs,
                       discovered, outputs)
-        if not outcome.cached:  # a restore says nothing of how long the run takes
-            # a remote run's duration (queueing, transfers, another machine) is kept apart, under
-            # ids of its own, so the local estimates `plan --simulate` uses stay the local ones
-            prefix = REMOTE_PREFIX if outcome.where == "remote" else ""
+        origin = outcome.origin
+        if isinstance(origin, Ran):  # a restore says nothing of how long the run takes
+            # a run elsewhere is kept apart, under ids of its own (`Ran.history_prefix`), so the
+            # local estimates `plan --simulate` uses stay the local ones
+            prefix = origin.history_prefix
             self._pending_samples.append(Sample(
                 prefix + comp.id, prefix + comp.task, time.time(), outcome.end_s - outcome.start_s,
                 outcome.cpu_s, outcome.max_rss_kb, digests.total_size(comp.inputs)))
@@ -411,7 +412,6 @@ class _Unhashed:
         self.paths, self.started = paths, started
 
 
-REMOTE_PREFIX = "remote:"  # history of runs on a remote's workers (no task name has a colon)
 CHANGED = "changed-while-running"  # a trace's digest for an input that changed during the run
 
 

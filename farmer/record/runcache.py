@@ -9,7 +9,7 @@ from __future__ import annotations
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
-    from farmer.run.executors.base import Outcome
+    from farmer.run.executors.base import Outcome, Restored
     from farmer.store.state import Trace
 
 
@@ -19,17 +19,18 @@ class RunCache:
 
     __slots__ = ()
 
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> bool:
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
         """Before `comp` runs, with the digests of the inputs it would read and its world's
-        fingerprint (its action's is `comp.fingerprint`): True when its outputs were
-        restored in place, so it need not run. The recorder then records it as a run
-        (output digests, trace), without a duration sample."""
-        return False
+        fingerprint (its action's is `comp.fingerprint`): where from, when its outputs were
+        restored in place, so it need not run (None: it runs). The recorder then records it
+        as a run (output digests, trace), without a duration sample."""
+        return None
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
         """After `comp` ran and succeeded, once its trace is recorded: keep its outputs
         (their digests are `trace.outputs`; its log, `executors.process.log_path`). Also
-        after a restore from the remote cache (`outcome.where` "remote"), for the local one."""
+        after a restore that is to be kept locally too (`Restored.keep_locally`: a remote
+        hit, for the local cache)."""
 
     def close(self, interrupted: bool) -> None:
         """The build is over (`interrupted`: by a signal): finish or drop what is pending."""
@@ -40,16 +41,18 @@ class Layered(RunCache):
     ran is stored into both, and a remote hit into the local cache (as Bazel's disk + remote
     cache does), so the next checkout on this machine needs no network. A local hit is not
     uploaded: finding out whether the remote lacks it would cost a lookup per local hit, which
-    is what the local cache saves. `lookup` says where a hit came from ("local" or "remote")."""
+    is what the local cache saves."""
 
     __slots__ = ("local", "remote")
 
     def __init__(self, local: RunCache | None, remote: RunCache) -> None:
         self.local, self.remote = local, remote
 
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
-        if self.local is not None and self.local.lookup(comp, inputs, world):
-            return "local"
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
+        if self.local is not None:
+            hit = self.local.lookup(comp, inputs, world)
+            if hit is not None:
+                return hit
         return self.remote.lookup(comp, inputs, world)
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:

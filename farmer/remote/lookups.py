@@ -113,7 +113,7 @@ class LookupExecutor(RelayExecutor):
                     if contents is not None:
                         remote.learn(comp, contents)
                         hit = Outcome(comp.index, True, None, 0, r.started - self.t0, now)
-                        hit.cached, hit.where = True, "remote"
+                        hit.origin = self.cache.restored
                         out.append(hit)
                         continue
             r.found.result = None

@@ -8,6 +8,7 @@ nothing (every computation up to date) costs nothing more with a remote configur
 from __future__ import annotations
 
 from farmer.record.runcache import RunCache
+from farmer.run.executors.base import Ran, Restored
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,6 +27,11 @@ class RemoteRunCache(RunCache):
 
     __slots__ = ("settings", "session", "env_names", "logs", "warn", "remote", "programs", "found", "broken",
                  "pending")
+    # What an outcome of the remote says it came from: a run on its workers, whose duration is
+    # kept apart from the local ones in history (no task name has a colon), or a hit, which
+    # the local cache keeps too.
+    ran = Ran("remote", history_prefix="remote:")
+    restored = Restored("remote", keep_locally=True)
 
     def __init__(self, settings: RemoteSettings, session: Session, env_names: list[str], logs: str,
                  warn: Callable[[str], None]) -> None:
@@ -83,7 +89,7 @@ class RemoteRunCache(RunCache):
 
         return describe(comp, self.session.world_fingerprint(comp.world), inputs, self.env_names, self.programs)
 
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
         from farmer.record.cache.key import describe, uncacheable
 
         if uncacheable(comp) is not None:
@@ -102,13 +108,13 @@ class RemoteRunCache(RunCache):
         if found is None:
             return None
         if found.result is not None and remote.restore(comp, found, self.log_of(comp)) is not None:
-            return "remote"
+            return self.restored
         self.found[comp.index] = found
         return None
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
         found = self.found.pop(comp.index, None)
-        if outcome.where == "remote" and not comp.depfile:
+        if outcome.origin is self.ran and not comp.depfile:
             return  # it ran there: the server cached its result under the same Action
         # (with a depfile, the store names its discovered inputs in the variants list, without
         # which no lookup finds that Action; its blobs are on the server already)

@@ -25,6 +25,7 @@ from farmer.files.digests import THIN_PREFIX, digest_or_changed
 from farmer.files.queued import take_queued
 from farmer.files.stattable import stat_key
 from farmer.record.runcache import RunCache
+from farmer.run.executors.base import Outcome, Restored
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
     from farmer.record.cache.settings import CacheSettings
     from farmer.graph.graph import Computation
-    from farmer.run.executors.base import Outcome
     from farmer.files.digests import Digests
     from farmer.store.state import Trace
 
@@ -62,15 +62,17 @@ def for_build(cache_spec, root: str, flag: bool | None, cache_dir: str | None, d
     from farmer.record.cache.settings import resolve
 
     settings = resolve(cache_spec, root, flag, cache_dir)
-    return LocalRunCache(settings, digests, logs, warn, root) if settings.enabled else None
+    return LocalRunCache(settings, digests, logs, warn, root, Restored("local")) if settings.enabled else None
 
 
 class LocalRunCache(RunCache):
-    """`warn(text)` prints a warning line (called on the build's thread only)."""
+    """`warn(text)` prints a warning line (called on the build's thread only); `restored`:
+    what a hit's outcome says it came from."""
 
     def __init__(self, settings: CacheSettings, digests: Digests, logs: str,
-                 warn: Callable[[str], None], root: str) -> None:
+                 warn: Callable[[str], None], root: str, restored: Restored) -> None:
         self.settings = settings
+        self.restored = restored
         self._real_root = os.path.realpath(root)  # where an output that is a link must lead
         self.digests = digests
         self.logs = logs
@@ -89,27 +91,27 @@ class LocalRunCache(RunCache):
 
     # -- looking up and restoring ------------------------------------------------------------
 
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> bool:
-        """True when `comp`'s outputs were restored from the cache (its key made of
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
+        """`restored` when `comp`'s outputs were restored from the cache (its key made of
         `inputs`, the declared inputs' digests now, and `world`, its world's fingerprint);
-        else it runs, and is stored after."""
+        else (None) it runs, and is stored after."""
         self._drain()
         if self._off or uncacheable(comp) is not None:
-            return False
+            return None
         store = self._open()
         if store is None:
-            return False
+            return None
         key1 = describe(comp, world, inputs, self.settings.env, self.programs).key()
         try:
             found = store.lookup(key1, self._digest_now, lambda key: self._damaged(store, comp))
         except CacheError as e:
             self._fail("read", str(e))
-            return False
+            return None
         if found is not None and self._restore(comp, store, found[0]):
             self._used.append((found[0].key, found[1]))
-            return True
+            return self.restored
         self._found[comp.index] = (key1, time.time_ns())
-        return False
+        return None
 
     def _restore(self, comp: Computation, store: LocalCache, entry: Entry) -> bool:
         """Write the entry's outputs, depfile and log into the project (all or none)."""
