@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from farmer.files.digests import Digests
     from farmer.graph.graph import Computation
+    from farmer.record.engine import RunObserver
     from farmer.store.state import State
 
 _FLUSH_EVERY_S = 1.0
@@ -60,12 +61,15 @@ class RunListener:
 class Recorder:
     """`comps`: the graph's computations; `root`: the project's; `digests` and `state`: the
     build's; `world_fingerprint(name)`: a world's fingerprint now; `listener`: told of each
-    run recorded; `warn(text)`: prints a warning line; `cache`: the output caches."""
+    run recorded; `warn(text)`: prints a warning line; `cache`: the output caches;
+    `observers`: the engines' (farmer/record/engine.py), told of each run's outcome."""
 
     def __init__(self, comps: list[Computation], root: str, digests: Digests, state: State,
                  world_fingerprint: Callable[[str | None], str | None], listener: RunListener,
-                 warn: Callable[[str], None], cache: RunCache | None = None) -> None:
+                 warn: Callable[[str], None], cache: RunCache | None = None,
+                 observers: list[RunObserver] | None = None) -> None:
         self.comps = comps
+        self.observers = observers or []
         self.digests = digests
         self.state = state
         self.world_fingerprint = world_fingerprint
@@ -183,6 +187,8 @@ class Recorder:
                 self._unhashed.append(_Unhashed(comp, trace, outcome, unsure, unhashed, started))
             else:
                 self._keep(comp, trace, outcome, unsure)
+        for observer in self.observers:
+            observer.after_run(comp, outcome)
         return outcome
 
     def _keep(self, comp: Computation, trace: Trace, outcome: Outcome, unsure: bool) -> None:

@@ -1,7 +1,8 @@
 """Where an output cache plugs into a build: the recorder looks a computation up before it
 runs and stores its outputs after (farmer/record/recorder.py). `RunCache` is the seam,
-`Layered` two caches as one. The caches themselves: the local one (farmer/record/cache/),
-the remote (farmer/remote/runcache.py).
+`Layered` several caches as one. The caches themselves come from engines
+(farmer/record/engine.py): the local one (farmer/record/cache/), the remote
+(farmer/remote/runcache.py).
 """
 
 from __future__ import annotations
@@ -37,35 +38,37 @@ class RunCache:
 
 
 class Layered(RunCache):
-    """The local cache, then the remote: a computation restored from either is not run; one that
-    ran is stored into both, and a remote hit into the local cache (as Bazel's disk + remote
-    cache does), so the next checkout on this machine needs no network. A local hit is not
-    uploaded: finding out whether the remote lacks it would cost a lookup per local hit, which
-    is what the local cache saves."""
+    """Several caches as one, in the order of the engines that made them (the local cache,
+    then the remote: farmer/build/compose.py): a computation is restored from the first
+    that has it, and not run; one that ran is stored into each, and so is a restore to be
+    kept locally (`Restored.keep_locally`: a remote hit goes into the local cache, as with
+    Bazel's disk + remote cache, so the next checkout on this machine needs no network).
+    Each cache decides what it keeps: a local hit is not uploaded (finding out whether the
+    remote lacks it would cost a lookup per local hit, which is what the local cache saves)."""
 
-    __slots__ = ("local", "remote")
+    __slots__ = ("caches",)
 
-    def __init__(self, local: RunCache | None, remote: RunCache) -> None:
-        self.local, self.remote = local, remote
+    def __init__(self, caches: list[RunCache]) -> None:
+        self.caches = caches
 
     def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
-        if self.local is not None:
-            hit = self.local.lookup(comp, inputs, world)
+        for cache in self.caches:
+            hit = cache.lookup(comp, inputs, world)
             if hit is not None:
                 return hit
-        return self.remote.lookup(comp, inputs, world)
+        return None
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
-        if self.local is not None:
-            self.local.store(comp, trace, outcome)
-        self.remote.store(comp, trace, outcome)
-
-    def __getattr__(self, name: str):  # remote_for_exec, describe, settings...: the remote's
-        return getattr(self.remote, name)
+        for cache in self.caches:
+            cache.store(comp, trace, outcome)
 
     def close(self, interrupted: bool = False) -> None:
-        try:
-            if self.local is not None:
-                self.local.close(interrupted)
-        finally:
-            self.remote.close(interrupted)
+        """Each closes, whatever an earlier one raised (the first error is raised after)."""
+        error: BaseException | None = None
+        for cache in self.caches:
+            try:
+                cache.close(interrupted)
+            except BaseException as e:  # noqa: BLE001 - raised once every cache is closed
+                error = error or e
+        if error is not None:
+            raise error

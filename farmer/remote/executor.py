@@ -119,7 +119,7 @@ class RemoteExecutor(RelayExecutor):
         from farmer.record.cache.key import uncacheable
 
         if (comp.kind != "cmd" or not comp.action or comp.world is not None or (comp.ninja and comp.ninja.console)
-                or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):
+                or comp.remote is False or uncacheable(comp) is not None):
             return None
         base = self.remote.settings.base
         if (os.getcwd() in comp.action or (base is not None and base.names_base(comp.action))

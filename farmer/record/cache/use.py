@@ -1,5 +1,6 @@
 """The local cache as one build uses it (the recorder's `RunCache`, farmer/record/runcache.py): a
-lookup before a computation runs, a restore on a hit, a store after a successful run.
+lookup before a computation runs, a restore on a hit, a store after a successful run. Its
+engine (farmer/record/cache/engine.py) makes it.
 
 Stores happen on a thread of their own, off the critical path: a run's outputs were hashed
 for its trace already, so storing is copying them into blobs and writing one row. Every
@@ -54,15 +55,6 @@ class _Job:
                  started_ns: int) -> None:
         self.key1, self.discovered, self.outputs = key1, discovered, outputs
         self.depfile, self.log, self.started_ns = depfile, log, started_ns
-
-
-def for_build(cache_spec, root: str, flag: bool | None, cache_dir: str | None, digests: Digests,
-              logs: str, warn: Callable[[str], None]) -> LocalRunCache | None:
-    """The build's cache, when the command line, the environment or `[cache]` turn it on."""
-    from farmer.record.cache.settings import resolve
-
-    settings = resolve(cache_spec, root, flag, cache_dir)
-    return LocalRunCache(settings, digests, logs, warn, root, Restored("local")) if settings.enabled else None
 
 
 class LocalRunCache(RunCache):
