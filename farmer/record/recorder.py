@@ -9,12 +9,21 @@ declared input is (`_discovered`). Those outside the project root (the system's 
 source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed, or checked when
 this build hashed them already, by `hash_discovered`, once the consumers the run released
 have started, not between the two (see `_Unhashed`). It knows nothing of the scheduler,
-the terminal or the executor: what it has to say goes to `warn`.
+the terminal, the executor or the session: it is handed the build's digests and state, a
+world's fingerprint as a callable, and what to tell (`RunListener`, `warn`).
 
 The seams, in the order a run meets them:
-  prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
-  record   -> `RunCache.store`:  a successful run's outputs kept (after its trace);
-           -> `failed_outputs`:  a failed run's outputs moved to .farmer/failed/ (SPEC §2).
+  prepare  -> `RunCache.lookup`:  outputs restored from a cache instead of running; the
+                                  outcome's origin is the cache's `Restored`;
+  record   -> `RunListener`:      outputs written (a world's fingerprint may change), then
+                                  each complete trace (the session keeps what the proof needs);
+           -> `RunCache.store`:   a successful run's outputs kept (after its trace), and a
+                                  restore's when its origin says `keep_locally`;
+           -> `failed_outputs`:   a failed run's outputs moved to .farmer/failed/ (SPEC §2);
+           -> `RunObserver.after_run`: each outcome, as recorded.
+The caches and observers are the engines' that the build turned on (farmer/record/engine.py,
+stacked by farmer/build/compose.py), as is every outcome's origin: the recorder knows no
+engine by name, and keeps a run's duration under its origin's `Ran.history_prefix`.
 """
 
 from __future__ import annotations
