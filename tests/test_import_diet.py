@@ -24,6 +24,8 @@ NOT_ON_AN_INCREMENTAL_BUILD = {
     "farmer.record.depfile",  # no computation here has a depfile
     "heapq",  # the scheduler's ready queue is _heapq's, the C module under it
     "xxhash",  # its extension module, loaded without the package (farmer/startup/extension.py)
+    # the engines a build has not turned on (farmer/build/compose.py): no cache, no remote
+    "farmer.record.cache.engine", "farmer.record.cache.use", "farmer.remote.engine", "farmer.remote.runcache",
 }
 
 # Nor before the first command of a first build (no .farmer/) of a Farmfile written out in

@@ -10,11 +10,11 @@ import pytest
 from farmer.build import command
 from farmer.files import digests as grains
 from farmer.store import proof as noop
-from farmer.store import proof_check as statcheck
+from farmer.files import stattable
 
 PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}  # python -X importtime: one stderr line a module
 HEAVY = {"click", "farmer.build.run", "farmer.cli.app", "networkx", "rich", "sqlite3", "_sqlite3", "tomllib",
-         "toml_rs", "array"}  # array imports collections (statcheck.py)
+         "toml_rs", "array"}  # array imports collections (files/stattable.py)
 
 CHAIN = """
 [task.a]
@@ -102,11 +102,11 @@ def test_a_racy_file_is_vouched_for_by_its_content(tmp_path, monkeypatch):
     (tmp_path / "f").write_text("one")
     st = os.stat("f")
     key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-    assert noop.Proof(["f"], statcheck.table([key]), {0: grains.hash_file("f")}, "[]", 0).check() == set()
-    assert noop.Proof(["f"], statcheck.table([key]), {0: grains.hash_bytes(b"two")}, "[]", 0).check() == {0}
-    assert noop.Proof(["f"], statcheck.table([key]), {}, "[]", 0).check() == set()
+    assert noop.Proof(["f"], stattable.table([key]), {0: grains.hash_file("f")}, "[]", 0).check() == set()
+    assert noop.Proof(["f"], stattable.table([key]), {0: grains.hash_bytes(b"two")}, "[]", 0).check() == {0}
+    assert noop.Proof(["f"], stattable.table([key]), {}, "[]", 0).check() == set()
     os.unlink("f")
-    assert noop.Proof(["f"], statcheck.table([key]), {}, "[]", 0).check() == {0}
+    assert noop.Proof(["f"], stattable.table([key]), {}, "[]", 0).check() == {0}
 
 
 def test_last_build_entries_are_replaced_in_place():

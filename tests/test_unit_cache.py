@@ -14,7 +14,8 @@ import pytest
 from conftest import REPO
 from farmer.record.cache.key import ActionDescription, Programs, command_words, describe, variant_key
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
-from farmer.record.cache.settings import DEFAULT_MAX_SIZE, parse_size, resolve
+from farmer.manifest.spec import parse_size
+from farmer.record.cache.settings import DEFAULT_MAX_SIZE, resolve
 from farmer.record.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
 from farmer.files.digests import Digests, hash_bytes
 from farmer.graph.graph import Computation

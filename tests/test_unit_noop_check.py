@@ -9,6 +9,7 @@ import time
 import pytest
 
 from farmer.store import proof as noop
+from farmer.files import stattable
 from farmer.store import proof_check as statcheck
 
 
@@ -26,7 +27,7 @@ def tree(tmp_path, monkeypatch):
         with open(path, "w") as f:
             f.write(f"{n}\n")
         paths.append(path)
-    stats = statcheck.table(statcheck.stat_key(p) for p in paths)
+    stats = stattable.table(stattable.stat_key_of(p) for p in paths)
     return paths, stats
 
 
@@ -49,7 +50,7 @@ def test_children_find_what_one_process_finds(tree):
 
 def test_too_few_files_or_cpus_are_checked_here(tree, monkeypatch):
     paths, stats = tree
-    assert statcheck.changed_in_parallel(paths[:99], stats[:99 * statcheck.STAT_BYTES]) is None  # fewer than 2 × 50
+    assert statcheck.changed_in_parallel(paths[:99], stats[:99 * stattable.STAT_BYTES]) is None  # fewer than 2 × 50
     monkeypatch.setattr(statcheck.os, "sched_getaffinity", lambda pid: {0})
     assert statcheck.changed_in_parallel(paths, stats) is None
     change_some(paths)

@@ -8,7 +8,7 @@ import os
 import random
 
 from farmer.store import proof as noop
-from farmer.store import proof_check as statcheck
+from farmer.files import stattable
 
 from test_noop_fastpath import imported, PROFILE
 
@@ -38,7 +38,7 @@ def test_the_dirty_computations_read_back_are_those_resting_on_a_changed_file(tm
     selected = list(range(25))
     proof = noop.Proof.of([["{}"] * 20, ["{}"] * 5], selected)
     proof.paths[:] = paths
-    proof.stats.extend(statcheck.table(statcheck.stat_key(p) for p in paths))
+    proof.stats.extend(stattable.table(stattable.stat_key_of(p) for p in paths))
     proof.files_of = rows
     os.mkdir(".farmer")
     noop.write(".farmer", "Farmfile", "digest", ["all"], {}, proof, True)

@@ -136,9 +136,9 @@ def build(targets: list[str], directory: str | None = None, farmfile: str = "Far
     paused.__enter__()
     try:
         if not dry_run and not trace_file and not is_ninja(farmfile, ninja):
-            # First, the cheap proof that nothing changed (farmer/store/proof.py), under the lock
+            # First, the cheap proof that nothing changed (farmer/build/noop.py), under the lock
             # the build keeps if it has to go on.
-            from farmer.store import proof as noop
+            from farmer.build import noop
             from farmer.files.lock import ProjectLock
 
             enter(directory)
@@ -243,8 +243,8 @@ def _ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock
     """A no-op build of a ninja manifest finished without parsing it (its exit status), when
     neither it nor what regenerates it changed (farmer/store/ninja_stamp.py) and the no-op proof
     holds; None: the build goes the full way."""
+    from farmer.build import noop
     from farmer.store import ninja_stamp as ninjastamp
-    from farmer.store import proof as noop
     from farmer.files.lock import ProjectLock
 
     root = os.path.dirname(manifest)

@@ -69,7 +69,7 @@ class BuildHooks(Hooks):
         now = time.monotonic()
         done = self.recorder.prepare(comp, now - self.t0)
         if self.opts.explain:
-            restored = f"; restored from the {done.where or 'local'} cache" if done is not None and done.cached else ""
+            restored = f"; restored from the {done.origin.name} cache" if done is not None and done.origin.restored else ""
             self.reporter.message(f"farmer: explain: {comp.id}: {reason}{restored}")
         if done is None:
             self.running[index] = now
@@ -82,11 +82,11 @@ class BuildHooks(Hooks):
     def finished(self, outcome: Outcome) -> Outcome:
         self.print_finished()
         comp = self.comps[outcome.index]
-        if self.running.pop(outcome.index, None) is not None and outcome.cached and self.opts.explain:
+        if self.running.pop(outcome.index, None) is not None and outcome.origin.restored and self.opts.explain:
             # looked up alongside other work (farmer/remote/lookups.py): restored after it started
-            self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.where or 'local'} cache")
+            self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.origin.name} cache")
         outcome = self.recorder.record(comp, outcome)
-        silent = outcome.cached or outcome.printed is False
+        silent = outcome.origin.restored or outcome.printed is False
         # (a silent success has no log to name or read: its path is not made)
         log = "" if outcome.ok and silent else log_path(self.logs, comp.id)
         output = "" if silent else report.read_output(log)

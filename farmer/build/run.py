@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farmer.graph.graph import Graph
-    from farmer.record.recorder import RunCache
+    from farmer.record.runcache import RunCache
     from farmer.manifest.spec import Spec
     from farmer.store.state import State
 
@@ -123,8 +123,10 @@ class _Build:
             return self.finish({}, {}, None, {})
         # Start-up rule (docs/performance.md): what runs computations is imported by a build
         # that has some to run.
+        from farmer.build.compose import compose
         from farmer.build.hooks import BuildHooks
         from farmer.files.confine import check_inside
+        from farmer.record.engine import EngineContext
         from farmer.record.recorder import Recorder
 
         if not (session.graph.paths_first or session.graph.inside_checked):
@@ -136,8 +138,10 @@ class _Build:
         make_dir(logs)
         live = opts.live and not self._console(to_run)  # it owns the terminal
         reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
-        cache = self.cache or self._caches(logs, reporter.message)
-        recorder = Recorder(session, reporter.message, cache)
+        engines = compose(EngineContext(session.spec, session, opts, logs, reporter.message, self.t0), self.cache)
+        cache = engines.cache
+        recorder = Recorder(comps, session.spec.root, session.digests, session.state, session.world_fingerprint,
+                            session, reporter.message, cache, engines.observers)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.later = self.later
         # last-build.json's predicted makespan, simulated once the first commands run (after
@@ -153,12 +157,11 @@ class _Build:
             signal.signal(signal.SIGCHLD, lambda *_: None)
         # (a live view's thread, or a cache's, would keep the process starter from forking
         # once it runs: it forks before)
-        executor = given if given is not None else self._executor(to_run, logs, wake_r, reporter.message,
-                                                                  logs_new, live or cache is not None)
-        executor, jobs = self._remote_executor(executor, cache, given is not None)
-        alongside = getattr(cache, "lookups_alongside", None)  # remote lookups many at once
-        if alongside is not None and given is None:
-            executor, jobs = alongside(executor, jobs, self.t0)
+        if given is not None:  # used as it is, without the engines' layers
+            executor, jobs = given, opts.jobs
+        else:
+            executor, jobs = engines.stack(self._executor(to_run, logs, wake_r, reporter.message, logs_new,
+                                                          live or cache is not None), opts.jobs)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
         scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
@@ -200,55 +203,6 @@ class _Build:
         lock's `early`: a watch stops, a build that follows under it stops before running)."""
         self.early.append(signum)
 
-    def _caches(self, logs: str, warn) -> RunCache | None:
-        """The local output cache and the remote one, as the build has them turned on."""
-        local = self._local_cache(logs, warn)
-        remote = self._remote_cache(logs, warn)
-        if remote is None:
-            return local
-        from farmer.remote.runcache import Layered
-
-        return Layered(local, remote)
-
-    def _remote_cache(self, logs: str, warn) -> RunCache | None:
-        """The remote cache (farmer/remote/), when --remote, FARMER_REMOTE or [remote] names a
-        server; grpc is imported only when a computation first consults it."""
-        spec = self.session.spec
-        if not (self.opts.remote.get("url") or os.environ.get("FARMER_REMOTE") or spec.remote and spec.remote.url):
-            return None
-        from farmer.errors import UsageError
-        from farmer.remote import config
-        from farmer.remote.runcache import RemoteRunCache
-
-        try:
-            settings = config.resolve(**self.opts.remote, table=spec.remote.table() if spec.remote else None)
-        except config.RemoteConfigError as e:
-            raise UsageError(str(e)) from None
-        if settings is None:
-            return None
-        if self.session.graph.paths_first:  # a build.ninja: its --base-dir roots the input roots
-            from farmer.graph import basedir
-
-            given, source = basedir.setting(self.opts.base_dir)
-            settings.base = basedir.resolve(given, spec.root, source)
-        env = spec.cache.env if spec.cache is not None else []
-        return RemoteRunCache(settings, self.session, env, logs, warn)
-
-    def _remote_executor(self, executor: Executor, cache: RunCache | None, given: bool) -> tuple[Executor, int]:
-        """With --remote-exec, the executor that sends eligible computations to the remote, and
-        the scheduler's slots: -j local ones and `[remote] jobs` remote ones."""
-        remote = getattr(cache, "remote_for_exec", None)
-        settings = getattr(cache, "settings", None)
-        if given or remote is None or settings is None or not settings.execute:
-            return executor, self.opts.jobs
-        engine = remote()
-        if engine is None:
-            return executor, self.opts.jobs
-        from farmer.remote.executor import RemoteExecutor
-
-        return (RemoteExecutor(executor, engine, self.opts.jobs, self.t0, cache.describe, self.session.trace,
-                               cache.log_of, cache.warn), self.opts.jobs + settings.jobs)
-
     def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool,
                   threads: bool) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,
@@ -281,16 +235,6 @@ class _Build:
         comps = self.session.graph.computations
         return self.session.graph.paths_first and any(comps[i].ninja and comps[i].ninja.console
                                                       for i in to_run)
-
-    def _local_cache(self, logs: str, warn) -> RunCache | None:
-        """The local output cache (farmer/record/cache/), when it is turned on; nothing of it is
-        imported otherwise."""
-        opts, spec = self.opts, self.session.spec
-        if opts.cache is False or opts.cache is None and spec.cache is None and not os.environ.get("FARMER_CACHE"):
-            return None
-        from farmer.record.cache.use import for_build
-
-        return for_build(spec.cache, spec.root, opts.cache, opts.cache_dir, self.session.digests, logs, warn)
 
     def finish(self, settled: dict[int, Settled], outcomes: dict[int, Outcome],
                signum: int | None, slots_of: dict[int, list[int]]) -> int:

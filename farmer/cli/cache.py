@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from farmer.record.cache.settings import CacheSettings, format_size, parse_size, resolve
+from farmer.manifest.spec import parse_size
+from farmer.record.cache.settings import CacheSettings, format_size, resolve
 from farmer.record.cache.store import CacheError, LocalCache
 from farmer.errors import UsageError
 

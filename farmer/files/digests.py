@@ -11,8 +11,8 @@ import os
 import stat as statmod
 import time
 
+from farmer.files.stattable import FIELDS, StatKey, stat_key  # `Digests._stat`'s bytes are a proof's
 from farmer.startup.extension import xxhash as _xxhash
-from farmer.store.proof_check import FIELDS  # int64s per slot in `Digests._stat`: its bytes are a proof's
 
 xxhash = _xxhash()  # start-up rule (docs/performance.md): its extension module, not the package
 
@@ -25,13 +25,6 @@ _CHUNK = 1 << 20
 # the same time-stamp tick without its stat changing ("racy" entries, as git calls them);
 # such entries are hashed again next time instead of being trusted.
 RACY_NS = 100_000_000
-
-StatKey = tuple[int, int, int, int]  # mtime_ns, size, inode, ctime_ns
-
-
-def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
 
 # farmer's own sources that decide what a Farmfile expands to and what is up to date.
 _SOURCES = ("manifest/spec.py", "manifest/farmfile.py", "manifest/shellscan.py", "graph/traversal.py", "graph/expander.py",
@@ -354,7 +347,7 @@ class Digests:
 
     def taken(self, path: str) -> tuple[bytes, str, bool] | None:
         """What the no-op proof records of `path` if it was digested in this build (and not
-        forgotten since): its stat then (`statcheck.packed`'s bytes), its digest, and
+        forgotten since): its stat then (`stattable.packed`'s bytes), its digest, and
         whether it was racy (so that only its content can vouch for it)."""
         slot = self.taken_slot(path)
         return None if slot is None else self.taken_at(slot)
@@ -440,3 +433,10 @@ class Digests:
 _FIRST_SLOTS = 256  # `Digests._stat`'s room at first, in slots
 _RACY, _SEEN = 1, 2  # `Digests._flags`
 
+
+def digest_or_changed(digests: Digests, path: str) -> str | None:
+    """`digests.digest(path)`, or "not-a-file" for a path that is not a regular file."""
+    try:
+        return digests.digest(path)
+    except NotAFile:
+        return "not-a-file"

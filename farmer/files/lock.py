@@ -15,9 +15,26 @@ from farmer.errors import LockHeld
 from farmer.files.private import open_file, make_dir
 
 # In the lock's folder while its holder has a folder for its worlds' FIFOs (made before the
-# folder, removed after it: farmer/worlds/sweep.py): found by the next holder, it was left
-# by one killed with -9, whose folder is still there.
+# folder, removed after it: `mark_fifos`, `unmark_fifos`): found by the next holder, it was
+# left by one killed with -9, whose folder is still there (farmer/run/worlds/sweep.py).
 FIFOS_MARK = "fifos"
+
+
+def mark_fifos(farmer_dir: str) -> None:
+    """Before this farmer makes its worlds' FIFO folder: a kill between the two leaves a
+    mark and no folder, which costs the next farmer a sweep, never a folder unmarked."""
+    try:
+        os.close(open_file(os.path.join(farmer_dir, FIFOS_MARK), os.O_WRONLY | os.O_CREAT))
+    except OSError:
+        pass  # a full disk: the next build's sweep after its plan still finds the folder
+
+
+def unmark_fifos(farmer_dir: str) -> None:
+    """Once this farmer's FIFO folder is removed."""
+    try:
+        os.unlink(os.path.join(farmer_dir, FIFOS_MARK))
+    except OSError:
+        pass
 
 
 def _holder(fd: int) -> tuple[str, str]:

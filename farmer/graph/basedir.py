@@ -238,14 +238,14 @@ def compiler_name(name: str) -> bool:
 def simple_commands(command: str) -> list[list[str]]:
     """The words of each simple command of a shell line (assignments before it and the files
     of redirections left out, quotes removed), in order."""
-    from farmer.record.cache.key import _REDIRECTS, _tokens
+    from farmer.files.shellwords import REDIRECTS, tokens
 
     out: list[list[str]] = []
     words: list[str] = []
     redirect = False
-    for token, is_operator in _tokens(command):
+    for token, is_operator in tokens(command):
         if is_operator:
-            if token in _REDIRECTS:
+            if token in REDIRECTS:
                 redirect = True
                 continue
             if words:
@@ -318,7 +318,7 @@ def rebase(graph: Graph, base: BaseDir) -> int:
     """Rewrite the graph's commands (and recompute their action fingerprints), and name the
     source files under the base (inputs no computation makes) by their relative paths, so the
     inputs in a key are the checkout's layout, not its place. The number of commands rewritten."""
-    from farmer.plan.uptodate import action_fingerprint
+    from farmer.graph.graph import action_fingerprint
 
     produced = graph.producer
     names: dict[str, str] = {}

@@ -7,6 +7,7 @@ import os
 import sys
 
 from farmer.errors import TaskError, UsageError
+from farmer.files.digests import xxhash
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class Computation:
         cache: bool = True,
         world_setup: str | None = None,  # JSON of the world chain's setup, for a fresh interpreter
         missing: list[str] | None = None,  # inputs neither existing nor produced
-        fingerprint: str = "",  # the action fingerprint (uptodate.action_fingerprint)
+        fingerprint: str = "",  # the action fingerprint (`action_fingerprint`)
         producers: list[int] | None = None,
         consumers: list[int] | None = None,
         validates: list[int] | None = None,  # built with it, not needed by it (ninja's |@)
@@ -175,12 +176,10 @@ class Computation:
 
     @property
     def fingerprint(self) -> str:
-        """The action fingerprint (uptodate.action_fingerprint); None as set: taken when
-        first read (`literal`)."""
+        """The action fingerprint (`action_fingerprint`); None as set: taken when first read
+        (`literal`)."""
         fingerprint = self._fingerprint
         if fingerprint is None:
-            from farmer.plan.uptodate import action_fingerprint
-
             fingerprint = self._fingerprint = action_fingerprint(self)
         return fingerprint
 
@@ -202,6 +201,23 @@ class Computation:
         if self.world is not None:
             return [sys.executable, _DRIVER, "--setup", self.world_setup or "[]", "--", *args]
         return [sys.executable, *args]
+
+
+def action_fingerprint(comp: Computation) -> str:
+    """What the computation does, apart from its inputs' contents and its world: a
+    property of its action, taken by the traversals and read as `Computation.fingerprint`."""
+    env = [f"{k}={v}" for k, v in sorted(comp.env.items())] if comp.env else []
+    edge = comp.ninja
+    if edge is None:
+        action, rsp = comp.action or "", []
+    else:
+        action = "" if edge.generator else comp.action or ""  # ninja: a generator's command may change
+        rsp = ["\0rspfile", edge.rspfile, edge.rspfile_content or ""] if edge.rspfile else []
+    parts = [comp.kind or "", action, *env, "\0outputs", *comp.outputs, "\0depfile",
+             comp.depfile or "", *rsp, ""]
+    # hash_text(*parts) in one buffer and one call (a traversal makes 100k of these): the
+    # parts each followed by NUL, as hash_text feeds them.
+    return xxhash.xxh3_128_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"))
 
 
 class Graph:

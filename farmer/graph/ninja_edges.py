@@ -18,8 +18,7 @@ from farmer.errors import UsageError
 from farmer.manifest.spec import Spec
 from farmer.manifest.ninja_lexer import evaluate
 from farmer.manifest.ninja_parser import Edge, Manifest, shell_escape
-from farmer.graph.graph import Computation, Graph, NinjaEdge, topological_order
-from farmer.plan.uptodate import action_fingerprint
+from farmer.graph.graph import Computation, Graph, NinjaEdge, action_fingerprint, topological_order
 
 CONSOLE = "console"
 

@@ -16,10 +16,9 @@ from farmer.manifest import template
 from farmer.errors import TaskError, UsageError
 from farmer.graph.expander import Expanders, Instance, TaskExpander, expand_tasks, normalize, render_list
 from farmer.manifest.farmfile import Spec
-from farmer.graph.graph import NO_NAMES, Computation, Graph, topological_order
+from farmer.graph.graph import NO_NAMES, Computation, Graph, action_fingerprint, topological_order
 from farmer.files.confine import check_inside
 from farmer.graph.matching import Files, glob_regex
-from farmer.plan.uptodate import action_fingerprint
 
 
 def glob_start(path: str) -> int:

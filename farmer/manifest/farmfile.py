@@ -11,7 +11,7 @@ import os
 
 from farmer.manifest import template
 from farmer.errors import TaskError, UsageError
-from farmer.manifest.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, read  # noqa: F401 - farmfile.Spec etc. as before
+from farmer.manifest.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, parse_size, read  # noqa: F401 - farmfile.Spec etc. as before
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -497,8 +497,6 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
 def _cache(r: _Reader, body: dict) -> CacheSpec:
     """`[cache]`: where the local output cache lives, its size limit, the inherited
     environment variables that are part of every key (SPEC §5)."""
-    from farmer.record.cache.settings import parse_size
-
     table = ("cache",)
     r.known_keys(table, body, CACHE_KEYS)
     cache = CacheSpec(line=r.where.table("cache"))

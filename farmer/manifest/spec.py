@@ -103,6 +103,30 @@ class CacheSpec:
         self.env = [] if env is None else env  # inherited variables that are part of every key
 
 
+# The units of a size as `[cache] max_size` and `farmer cache gc --max-size` take it.
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024, "m": 1000**2,
+          "mb": 1000**2, "mib": 1024**2, "mi": 1024**2, "g": 1000**3, "gb": 1000**3,
+          "gib": 1024**3, "gi": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
+          "ti": 1024**4}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes in `text` ("5GiB", "500 MB", "1.5G", "4096"), or None when it is not a size.
+    Decimal units (k, MB, G) are powers of 1000, binary ones (KiB, Mi) of 1024."""
+    text = text.strip()
+    end = len(text)
+    while end and not (text[end - 1].isdigit() or text[end - 1] == "."):
+        end -= 1
+    number, unit = text[:end].strip(), text[end:].strip().lower()
+    if unit not in _UNITS or not number or not all(c.isdigit() or c == "." for c in number):
+        return None
+    try:
+        size = int(float(number) * _UNITS[unit])
+    except ValueError:
+        return None
+    return size if size > 0 else None
+
+
 class RemoteSpec:
     """`[remote]` (SPEC §5): a REAPI server for the remote cache and remote execution
     (farmer/remote/; docs/remote.md). Flags and FARMER_REMOTE* override each key."""

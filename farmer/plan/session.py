@@ -20,7 +20,7 @@ from farmer.graph.graph import Graph, check_inputs, select_targets
 from farmer.plan.latency import estimates
 from farmer.plan.latency.predict import Prediction, predict
 from farmer.run.scheduler import UP_TO_DATE
-from farmer.store.state import State, Trace
+from farmer.store.state import State, Trace, world_setup_id
 from farmer.plan.uptodate import out_of_date, timed_outputs, to_run
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
 
 _UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
 _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
-
-
-def world_setup_id(name: str) -> str:
-    """The id and task under which a world's measured set-up is kept in history (no task
-    name has a colon)."""
-    return "world:" + name
 
 
 class BuildOptions:

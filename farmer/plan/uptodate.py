@@ -5,30 +5,15 @@ content now. The first difference found is the reason it runs, in SPEC §4's wor
 
 from __future__ import annotations
 
-from farmer.files.digests import Digests, NotAFile, xxhash
+from farmer.files.digests import Digests, digest_or_changed
+from farmer.graph.graph import action_fingerprint
 from farmer.store.state import Trace
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
-if TYPE_CHECKING:  # traversal fingerprints computations with this module
+if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farmer.graph.graph import Computation, Graph
-
-
-def action_fingerprint(comp: Computation) -> str:
-    """What the computation does, apart from its inputs' contents and its world."""
-    env = [f"{k}={v}" for k, v in sorted(comp.env.items())] if comp.env else []
-    edge = comp.ninja
-    if edge is None:
-        action, rsp = comp.action or "", []
-    else:
-        action = "" if edge.generator else comp.action or ""  # ninja: a generator's command may change
-        rsp = ["\0rspfile", edge.rspfile, edge.rspfile_content or ""] if edge.rspfile else []
-    parts = [comp.kind or "", action, *env, "\0outputs", *comp.outputs, "\0depfile",
-             comp.depfile or "", *rsp, ""]
-    # hash_text(*parts) in one buffer and one call (a traversal makes 100k of these): the
-    # parts each followed by NUL, as hash_text feeds them.
-    return xxhash.xxh3_128_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"))
 
 
 def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:
@@ -46,13 +31,6 @@ def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:
         return i is not None and comps[i].kind is not None and comps[i].ninja is not None and not comps[i].ninja.restat
 
     return timed
-
-
-def digest_or_changed(digests: Digests, path: str) -> str | None:
-    try:
-        return digests.digest(path)
-    except NotAFile:
-        return "not-a-file"
 
 
 def out_of_date(comp: Computation, trace: Trace | None, world: str | None,

@@ -2,10 +2,17 @@
 
 Handles `\\` line continuations, escaped spaces (`\\ `), `$$`, several targets before the
 colon, and several rules in one file (`-MP` adds empty rules for headers). The result is
-every prerequisite of every rule, in order of first appearance.
+every prerequisite of every rule, in order of first appearance. `write` makes one, for a
+run restored from a cache whose depfile the cache did not keep.
 """
 
 from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from farmer.graph.graph import Computation
 
 
 class DepfileError(Exception):
@@ -125,3 +132,15 @@ def parse(text: str) -> list[str]:
             seen.add(word)
             deps.append(word)
     return deps
+
+
+def write(comp: Computation, discovered: list[tuple[str, str]]) -> None:
+    """A depfile for `comp` listing `discovered`, for the recorder to read (and remove) as
+    after a run."""
+    def escaped(path: str) -> str:
+        return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+    text = f"{escaped(comp.outputs[0])}: " + " ".join(escaped(p) for p, _ in discovered) + "\n"
+    os.makedirs(os.path.dirname(comp.depfile) or ".", exist_ok=True)
+    with open(comp.depfile, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(text)

@@ -9,12 +9,21 @@ declared input is (`_discovered`). Those outside the project root (the system's 
 source tree's headers: 30 for <stdio.h>, 180 for <iostream>) are hashed, or checked when
 this build hashed them already, by `hash_discovered`, once the consumers the run released
 have started, not between the two (see `_Unhashed`). It knows nothing of the scheduler,
-the terminal or the executor: what it has to say goes to `warn`.
+the terminal, the executor or the session: it is handed the build's digests and state, a
+world's fingerprint as a callable, and what to tell (`RunListener`, `warn`).
 
 The seams, in the order a run meets them:
-  prepare  -> `RunCache.lookup`: outputs restored from a cache instead of running;
-  record   -> `RunCache.store`:  a successful run's outputs kept (after its trace);
-           -> `failed_outputs`:  a failed run's outputs moved to .farmer/failed/ (SPEC §2).
+  prepare  -> `RunCache.lookup`:  outputs restored from a cache instead of running; the
+                                  outcome's origin is the cache's `Restored`;
+  record   -> `RunListener`:      outputs written (a world's fingerprint may change), then
+                                  each complete trace (the session keeps what the proof needs);
+           -> `RunCache.store`:   a successful run's outputs kept (after its trace), and a
+                                  restore's when its origin says `keep_locally`;
+           -> `failed_outputs`:   a failed run's outputs moved to .farmer/failed/ (SPEC §2);
+           -> `RunObserver.after_run`: each outcome, as recorded.
+The caches and observers are the engines' that the build turned on (farmer/record/engine.py,
+stacked by farmer/build/compose.py), as is every outcome's origin: the recorder knows no
+engine by name, and keeps a run's duration under its origin's `Ran.history_prefix`.
 """
 
 from __future__ import annotations
@@ -23,52 +32,57 @@ import os
 import stat
 import time
 
-from farmer.files import private
 from farmer.errors import UsageError
-from farmer.run.executors.base import Outcome
-from farmer.files.digests import RACY_NS, NotAFile, stat_key
-from farmer.plan.session import world_setup_id
-from farmer.store.state import Sample, Trace
+from farmer.files import private
+from farmer.files.digests import RACY_NS, NotAFile
+from farmer.files.stattable import stat_key
+from farmer.record.runcache import RunCache
+from farmer.run.executors.base import Outcome, Ran, Restored
+from farmer.store.state import Sample, Trace, world_setup_id
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.graph.graph import Computation
     from farmer.files.digests import Digests
-    from farmer.plan.session import Session
+    from farmer.graph.graph import Computation
+    from farmer.record.engine import RunObserver
+    from farmer.store.state import State
 
 _FLUSH_EVERY_S = 1.0
 FAILED_DIR = os.path.join(".farmer", "failed")  # in the project root, the working directory
 
 
-class RunCache:
-    """Where an output cache plugs into a build (farmer/record/cache/, issue 13). This one keeps
-    nothing: every run runs."""
+class RunListener:
+    """What hears of the runs the recorder records (the session: the no-op proof's buffers,
+    its worlds' fingerprints). This one hears nothing."""
 
     __slots__ = ()
 
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> bool:
-        """Before `comp` runs, with the digests of the inputs it would read and its world's
-        fingerprint (its action's is `comp.fingerprint`): True when its outputs were
-        restored in place, so it need not run. The recorder then records it as a run
-        (output digests, trace), without a duration sample."""
-        return False
+    def outputs_written(self, paths: list[str]) -> None:
+        """A run that succeeded wrote `paths` (before its trace is complete)."""
 
-    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
-        """After `comp` ran and succeeded, once its trace is recorded: keep its outputs
-        (their digests are `trace.outputs`; its log, `executors.process.log_path`). Also
-        after a restore from the remote cache (`outcome.where` "remote"), for the local one."""
-
-    def close(self, interrupted: bool) -> None:
-        """The build is over (`interrupted`: by a signal): finish or drop what is pending."""
+    def recorded(self, index: int, trace: Trace) -> None:
+        """Computation `index` ran (or was restored) and `trace`, complete, is on its way to
+        state.db."""
 
 
 class Recorder:
-    def __init__(self, session: Session, warn: Callable[[str], None],
-                 cache: RunCache | None = None) -> None:
-        self.s = session
-        self.comps = session.graph.computations
+    """`comps`: the graph's computations; `root`: the project's; `digests` and `state`: the
+    build's; `world_fingerprint(name)`: a world's fingerprint now; `listener`: told of each
+    run recorded; `warn(text)`: prints a warning line; `cache`: the output caches;
+    `observers`: the engines' (farmer/record/engine.py), told of each run's outcome."""
+
+    def __init__(self, comps: list[Computation], root: str, digests: Digests, state: State,
+                 world_fingerprint: Callable[[str | None], str | None], listener: RunListener,
+                 warn: Callable[[str], None], cache: RunCache | None = None,
+                 observers: list[RunObserver] | None = None) -> None:
+        self.comps = comps
+        self.observers = observers or []
+        self.digests = digests
+        self.state = state
+        self.world_fingerprint = world_fingerprint
+        self.listener = listener
         self.warn = warn
         self.cache = cache or RunCache()
         self._inputs_before: dict[int, list[tuple[str, str]]] = {}  # input digests at start
@@ -90,13 +104,12 @@ class Recorder:
         # Hashing a run's headers later is for builds that keep no outputs: a cache stores a
         # run's outputs with its trace, as soon as the run is recorded.
         self._later = type(self.cache) is RunCache
-        root = session.spec.root
         self._root = root if root.endswith(os.sep) else root + os.sep
 
     def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
         """Ready `comp` to run. An Outcome when it is done without running (restored from
         the cache at `now_s`, seconds into the build); None: start it."""
-        digests = self.s.digests
+        digests = self.digests
         before = []
         for path in comp.inputs:  # the content the run reads, recorded in its trace
             if digests.moved(path):  # changed since it was digested earlier in this build
@@ -106,14 +119,13 @@ class Recorder:
         self._inputs_before[comp.index] = before
         if comp.depfile and self._fs_start is None:
             self._fs_start = _fs_now(os.path.join(self._root, ".farmer", "lock"))
-        hit = self.cache.lookup(comp, before, self.s.world_fingerprint(comp.world))
+        hit = self.cache.lookup(comp, before, self.world_fingerprint(comp.world))
         # After the lookup, which digests the files a cached run's depfile lists: a restore
         # starts from what it checked, as a command does from what it reads.
         self._started[comp.index] = (time.time_ns(), digests.puts)
-        if hit:
+        if hit is not None:
             done = Outcome(comp.index, True, None, 0, now_s, now_s)
-            done.cached = True
-            done.where = hit if isinstance(hit, str) else "local"  # a RunCache may say which cache
+            done.origin = hit
             return done
         for out in comp.outputs:
             parent = os.path.dirname(out)
@@ -151,7 +163,7 @@ class Recorder:
     def record(self, comp: Computation, outcome: Outcome) -> Outcome:
         """Record how the run ended; a declared output missing (or not a file) turns
         success into failure."""
-        digests = self.s.digests
+        digests = self.digests
         outputs: list[tuple[str, str]] = []
         edge = comp.ninja
         stats = self._output_stats.pop(comp.index, None)
@@ -179,18 +191,21 @@ class Recorder:
             unsure = self._changed_inputs(comp)
             trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started)
             unsure = unsure or unsure_discovered
-            self.s.outputs_written(comp.outputs)
+            self.listener.outputs_written(comp.outputs)
             if unhashed:
                 self._unhashed.append(_Unhashed(comp, trace, outcome, unsure, unhashed, started))
             else:
                 self._keep(comp, trace, outcome, unsure)
+        for observer in self.observers:
+            observer.after_run(comp, outcome)
         return outcome
 
     def _keep(self, comp: Computation, trace: Trace, outcome: Outcome, unsure: bool) -> None:
         """`trace` is complete: on its way to state.db (and the output cache)."""
-        self.s.recorded(comp.index, trace)
+        self.listener.recorded(comp.index, trace)
         self._pending_traces.append(trace)
-        if (not outcome.cached or outcome.where == "remote") and not unsure:  # a remote hit: kept locally too
+        origin = outcome.origin
+        if (not isinstance(origin, Restored) or origin.keep_locally) and not unsure:
             self.cache.store(comp, trace, outcome)
 
     def idle(self) -> None:
@@ -208,7 +223,7 @@ class Recorder:
 
         if any(self.comps[i].depfile for i in self._started):
             from farmer.record import depfile  # noqa: F401
-        self.s.state.prepare()  # the first batch's database, without state.db
+        self.state.prepare()  # the first batch's database, without state.db
 
     def hash_discovered(self) -> None:
         """Hash what the depfiles of the runs recorded since listed and `record` left for
@@ -230,7 +245,7 @@ class Recorder:
         """A failed computation leaves no output in its place (SPEC §2): each is moved to
         .farmer/failed/PATH, replacing what an earlier failure left there, so that what a
         failing test wrote can still be read. Where they went: `failed_kept`."""
-        digests = self.s.digests
+        digests = self.digests
         kept = []
         for path in comp.outputs:
             digests.forget(path)
@@ -251,9 +266,9 @@ class Recorder:
     def flush(self) -> None:
         """Write the traces and samples recorded so far, and the stat data hashed."""
         self.hash_discovered()
-        self.s.state.save(self._pending_traces, [], self._pending_samples, self.s.digests.changed)
+        self.state.save(self._pending_traces, [], self._pending_samples, self.digests.changed)
         self._pending_traces, self._pending_samples = [], []
-        self.s.digests.changed = {}
+        self.digests.changed = {}
         self._last_flush = time.monotonic()
 
     def _changed_inputs(self, comp: Computation) -> bool:
@@ -274,7 +289,7 @@ class Recorder:
         """Whether `path` changed since its digest (`digest`) was taken in this build: its
         stat data did (one stat), or, for a file too fresh then for its stat to vouch for
         it, its content."""
-        digests = self.s.digests
+        digests = self.digests
         since = digests.since(path)
         if since is None:  # racy: only its content can tell
             digests.forget(path)
@@ -286,7 +301,7 @@ class Recorder:
         records, which matches no content, so the run runs again next build (`input PATH
         changed`), and is not cached. Said with a warning when it changed while the run
         ran (`while_running`), not just before it started."""
-        digests = self.s.digests
+        digests = self.digests
         digests.forget(path)
         digests.unstable.add(path)  # no no-op proof for this build
         if while_running:
@@ -308,7 +323,7 @@ class Recorder:
           ran, even put back since, is so compiled again next build. The build's own
           outputs are older than the runs that read them, and digested when their commands
           ended: the first case."""
-        digests = self.s.digests
+        digests = self.digests
         started_ns, mark = started
         before = digests.taken_before(path, mark)
         if before is not None:
@@ -339,7 +354,7 @@ class Recorder:
         """The run's trace, where in its `discovered` a file is left to `hash_discovered`
         (its digest there a placeholder until then), and whether a file its depfile lists
         was recorded as CHANGED (`_discovered`)."""
-        digests = self.s.digests
+        digests = self.digests
         unsure = False
         inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
         discovered: list[tuple[str, str]] = []
@@ -379,12 +394,13 @@ class Recorder:
                 _unlink(comp.depfile)
         if edge is not None and edge.rspfile:
             _unlink(edge.rspfile)
-        trace = Trace(comp.id, comp.fingerprint, self.s.world_fingerprint(comp.world), inputs,
+        trace = Trace(comp.id, comp.fingerprint, self.world_fingerprint(comp.world), inputs,
                       discovered, outputs)
-        if not outcome.cached:  # a restore says nothing of how long the run takes
-            # a remote run's duration (queueing, transfers, another machine) is kept apart, under
-            # ids of its own, so the local estimates `plan --simulate` uses stay the local ones
-            prefix = REMOTE_PREFIX if outcome.where == "remote" else ""
+        origin = outcome.origin
+        if isinstance(origin, Ran):  # a restore says nothing of how long the run takes
+            # a run elsewhere is kept apart, under ids of its own (`Ran.history_prefix`), so the
+            # local estimates `plan --simulate` uses stay the local ones
+            prefix = origin.history_prefix
             self._pending_samples.append(Sample(
                 prefix + comp.id, prefix + comp.task, time.time(), outcome.end_s - outcome.start_s,
                 outcome.cpu_s, outcome.max_rss_kb, digests.total_size(comp.inputs)))
@@ -411,7 +427,6 @@ class _Unhashed:
         self.paths, self.started = paths, started
 
 
-REMOTE_PREFIX = "remote:"  # history of runs on a remote's workers (no task name has a colon)
 CHANGED = "changed-while-running"  # a trace's digest for an input that changed during the run
 
 

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 
-from farmer.files.digests import NotAFile
+from farmer.files.digests import NotAFile, digest_or_changed
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
@@ -25,7 +25,6 @@ from farmer.files.queued import take_queued
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas
-from farmer.plan.uptodate import digest_or_changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -264,9 +263,9 @@ class RemoteCache:
         if log not in done and os.path.exists(log):
             os.unlink(log)  # an older run's output is not this one's
         if comp.depfile and comp.ninja and comp.ninja.remove_depfile:  # ninja's deps = gcc: read once, then removed
-            from farmer.record.cache.use import write_depfile
+            from farmer.record import depfile
 
-            write_depfile(comp, found.discovered)  # for the recorder, as after a run
+            depfile.write(comp, found.discovered)  # for the recorder, as after a run
         return done
 
     def refused(self, comp: Computation, error: Exception, say: Callable[[str, str], None]) -> None:

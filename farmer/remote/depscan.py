@@ -27,12 +27,12 @@ _NOT_LITERAL = set("$`*?[~{\\")  # the shell would expand these: the words are n
 def scan_argv(command: str) -> list[str] | None:
     """The argv of the dependency scan of a compile command; None for a command that is not
     one plain compile."""
+    from farmer.files import shellwords
     from farmer.graph.basedir import compiler_name
-    from farmer.record.cache.key import _tokens
 
     if any(c in _NOT_LITERAL for c in command):
         return None
-    tokens = list(_tokens(command))
+    tokens = list(shellwords.tokens(command))
     if not tokens or any(is_operator for _, is_operator in tokens):
         return None
     words = [t for t, _ in tokens]

@@ -25,8 +25,9 @@ import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from farmer.files.digests import digest_or_changed
 from farmer.record import depfile as depfiles
-from farmer.run.executors.base import Outcome
+from farmer.run.executors.base import Outcome, Ran
 from farmer.run.executors.relay import RelayExecutor
 from farmer.remote import depscan
 from farmer.remote import restore as restoring
@@ -35,7 +36,6 @@ from farmer.remote.cache import RemoteCache, RemoteLookup
 from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
 from farmer.remote.protos.google.rpc import code_pb2
 from farmer.remote.shas import Changed
-from farmer.plan.uptodate import digest_or_changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,14 +61,16 @@ class _Plan:
 
 class RemoteExecutor(RelayExecutor):
     """`describe(comp)` is the computation's action description; `trace_of(id)` its last trace;
-    `log_of(comp)` its log's path; `warn(text)` prints a line (on the build's thread)."""
+    `log_of(comp)` its log's path; `warn(text)` prints a line (on the build's thread); `ran`:
+    what the outcome of a remote run says it came from."""
 
     def __init__(self, local: ProcessExecutor, remote: RemoteCache, local_jobs: int, t0: float,
                  describe: Callable, trace_of: Callable[[str], Trace | None], log_of: Callable,
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], ran: Ran) -> None:
         super().__init__(local, local_jobs, t0)
         self.remote = remote
         self.describe, self.trace_of, self.log_of, self.warn = describe, trace_of, log_of, warn
+        self.ran = ran
         self.jobs = remote.settings.jobs
         self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="farmer-remote-exec")
         self.inflight: dict[int, object] = {}
@@ -117,7 +119,7 @@ class RemoteExecutor(RelayExecutor):
         from farmer.record.cache.key import uncacheable
 
         if (comp.kind != "cmd" or not comp.action or comp.world is not None or (comp.ninja and comp.ninja.console)
-                or getattr(comp, "remote", True) is False or uncacheable(comp) is not None):
+                or comp.remote is False or uncacheable(comp) is not None):
             return None
         base = self.remote.settings.base
         if (os.getcwd() in comp.action or (base is not None and base.names_base(comp.action))
@@ -162,7 +164,7 @@ class RemoteExecutor(RelayExecutor):
             if outcome is not None:
                 if outcome.ok:
                     self.remote_ran.add(comp.index)
-                    outcome.where = "remote"
+                    outcome.origin = self.ran
                 out.append(outcome)
                 continue
             self.fallbacks += 1

@@ -23,18 +23,19 @@ from farmer.run.executors.relay import RelayExecutor
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
-    from farmer.remote.runcache import RemoteRunCache
+    from farmer.remote.shared import SharedRemote
 
 LOOKUPS = 16  # computations looked up at once, beyond the slots that run them (more made BuildGrid slower here)
 
 
 class LookupExecutor(RelayExecutor):
-    """`inner` runs what is not restored, at most `inner_jobs` at a time; `cache` keys each
-    computation as it is prepared and keeps it in `cache.pending` for `start`."""
+    """`inner` runs what is not restored, at most `inner_jobs` at a time; the remote's cache
+    (farmer/remote/runcache.py) keys each computation as it is prepared, into `shared`, for
+    `start`."""
 
-    def __init__(self, inner: Executor, inner_jobs: int, cache: RemoteRunCache, t0: float) -> None:
+    def __init__(self, inner: Executor, inner_jobs: int, shared: SharedRemote, t0: float) -> None:
         super().__init__(inner, inner_jobs, t0)
-        self.cache = cache
+        self.shared = shared
         self.looking: dict[int, Computation] = {}  # at the restorer now
         self.done: list[Outcome] = []  # decided here, not yet reported
         self.restorer = None  # farmer.remote.restorer.Restorer, made with the first remote key
@@ -42,11 +43,11 @@ class LookupExecutor(RelayExecutor):
     # -- Executor ---------------------------------------------------------------------------------
 
     def start(self, comp: Computation) -> None:
-        found = self.cache.pending.pop(comp.index, None)
-        remote = self.cache.remote
+        found = self.shared.take_key(comp.index)
+        remote = self.shared.connection
         if found is None or self._stopping or remote is None or remote.off:
             if found is not None:
-                self.cache.found[comp.index] = found  # it runs here: uploaded after
+                self.shared.miss(comp.index, found)  # it runs here: uploaded after
             self._start_inner(comp)
             return
         if self.restorer is None:
@@ -56,7 +57,7 @@ class LookupExecutor(RelayExecutor):
         from farmer.remote.restorer import Request
 
         self.looking[comp.index] = comp
-        self.restorer.submit(Request(comp, found, self.cache.log_of(comp), time.monotonic()))
+        self.restorer.submit(Request(comp, found, self.shared.log_of(comp), time.monotonic()))
 
     def running(self) -> int:
         return self.inner.running() + len(self.looking) + len(self.waiting) + len(self.done)
@@ -88,7 +89,7 @@ class LookupExecutor(RelayExecutor):
             return out
         from farmer.remote.restorer import HIT, VARIANTS
 
-        remote = self.cache.remote
+        remote = self.shared.connection
         replies = self.restorer.replies
         while not replies.empty():
             r = replies.get()
@@ -112,11 +113,11 @@ class LookupExecutor(RelayExecutor):
                     if contents is not None:
                         remote.learn(comp, contents)
                         hit = Outcome(comp.index, True, None, 0, r.started - self.t0, now)
-                        hit.cached, hit.where = True, "remote"
+                        hit.origin = self.shared.restored
                         out.append(hit)
                         continue
             r.found.result = None
-            self.cache.found[comp.index] = r.found  # it runs here: uploaded after
+            self.shared.miss(comp.index, r.found)  # it runs here: uploaded after
             if self._stopping:
                 out.append(Outcome(comp.index, False, "interrupted", None, now, now))
             else:

@@ -1,5 +1,5 @@
-"""The remote cache at the recorder's seam (farmer/record/recorder.py's RunCache), and the two caches
-in one: the local cache first, then the remote.
+"""The remote cache at the recorder's seam (farmer/record/runcache.py's RunCache), one part of
+the remote engine (farmer/remote/engine.py).
 
 Plain Python until a computation is about to consult the remote: only then is
 farmer/remote/cache.py (grpc, protobuf, the generated messages) imported, so a build that runs
@@ -8,154 +8,63 @@ nothing (every computation up to date) costs nothing more with a remote configur
 
 from __future__ import annotations
 
-from farmer.record.recorder import RunCache
+from farmer.record.runcache import RunCache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from farmer.run.executors.base import Executor, Outcome
     from farmer.graph.graph import Computation
-    from farmer.remote.config import RemoteSettings
-    from farmer.plan.session import Session
+    from farmer.remote.shared import SharedRemote
+    from farmer.run.executors.base import Outcome, Restored
     from farmer.store.state import Trace
 
 
 class RemoteRunCache(RunCache):
     """Looks computations up in the remote's action cache, restores hits from its CAS, and
-    uploads what ran here. `env_names` is `[cache] env`; `logs` the build's log folder."""
+    uploads what ran here. With lookups alongside the build (`shared.keyed`), a lookup only
+    keys the computation: farmer/remote/lookups.py looks it up when it starts."""
 
-    __slots__ = ("settings", "session", "env_names", "logs", "warn", "remote", "programs", "found", "broken",
-                 "pending")
+    __slots__ = ("shared",)
 
-    def __init__(self, settings: RemoteSettings, session: Session, env_names: list[str], logs: str,
-                 warn: Callable[[str], None]) -> None:
-        self.settings, self.session, self.env_names, self.logs, self.warn = settings, session, env_names, logs, warn
-        self.remote = None  # farmer.remote.cache.RemoteCache, made on the first lookup
-        self.programs = None
-        self.found: dict[int, object] = {}  # misses, by index, till they are uploaded
-        self.broken = False
-        # keyed, for the LookupExecutor to look up alongside the build (None: looked up in `lookup`)
-        self.pending: dict[int, object] | None = None
+    def __init__(self, shared: SharedRemote) -> None:
+        self.shared = shared
 
-    def _remote(self):
-        if self.remote is None and not self.broken:
-            from farmer.remote import config
-
-            try:
-                config.require()
-            except config.RemoteConfigError as e:
-                self.broken = True
-                self.warn(f"farmer: warning: {e}; building without the remote")
-                return None
-            from farmer.record.cache.key import Programs
-            from farmer.remote.cache import RemoteCache
-
-            digests = self.session.digests
-            self.programs = Programs(digests.digest)
-            self.remote = RemoteCache(self.settings, digests, self.session.state.sha256, self.warn)
-        return self.remote
-
-    def remote_for_exec(self):
-        """The connected RemoteCache for remote execution; None when the remote is unusable."""
-        remote = self._remote()
-        client = remote.client() if remote is not None else None
-        if client is None:
-            return None
-        try:
-            if client.can_execute():
-                return remote
-        except Exception:  # noqa: BLE001 - capabilities were read already; never a failed build
-            return None
-        self.warn(f"farmer: warning: remote {self.settings.endpoint.url} does not execute "
-                  f"(instance {self.settings.endpoint.instance!r}); running everything here")
-        return None
-
-    def lookups_alongside(self, executor: Executor, jobs: int, t0: float) -> tuple[Executor, int]:
-        """The executor that looks computations up many at once while `executor` (with `jobs`
-        slots) runs the misses, and the scheduler's slots for both (farmer/remote/lookups.py)."""
-        from farmer.remote.lookups import LOOKUPS, LookupExecutor
-
-        self.pending = {}
-        return LookupExecutor(executor, jobs, self, t0), jobs + LOOKUPS
-
-    def describe(self, comp: Computation, inputs: list[tuple[str, str]]):
-        from farmer.record.cache.key import describe
-
-        return describe(comp, self.session.world_fingerprint(comp.world), inputs, self.env_names, self.programs)
-
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
         from farmer.record.cache.key import describe, uncacheable
 
         if uncacheable(comp) is not None:
             return None
-        remote = self._remote()
+        shared = self.shared
+        remote = shared.connect()
         if remote is None:
             return None
-        description = describe(comp, world, inputs, self.env_names, self.programs)
-        if self.pending is not None:
+        description = describe(comp, world, inputs, shared.env_names, shared.programs)
+        if shared.keyed is not None:
             remote.drain()
             found = remote.key_of(comp, description)
             if found is not None:
-                self.pending[comp.index] = found
+                shared.key(comp.index, found)
             return None
         found = remote.lookup(comp, description)
         if found is None:
             return None
-        if found.result is not None and remote.restore(comp, found, self.log_of(comp)) is not None:
-            return "remote"
-        self.found[comp.index] = found
+        if found.result is not None and remote.restore(comp, found, shared.log_of(comp)) is not None:
+            return shared.restored
+        shared.miss(comp.index, found)
         return None
 
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
-        found = self.found.pop(comp.index, None)
-        if outcome.where == "remote" and not comp.depfile:
+        shared = self.shared
+        found = shared.take_miss(comp.index)
+        if outcome.origin is shared.ran and not comp.depfile:
             return  # it ran there: the server cached its result under the same Action
         # (with a depfile, the store names its discovered inputs in the variants list, without
         # which no lookup finds that Action; its blobs are on the server already)
-        if found is not None and self.remote is not None:
-            self.remote.store(comp, found, trace.discovered, trace.outputs, self.log_of(comp),
-                              outcome.end_s - outcome.start_s)
+        if found is not None and shared.connection is not None:
+            shared.connection.store(comp, found, trace.discovered, trace.outputs, shared.log_of(comp),
+                                    outcome.end_s - outcome.start_s)
 
     def close(self, interrupted: bool = False) -> None:
-        if self.remote is not None:
-            self.remote.close(abandon=interrupted)
-            self.session.state.save_sha256(self.remote.shas.taken())
-
-    def log_of(self, comp: Computation) -> str:
-        from farmer.run.executors.process import log_path
-
-        return log_path(self.logs, comp.id)
-
-
-class Layered(RunCache):
-    """The local cache, then the remote: a computation restored from either is not run; one that
-    ran is stored into both, and a remote hit into the local cache (as Bazel's disk + remote
-    cache does), so the next checkout on this machine needs no network. A local hit is not
-    uploaded: finding out whether the remote lacks it would cost a lookup per local hit, which
-    is what the local cache saves. `lookup` says where a hit came from ("local" or "remote")."""
-
-    __slots__ = ("local", "remote")
-
-    def __init__(self, local: RunCache | None, remote: RunCache) -> None:
-        self.local, self.remote = local, remote
-
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> str | None:
-        if self.local is not None and self.local.lookup(comp, inputs, world):
-            return "local"
-        return self.remote.lookup(comp, inputs, world)
-
-    def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
-        if self.local is not None:
-            self.local.store(comp, trace, outcome)
-        self.remote.store(comp, trace, outcome)
-
-    def __getattr__(self, name: str):  # remote_for_exec, describe, settings...: the remote's
-        return getattr(self.remote, name)
-
-    def close(self, interrupted: bool = False) -> None:
-        try:
-            if self.local is not None:
-                self.local.close(interrupted)
-        finally:
-            self.remote.close(interrupted)
+        remote = self.shared.connection
+        if remote is not None:
+            remote.close(abandon=interrupted)
+            self.shared.state.save_sha256(remote.shas.taken())

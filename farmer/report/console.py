@@ -171,8 +171,8 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
             "max_rss_kb": o.max_rss_kb if o else None,
             "exit_code": o.exit_code if o else None,
             # SPEC §5: where a cached one came from, where one that ran ran
-            "cache": (o.where or "local") if o is not None and o.cached else None,
-            "executor": (o.where or "local") if o is not None and not o.cached else None,
+            "cache": o.origin.name if o is not None and o.origin.restored else None,
+            "executor": o.origin.name if o is not None and not o.origin.restored else None,
         })
     return tasks
 

@@ -285,7 +285,7 @@ class Scheduler:
         outcome = self.hooks.finished(outcome)
         reason = self._reasons.pop(i)
         if outcome.ok:
-            self.settled[i] = self._settled(CACHED if outcome.cached else RAN, reason)
+            self.settled[i] = self._settled(CACHED if outcome.origin.restored else RAN, reason)
             for c in self._release(i, ran=True):
                 if not self.stopping:  # once stopping, what becomes ready is skipped
                     self._make_ready(c)

@@ -12,13 +12,14 @@ its content can vouch for it: it is hashed again when its stat says it is unchan
 
 The next build with the same Farmfile and targets stats those files. When every one is as
 recorded, every computation is up to date by the rule a full check applies (the stat
-cache's: equal stat data, equal content) and the build ends at once (`try_build`).
+cache's: equal stat data, equal content) and the build ends at once (farmer/build/noop.py).
 Otherwise only the computations with a changed file (`Proof.dirty`) and what is downstream
 of them need a look; the rest are up to date. A build removes the stat data before it runs
 anything and writes it anew only if it ends well.
 
-This module is on the path of every no-op build, before anything else is imported: it
-imports only what that path needs.
+This module holds the proof's format; the no-op build that checks it is farmer/build/noop.py.
+It is on the path of every no-op build, before anything else is imported: it imports only
+what that path needs.
 """
 
 from __future__ import annotations
@@ -26,17 +27,12 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-import time
 
 from farmer import __version__
-from farmer.manifest import spec
 from farmer.store import proof_check as statcheck
 from farmer.files.atomic import FileRange, OpenFile, Part, load_marshalled, unnamed_file, write_all, write_atomically
-from farmer.errors import UsageError
-from farmer.files.digests import RACY_NS, StatKey, code_stamp, hash_bytes, hash_file, hash_text
-from farmer.report.lastbuild import Counts, header, summary_line
-from farmer.report.lastbuild import write as write_last_build
-from farmer.store.proof_check import STAT_BYTES, stat_of
+from farmer.files.digests import code_stamp, hash_file, hash_text
+from farmer.files.stattable import STAT_BYTES, StatKey, stat_of
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
@@ -50,7 +46,7 @@ if TYPE_CHECKING:
 # last-build.json (copied from file to file by the kernel), and a marshalled part that
 # only an incremental build reads: tables laid flat in native int64s (the files never leave
 # the machine), read through memoryviews of their bytes, not made into tens of thousands of
-# Python lists. STATS holds the stat data (statcheck.py's flat table),
+# Python lists. STATS holds the stat data (files/stattable.py's flat table),
 # rewritten by every good build; both name the same serial, so a pair never mixes two
 # builds' files.
 NAME = "noop.snapshot"
@@ -74,7 +70,7 @@ class Proof:
                  rest: FileRange | None = None) -> None:
         self._exiting: list[int] = []  # checker children that answered and are ending (`check`)
         self.paths = paths
-        self.stats = stats  # stat data in the order of `paths` (statcheck.table)
+        self.stats = stats  # stat data in the order of `paths` (stattable.table)
         self.racy = racy  # index into paths -> digest: files only their content vouches for
         # last-build.json's tasks when every computation is up to date (a JSON array, ASCII
         # bytes, or where they lie in the snapshot read), and how many there are; `ends`:
@@ -508,12 +504,13 @@ def write(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: st
             rest = marshal.dumps(proof.rest_part())
             head = b"".join(len(part).to_bytes(8, "little") for part in (first, proof.tasks, rest))
             write_atomically(os.path.join(farmer_dir, NAME), [head, first, proof.tasks, rest], 0o600)
-        _write_stats(farmer_dir, proof)
+        write_stats(farmer_dir, proof)
     except OSError:
         pass
 
 
-def _write_stats(farmer_dir: str | os.PathLike, proof: Proof) -> None:
+def write_stats(farmer_dir: str | os.PathLike, proof: Proof) -> None:
+    """Write the proof's stat data alone (its snapshot is unchanged)."""
     head = marshal.dumps((proof.serial, proof.racy))
     write_atomically(os.path.join(farmer_dir, STATS),
                      [len(head).to_bytes(8, "little"), head, memoryview(proof.stats)], 0o600)
@@ -555,59 +552,3 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     proof.key, proof.listings, proof.serial = key, listings, serial
     return proof
 
-
-def _build_engine() -> None:
-    """A file changed, so the build goes on to the full path: its modules are imported
-    while the checker children stat the rest of the files (statcheck.changed_in_parallel),
-    on a CPU that would otherwise wait for them. Only then: a no-op imports none of them."""
-    import farmer.build.run  # noqa: F401
-
-
-def _engine() -> None:
-    """`_build_engine`, and what a Farmfile's build reads its project and state with."""
-    import farmer.build.run  # noqa: F401
-    import farmer.graph.load  # noqa: F401
-    import farmer.plan.stale  # noqa: F401
-
-
-def _farmfile_bytes(path: str) -> bytes | None:
-    """The Farmfile's bytes, or None for the full path to say what is wrong with it."""
-    try:
-        return spec.read(path)
-    except UsageError:
-        return None
-
-
-def try_build(farmfile: str, targets: list[str], jobs: int,
-              digest: str | None = None) -> int | Proof | None:
-    """Finish a no-op build here (its exit status), or leave the build to the full path:
-    with the proof, checked (what changed is known), or None. The working directory is the
-    project root, and the caller holds the project's lock. `digest`: what the proof is keyed
-    by when it is not the Farmfile's bytes (a ninja manifest's, from farmer/store/ninja_stamp.py)."""
-    started_at = time.time()
-    t0 = time.monotonic()
-    farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
-    if not os.path.exists(os.path.join(farmer_dir, STATS)):
-        return None
-    manifest = digest is not None
-    if digest is None:
-        text = _farmfile_bytes(farmfile)
-        if text is None:
-            return None
-        digest = hash_bytes(text)
-    proof = read(farmer_dir, farmfile, digest, targets)
-    if proof is None or proof.check(_build_engine if manifest else _engine):
-        return proof
-    if proof.racy and time.time_ns() - max(max(stat_of(proof.stats, n)[::3]) for n in proof.racy) > RACY_NS:
-        # Each racy file vouched for by its content, and now far enough from its last
-        # change for its stat to vouch next time: spare the next builds the hashing.
-        proof.racy = {}
-        try:
-            _write_stats(farmer_dir, proof)
-        except OSError:
-            pass
-    wall = time.monotonic() - t0
-    write_last_build(farmer_dir, header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks])
-    proof.reap()  # its checker child ended while last-build.json was written
-    print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
-    return 0

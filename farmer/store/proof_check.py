@@ -1,14 +1,11 @@
 """Which of many files changed since their stat data was recorded: the no-op proof's check
 (farmer/store/proof.py), shared among forked children when there are enough files and CPUs.
 
-The stat data is a flat table: FIELDS native int64s per file (mtime_ns, size, inode,
-ctime_ns) in one bytearray, read and written as bytes and compared as one list of ints, not
-as tens of thousands of tuples. (A memoryview reads it: the array module would import
-collections, 2 ms of every no-op build.)
+The stat data is a flat table of stat keys (farmer/files/stattable.py).
 
 Threads would not help: the GIL serialises the stat calls. A child that cannot start or
 fails leaves its part to the parent; an interrupted check kills and reaps every child.
-Like noop.py, this is on every no-op build's path: it imports only os, sys and marshal.
+Like proof.py, this is on every no-op build's path: it imports only os, sys and marshal.
 """
 
 from __future__ import annotations
@@ -17,40 +14,14 @@ import marshal
 import os
 import sys
 
+from farmer.files.stattable import FIELDS, ints, stat_key_of
+
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
-    from farmer.files.digests import StatKey
-
-FIELDS = 4  # int64s per file in a table
-STAT_BYTES = 8 * FIELDS  # bytes per file in a table
 _MISSING = (-1, -1, -1, -1)  # a file that cannot be statted: no recorded stat has size -1
 _BLOCK = FIELDS * 64  # ints compared at a time when looking for the files that differ
-
-
-def table(keys: Iterable[StatKey]) -> bytearray:
-    """These stat keys laid flat, as `changed` compares them."""
-    flat = bytearray()
-    for key in keys:
-        flat += packed(key)
-    return flat
-
-
-def packed(key: StatKey) -> bytes:
-    """One file's entry in a table."""
-    return b"".join(v.to_bytes(8, sys.byteorder, signed=True) for v in key)
-
-
-def ints(data: bytes | bytearray | memoryview, lo: int = 0, hi: int | None = None) -> list[int]:
-    """The native int64s of `data` from the `lo`th to before the `hi`th."""
-    with memoryview(data) as raw:
-        return raw[8 * lo:None if hi is None else 8 * hi].cast("q").tolist()
-
-
-def stat_of(stats: bytearray, n: int) -> StatKey:
-    """The stat key of the table's `n`th file."""
-    return tuple(ints(stats, FIELDS * n, FIELDS * n + FIELDS))  # type: ignore[return-value]
 
 
 def changed(paths: list[str], stats: bytearray, lo: int, hi: int) -> list[int]:
@@ -63,7 +34,7 @@ def changed(paths: list[str], stats: bytearray, lo: int, hi: int) -> list[int]:
     except OSError:
         now = []
         for p in paths[lo:hi]:
-            now.extend(stat_key(p) or _MISSING)
+            now.extend(stat_key_of(p) or _MISSING)
     recorded = ints(stats, FIELDS * lo, FIELDS * hi)
     if now == recorded:
         return []
@@ -227,10 +198,3 @@ def reap(pids: list[int]) -> None:
         except ChildProcessError:  # reaped already (by a wait for any child)
             pass
 
-
-def stat_key(path: str) -> StatKey | None:
-    try:
-        s = os.stat(path)
-    except OSError:
-        return None
-    return (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)

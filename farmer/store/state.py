@@ -116,6 +116,12 @@ class Sample:
         return f"Sample{self._values()!r}"
 
 
+def world_setup_id(name: str) -> str:
+    """The id and task under which a world's measured set-up is kept in history (no task
+    name has a colon)."""
+    return "world:" + name
+
+
 class StateError(Exception):
     pass
 

@@ -16,6 +16,7 @@ if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
 from farmer.record.cache.key import Programs, describe  # noqa: E402
+from farmer.run.executors.base import Ran  # noqa: E402
 from farmer.run.executors.process import ProcessExecutor, log_path  # noqa: E402
 from farmer.files.digests import Digests  # noqa: E402
 from farmer.graph.load import load  # noqa: E402
@@ -85,7 +86,8 @@ class Run:
         local = ProcessExecutor(self.logs, time.monotonic(), None, None)
         self.ex = RemoteExecutor(local, self.remote, 1, time.monotonic(),
                                  lambda c, inputs: describe(c, None, inputs, [], programs),
-                                 self.traces.get, lambda c: log_path(self.logs, c.id), warnings.append)
+                                 self.traces.get, lambda c: log_path(self.logs, c.id), warnings.append,
+                                 Ran("remote", history_prefix="remote:"))
 
     def build(self, cid: str):
         comp = self.comps[cid]

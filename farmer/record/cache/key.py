@@ -36,6 +36,8 @@ import sys
 
 from xxhash import xxh3_128_hexdigest
 
+from farmer.files.shellwords import REDIRECTS, tokens
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,8 +54,6 @@ _BUILTINS = {"cd", "export", "set", "unset", "exit", "return", "eval", "exec", "
              ":", "true", "false", "test", "[", "echo", "printf", "read", "shift", "trap",
              "umask", "wait", "alias", "type", "command", "builtin", "local", "readonly",
              "getopts", "hash", "ulimit", "pwd", "kill", "break", "continue", "times"}
-_OPERATORS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
-_REDIRECTS = (">>", "<<", ">&", "<&", ">|", "<>", ">", "<")
 
 
 class ActionDescription:
@@ -162,7 +162,7 @@ def debug_workdir(command: str, cwd: str) -> str | None:
     if "-g" not in command:
         return None
     debug, mapped = False, cwd
-    for token, is_operator in _tokens(command):
+    for token, is_operator in tokens(command):
         if is_operator:
             continue
         if token == "-g0":
@@ -220,9 +220,9 @@ def command_words(command: str) -> list[str]:
     skipped). Quoting is honoured; expansions are not performed."""
     words: list[str] = []
     expect, redirect = True, False
-    for token, is_operator in _tokens(command):
+    for token, is_operator in tokens(command):
         if is_operator:
-            if token in _REDIRECTS:
+            if token in REDIRECTS:
                 redirect = True
             else:
                 expect = True
@@ -241,39 +241,3 @@ def command_words(command: str) -> list[str]:
         if token not in words:
             words.append(token)
     return words
-
-
-def _tokens(command: str):
-    """(token, is_operator) pairs of a shell command line, quotes removed from words."""
-    i, n = 0, len(command)
-    while i < n:
-        c = command[i]
-        if c in " \t":
-            i += 1
-            continue
-        if c == "#":  # a comment runs to the end of the line
-            while i < n and command[i] != "\n":
-                i += 1
-            continue
-        op = next((o for o in _OPERATORS + _REDIRECTS if command.startswith(o, i)), None)
-        if op is not None:
-            yield op, True
-            i += len(op)
-            continue
-        word: list[str] = []
-        while i < n and command[i] not in " \t\n;&|()<>":
-            c = command[i]
-            if c == "\\" and i + 1 < n:
-                word.append(command[i + 1])
-                i += 2
-            elif c in "'\"":
-                end = command.find(c, i + 1)
-                end = n if end < 0 else end
-                word.append(command[i + 1:end])
-                i = end + 1
-            else:
-                word.append(c)
-                i += 1
-        if word and word[-1].isdigit() and len(word) == 1 and i < n and command[i] in "<>":
-            continue  # `2>file`: the fd number of a redirection
-        yield "".join(word), False

@@ -1,5 +1,6 @@
-"""The local cache as one build uses it (the recorder's `RunCache`, farmer/record/recorder.py): a
-lookup before a computation runs, a restore on a hit, a store after a successful run.
+"""The local cache as one build uses it (the recorder's `RunCache`, farmer/record/runcache.py): a
+lookup before a computation runs, a restore on a hit, a store after a successful run. Its
+engine (farmer/record/cache/engine.py) makes it.
 
 Stores happen on a thread of their own, off the critical path: a run's outputs were hashed
 for its trace already, so storing is copying them into blobs and writing one row. Every
@@ -21,10 +22,11 @@ from farmer.record.cache.leftovers import sweep
 from farmer.record.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
 from farmer.record.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
-from farmer.files.digests import THIN_PREFIX, stat_key
+from farmer.files.digests import THIN_PREFIX, digest_or_changed
 from farmer.files.queued import take_queued
-from farmer.record.recorder import RunCache
-from farmer.plan.uptodate import digest_or_changed
+from farmer.files.stattable import stat_key
+from farmer.record.runcache import RunCache
+from farmer.run.executors.base import Outcome, Restored
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
 
     from farmer.record.cache.settings import CacheSettings
     from farmer.graph.graph import Computation
-    from farmer.run.executors.base import Outcome
     from farmer.files.digests import Digests
     from farmer.store.state import Trace
 
@@ -56,21 +57,14 @@ class _Job:
         self.depfile, self.log, self.started_ns = depfile, log, started_ns
 
 
-def for_build(cache_spec, root: str, flag: bool | None, cache_dir: str | None, digests: Digests,
-              logs: str, warn: Callable[[str], None]) -> LocalRunCache | None:
-    """The build's cache, when the command line, the environment or `[cache]` turn it on."""
-    from farmer.record.cache.settings import resolve
-
-    settings = resolve(cache_spec, root, flag, cache_dir)
-    return LocalRunCache(settings, digests, logs, warn, root) if settings.enabled else None
-
-
 class LocalRunCache(RunCache):
-    """`warn(text)` prints a warning line (called on the build's thread only)."""
+    """`warn(text)` prints a warning line (called on the build's thread only); `restored`:
+    what a hit's outcome says it came from."""
 
     def __init__(self, settings: CacheSettings, digests: Digests, logs: str,
-                 warn: Callable[[str], None], root: str) -> None:
+                 warn: Callable[[str], None], root: str, restored: Restored) -> None:
         self.settings = settings
+        self.restored = restored
         self._real_root = os.path.realpath(root)  # where an output that is a link must lead
         self.digests = digests
         self.logs = logs
@@ -89,27 +83,27 @@ class LocalRunCache(RunCache):
 
     # -- looking up and restoring ------------------------------------------------------------
 
-    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> bool:
-        """True when `comp`'s outputs were restored from the cache (its key made of
+    def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
+        """`restored` when `comp`'s outputs were restored from the cache (its key made of
         `inputs`, the declared inputs' digests now, and `world`, its world's fingerprint);
-        else it runs, and is stored after."""
+        else (None) it runs, and is stored after."""
         self._drain()
         if self._off or uncacheable(comp) is not None:
-            return False
+            return None
         store = self._open()
         if store is None:
-            return False
+            return None
         key1 = describe(comp, world, inputs, self.settings.env, self.programs).key()
         try:
             found = store.lookup(key1, self._digest_now, lambda key: self._damaged(store, comp))
         except CacheError as e:
             self._fail("read", str(e))
-            return False
+            return None
         if found is not None and self._restore(comp, store, found[0]):
             self._used.append((found[0].key, found[1]))
-            return True
+            return self.restored
         self._found[comp.index] = (key1, time.time_ns())
-        return False
+        return None
 
     def _restore(self, comp: Computation, store: LocalCache, entry: Entry) -> bool:
         """Write the entry's outputs, depfile and log into the project (all or none)."""
@@ -125,7 +119,9 @@ class LocalRunCache(RunCache):
         try:
             restore_files(store.blob_path, files, entry.inline, self._real_root)
             if comp.depfile and entry.depfile is None:
-                write_depfile(comp, entry.discovered)  # one ninja removes once read: as listed
+                from farmer.record import depfile
+
+                depfile.write(comp, entry.discovered)  # one ninja removes once read: as listed
         except NotHere:
             return False  # a link that would lead out of this root or to no file: a miss
         except BadBlob as e:
@@ -334,17 +330,6 @@ def _log_path(logs: str, comp_id: str) -> str:
     from farmer.run.executors.process import log_path
 
     return log_path(logs, comp_id)
-
-
-def write_depfile(comp: Computation, discovered: list[tuple[str, str]]) -> None:
-    """A depfile listing `discovered`, for the recorder to read (and remove) as after a run."""
-    def escaped(path: str) -> str:
-        return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
-
-    text = f"{escaped(comp.outputs[0])}: " + " ".join(escaped(p) for p, _ in discovered) + "\n"
-    os.makedirs(os.path.dirname(comp.depfile) or ".", exist_ok=True)
-    with open(comp.depfile, "w", encoding="utf-8", errors="surrogateescape") as f:
-        f.write(text)
 
 
 def _digest_now(path: str) -> tuple[str, tuple]:

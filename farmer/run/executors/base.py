@@ -21,11 +21,54 @@ if TYPE_CHECKING:
     from farmer.graph.graph import Computation
 
 
+class Origin:
+    """Where an outcome came from, as the engine that made it says (Shake's `RunChanged`,
+    n2's task results): a run (`Ran`) or a restore from a cache (`Restored`). `name`: the
+    engine's or the cache's, as last-build.json and `--explain` show it."""
+
+    __slots__ = ("name",)
+    restored = False  # its outputs were restored: it did not run
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Ran(Origin):
+    """It ran, on engine `name` ("local": this machine's processes and worlds). Its duration
+    is kept in history under its id and task prefixed with `history_prefix`: a run elsewhere
+    (queueing, transfers, another machine) is kept apart from the local estimates."""
+
+    __slots__ = ("history_prefix",)
+
+    def __init__(self, name: str, history_prefix: str = "") -> None:
+        super().__init__(name)
+        self.history_prefix = history_prefix
+
+
+class Restored(Origin):
+    """Its outputs were restored from cache `name` instead of running. `keep_locally`: the
+    recorder stores it into the output caches too, as after a run (a remote hit is kept in
+    the local cache, so the next checkout on this machine needs no network)."""
+
+    __slots__ = ("keep_locally",)
+    restored = True
+
+    def __init__(self, name: str, keep_locally: bool = False) -> None:
+        super().__init__(name)
+        self.keep_locally = keep_locally
+
+
+RAN_HERE = Ran("local")  # what an executor on this machine ran
+
+
 class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
     __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb",
-                 "cached", "where", "printed")
+                 "origin", "printed")
 
     def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
                  start_s: float, end_s: float, cpu_s: float | None = None,
@@ -38,8 +81,7 @@ class Outcome:
         self.end_s = end_s
         self.cpu_s = cpu_s
         self.max_rss_kb = max_rss_kb
-        self.cached = False  # its outputs were restored from a cache: it did not run
-        self.where: str | None = None  # "local" or "remote": the cache it came from, or where it ran
+        self.origin: Origin = RAN_HERE  # set by the engine that ran or restored it otherwise
         self.printed: bool | None = None  # whether it printed anything (None: its log tells)
 
     def __repr__(self) -> str:

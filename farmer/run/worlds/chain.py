@@ -8,8 +8,7 @@ import sys
 
 from farmer.manifest import template
 from farmer.manifest.spec import Spec
-from farmer.files.digests import Digests, hash_text
-from farmer.plan.uptodate import digest_or_changed
+from farmer.files.digests import Digests, digest_or_changed, hash_text
 
 
 def fingerprints(spec: Spec, digests: Digests) -> dict[str, str]:

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from farmer.manifest.spec import WorldSpec
-from farmer.run.worlds.sweep import PREFIX, fifo_parent, mark, sweep, unmark
+from farmer.files.lock import mark_fifos, unmark_fifos
+from farmer.run.worlds.sweep import PREFIX, fifo_parent, sweep
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class Futures:
 class FifoDir:
     """A fresh directory only the user can open (mode 0700, as `mkdtemp` makes it) for
     the worlds' FIFOs; removed at the end of the build whatever happened. `farmer_dir`: the
-    project's `.farmer/`, marked while the directory exists (farmer/run/worlds/sweep.py)."""
+    project's `.farmer/`, marked while the directory exists (farmer/files/lock.py)."""
 
     def __init__(self, farmer_dir: str | None = None) -> None:
         self.path: str | None = None
@@ -122,7 +123,7 @@ class FifoDir:
             where = fifo_parent()
             sweep(where)
             if self.farmer_dir is not None:
-                mark(self.farmer_dir)
+                mark_fifos(self.farmer_dir)
             self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=where)
             os.chmod(self.path, 0o700)  # mkdtemp does this already; the contract depends on it
         self._count += 1
@@ -143,7 +144,7 @@ class FifoDir:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
             if self.farmer_dir is not None:
-                unmark(self.farmer_dir)
+                unmark_fifos(self.farmer_dir)
 
 
 class WarmWorlds:

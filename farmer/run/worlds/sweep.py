@@ -6,35 +6,15 @@ sweeps such directories, not only one that starts a world, once its first comman
 started (or it found nothing to run): cheap (one listing of the temporary folder), and kept
 out of the world modules so that a build without worlds imports nothing more. A farmer that
 makes such a directory also leaves a mark in its project's `.farmer/` while it has one
-(`mark`): every farmer that takes the project's lock and finds it sweeps at once, a no-op
-build too (farmer/files/lock.py), for the price of one stat when there is none.
+(`lock.mark_fifos`): every farmer that takes the project's lock and finds it sweeps at
+once, a no-op build too (farmer/files/lock.py), for the price of one stat when there is none.
 """
 
 from __future__ import annotations
 
 import os
 
-from farmer.files import private
-from farmer.files.lock import FIFOS_MARK
-
 PREFIX = "farmer-worlds-"
-
-
-def mark(farmer_dir: str) -> None:
-    """Before this farmer makes its FIFO directory: a kill between the two leaves a mark
-    and no directory, which costs the next farmer a sweep, never a directory unmarked."""
-    try:
-        os.close(private.open_file(os.path.join(farmer_dir, FIFOS_MARK), os.O_WRONLY | os.O_CREAT))
-    except OSError:
-        pass  # a full disk: the next build's sweep after its plan still finds the directory
-
-
-def unmark(farmer_dir: str) -> None:
-    """Once this farmer's FIFO directory is removed."""
-    try:
-        os.unlink(os.path.join(farmer_dir, FIFOS_MARK))
-    except OSError:
-        pass
 
 
 def fifo_parent() -> str:

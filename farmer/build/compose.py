@@ -1,0 +1,85 @@
+"""The engines of a build, stacked (ninja's one composition root, `Builder`'s collaborators
+handed in; review section 7): each engine that the command line, the environment or the
+Farmfile turns on adds its output cache to the recorder's and its layer over the executor
+(farmer/record/engine.py says what an engine is).
+
+`ENGINES` is the one list of them, in the order they stack: the first is looked up first
+and lies next to the local executor. Each entry says when its engine is on, from the
+options, the environment and the Farmfile alone, and imports the engine's module only then:
+a build with none on imports none of them (start-up rule, docs/performance.md). A new
+engine is one more entry here, and its own modules.
+"""
+
+from __future__ import annotations
+
+import os
+
+from farmer.record.engine import Engine, EngineContext, RunObserver
+
+TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.record.runcache import RunCache
+    from farmer.run.executors.base import Executor
+
+
+def _local_cache(ctx: EngineContext) -> Engine | None:
+    """The local output cache (farmer/record/cache/): --cache, FARMER_CACHE or `[cache]`."""
+    opts, spec = ctx.options, ctx.spec
+    if opts.cache is False or opts.cache is None and spec.cache is None and not os.environ.get("FARMER_CACHE"):
+        return None
+    from farmer.record.cache.engine import LocalCacheEngine
+
+    return LocalCacheEngine.of(ctx)
+
+
+def _remote(ctx: EngineContext) -> Engine | None:
+    """The remote cache and executor (farmer/remote/): --remote, FARMER_REMOTE or `[remote]`
+    naming a server."""
+    spec = ctx.spec
+    if not (ctx.options.remote.get("url") or os.environ.get("FARMER_REMOTE") or spec.remote and spec.remote.url):
+        return None
+    from farmer.remote.engine import RemoteEngine
+
+    return RemoteEngine.of(ctx)
+
+
+ENGINES: tuple[Callable[[EngineContext], Engine | None], ...] = (_local_cache, _remote)
+
+
+class Composition:
+    """The engines turned on for one build: their output caches as one (`cache`, None when
+    none has one), what they observe (`observers`), and `stack`, their executor layers."""
+
+    __slots__ = ("ctx", "engines", "cache", "observers")
+
+    def __init__(self, ctx: EngineContext, engines: list[Engine]) -> None:
+        self.ctx, self.engines = ctx, engines
+        caches = [c for c in (e.run_cache(ctx) for e in engines) if c is not None]
+        if len(caches) > 1:
+            from farmer.record.runcache import Layered
+
+            self.cache: RunCache | None = Layered(caches)
+        else:
+            self.cache = caches[0] if caches else None
+        self.observers: list[RunObserver] = [o for e in engines for o in e.observers(ctx)]
+
+    def stack(self, local: Executor, slots: int) -> tuple[Executor, int]:
+        """The executor the scheduler hands computations to, each engine's layer over the
+        one before, the first over `local` (which runs `slots` at most), and the scheduler's
+        slots for the whole stack."""
+        executor = local
+        for engine in self.engines:
+            executor, slots = engine.executor_layer(executor, slots, self.ctx)
+        return executor, slots
+
+
+def compose(ctx: EngineContext, cache: RunCache | None = None) -> Composition:
+    """The engines `ctx`'s build turns on, stacked. `cache`: an output cache handed in (a
+    test's), used alone: no engine is made."""
+    if cache is not None:
+        composition = Composition(ctx, [])
+        composition.cache = cache
+        return composition
+    return Composition(ctx, [e for e in (make(ctx) for make in ENGINES) if e is not None])
