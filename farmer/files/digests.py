@@ -12,6 +12,7 @@ import stat as statmod
 import time
 
 from farmer.files.stattable import FIELDS, StatKey, stat_key  # `Digests._stat`'s bytes are a proof's
+from farmer.startup.cheap import int64s
 from farmer.startup.extension import xxhash as _xxhash
 
 xxhash = _xxhash()  # start-up rule (docs/performance.md): its extension module, not the package
@@ -153,12 +154,12 @@ class Digests:
         self.changed: dict[str, tuple[StatKey, str] | None] = {}
         self.hashed = 0  # files actually read, for reporting and tests
         self._slot: dict[str, int] = {}
-        self._stat = memoryview(bytearray(8 * FIELDS * _FIRST_SLOTS)).cast("q")
+        self._stat = int64s(FIELDS * _FIRST_SLOTS)
         # When each slot's stat was put, counted in stats put (`puts`): whether a digest was
         # taken before a run started (`taken_before`), so that its stat since can vouch for
         # what the run read.
         self.puts = 0
-        self._put_at = memoryview(bytearray(8 * _FIRST_SLOTS)).cast("q")
+        self._put_at = int64s(_FIRST_SLOTS)
         self._content: list[str | None] = []
         self._now: list[str | None] = []
         self._flags = bytearray()
@@ -183,10 +184,10 @@ class Digests:
         """Room for a quarter more slots, and then some (their stat zeros until `_put`)."""
         old = self._stat
         slots = len(old) // FIELDS
-        grown = memoryview(bytearray(8 * FIELDS * (slots + slots // 4 + _FIRST_SLOTS))).cast("q")
+        grown = int64s(FIELDS * (slots + slots // 4 + _FIRST_SLOTS))
         grown[:len(old)] = old
         self._stat = grown
-        put_at = memoryview(bytearray(8 * (len(grown) // FIELDS))).cast("q")
+        put_at = int64s(len(grown) // FIELDS)
         put_at[:slots] = self._put_at[:slots]
         self._put_at = put_at
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from farmer.startup.cheap import int64s_of
+
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -54,7 +56,7 @@ def packed(key: StatKey) -> bytes:
 def ints(data: bytes | bytearray | memoryview, lo: int = 0, hi: int | None = None) -> list[int]:
     """The native int64s of `data` from the `lo`th to before the `hi`th."""
     with memoryview(data) as raw:
-        return raw[8 * lo:None if hi is None else 8 * hi].cast("q").tolist()
+        return int64s_of(raw[8 * lo:None if hi is None else 8 * hi]).tolist()
 
 
 def stat_of(stats: bytearray, n: int) -> StatKey:

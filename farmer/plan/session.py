@@ -20,6 +20,7 @@ from farmer.graph.graph import Graph, check_inputs, select_targets
 from farmer.plan.latency import estimates
 from farmer.plan.latency.predict import Prediction, predict
 from farmer.run.scheduler import UP_TO_DATE
+from farmer.startup.cheap import int64s
 from farmer.store.state import State, Trace, world_setup_id
 from farmer.plan.uptodate import out_of_date, timed_outputs, to_run
 
@@ -227,7 +228,7 @@ class Session:
         the digests it names in order, and the paths its depfile listed."""
         self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
         if self.fresh_at is None:
-            self.fresh_at = noop.int64s(len(self.graph.computations), -1)
+            self.fresh_at = int64s(len(self.graph.computations), -1)
         self.fresh_at[i] = len(self.fresh)
         for pairs in (trace.inputs, trace.discovered, trace.outputs):
             self.fresh += [d for _, d in pairs]

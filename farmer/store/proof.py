@@ -29,10 +29,11 @@ import os
 import sys
 
 from farmer import __version__
-from farmer.store import proof_check as statcheck
+from farmer.store import proof_check
 from farmer.files.atomic import FileRange, OpenFile, Part, load_marshalled, unnamed_file, write_all, write_atomically
 from farmer.files.digests import code_stamp, hash_file, hash_text
 from farmer.files.stattable import STAT_BYTES, StatKey, stat_of
+from farmer.startup.cheap import int64s, int64s_of
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
@@ -125,11 +126,11 @@ class Proof:
     def check(self, meanwhile: Callable[[], object] | None = None) -> set[int]:
         """Stat every file (and hash the racy ones that kept their stat): the indices of
         those not as recorded. `meanwhile`: called while forked children stat the rest, once
-        a changed file is seen (statcheck.changed_in_parallel)."""
+        a changed file is seen (proof_check.changed_in_parallel)."""
         paths, stats = self.paths, self.stats
-        changed = statcheck.changed_in_parallel(paths, stats, meanwhile, self._exiting)
+        changed = proof_check.changed_in_parallel(paths, stats, meanwhile, self._exiting)
         if changed is None:
-            changed = set(statcheck.changed(paths, stats, 0, len(paths)))
+            changed = set(proof_check.changed(paths, stats, 0, len(paths)))
         for n, digest in self.racy.items():
             if n not in changed and _content(paths[n]) != digest:
                 changed.add(n)
@@ -139,7 +140,7 @@ class Proof:
     def reap(self) -> None:
         """Wait for the checker children `check` left ending: done once the build has other
         work to do meanwhile (or when the proof goes)."""
-        statcheck.reap(self._exiting)
+        proof_check.reap(self._exiting)
 
     def __del__(self) -> None:
         self.reap()
@@ -152,7 +153,7 @@ class Proof:
             try:
                 rests, resting, ends, selected, graph = load_marshalled(rest.bytes())
                 self._rests, self._resting = Flat.of(*rests), Flat.of(*resting)
-                self.ends = _view(ends)
+                self.ends = int64s_of(ends)
                 if (len(self._rests.starts), len(self._resting.starts), len(self.ends)) != \
                         (self.count + 1, len(self.paths) + 1, self.count):
                     raise ValueError("the tables do not fit the snapshot")
@@ -257,7 +258,7 @@ class Flat:
     @staticmethod
     def of(starts: bytes, items: bytes) -> Flat:
         """As `raw` gave them; ValueError or TypeError if they do not make a table."""
-        flat = Flat(_view(starts), _view(items))
+        flat = Flat(int64s_of(starts), int64s_of(items))
         if not len(flat.starts) or flat.starts[0] != 0 or flat.starts[-1] != len(flat.items):
             raise ValueError("not a flat table")
         return flat
@@ -289,13 +290,6 @@ class Flat:
         return Flat(counts, placed)
 
 
-def int64s(count: int, fill: int = 0) -> memoryview:
-    """`count` native int64s, all 0 (or all -1: `fill` -1), in a memoryview of a bytearray, as
-    `array("q")` would hold them, without importing `array` (it imports `collections`,
-    about 2 ms of a small first build's end)."""
-    return memoryview(bytearray(b"\xff" if fill else b"\0") * (8 * count)).cast("q")
-
-
 def _grown(ints: memoryview, used: int) -> memoryview:
     """`ints`, whose first `used` are taken, with twice the room."""
     grown = int64s(2 * used + 16)
@@ -303,13 +297,8 @@ def _grown(ints: memoryview, used: int) -> memoryview:
     return grown
 
 
-def _view(data: bytes) -> memoryview:
-    """`data` as native int64s (TypeError unless it is whole ones)."""
-    return memoryview(data).cast("q")
-
-
 def _raw(ints: memoryview | list[int]) -> bytes:
-    """The bytes `_view` reads back as `ints`."""
+    """The bytes `int64s_of` reads back as `ints`."""
     if not isinstance(ints, list):  # a memoryview of them
         return ints.tobytes()
     if not ints:
