@@ -10,18 +10,47 @@ import click
 
 from farmer import __version__
 from farmer.build import command
+from farmer.build.workspace import BuildRequest, job_slots
 from farmer.cli import completion
+from farmer.cli import exit as ending
+from farmer.cli.quick import BUILD_OPTIONS, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption
 from farmer.errors import UsageError
 
 
-def _project_options(f):
-    f = click.option("-f", "farmfile", default="Farmfile", metavar="FARMFILE",
-                     help="The Farmfile, relative to -C DIR (default: Farmfile).")(f)
-    f = click.option("-C", "directory", default=None, metavar="DIR",
-                     help="Change to DIR before anything else.")(f)
-    f = click.option("--ninja", is_flag=True, expose_value=False, callback=_remember_ninja,
-                     help="Read FARMFILE as a ninja manifest (default -f: build.ninja).")(f)
+def _option(option: BuildOption, **settings):
+    """click's declaration of one of the build options' table (cli/quick.py)."""
+    kind = option.kind
+    name = "/".join(option.flags) if kind == SWITCH else option.flags[0]
+    if kind == FLAG:
+        settings["is_flag"] = True
+    elif kind == TEXTS:
+        settings["multiple"] = True
+    else:
+        settings["default"] = option.default
+        if kind in (INT, FLOAT):
+            settings["type"] = int if kind == INT else float
+        elif kind == FILE:
+            settings["type"] = click.Path(dir_okay=False)
+    if option.metavar is not None:
+        settings["metavar"] = option.metavar
+    return click.option(name, option.dest, help=option.help, **settings)
+
+
+def _build_options(f):
+    """Every option of `farmer build` (and `farmer watch`), from the one table."""
+    for option in reversed(BUILD_OPTIONS):
+        f = _option(option)(f)
     return f
+
+
+_PROJECT = {option.dest: option for option in BUILD_OPTIONS if option.dest in ("ninja", "directory", "farmfile")}
+
+
+def _project_options(f):
+    """-f, -C and --ninja, as `build` declares them, for the commands that read a project."""
+    f = _option(_PROJECT["farmfile"])(f)
+    f = _option(_PROJECT["directory"])(f)
+    return _option(_PROJECT["ninja"], expose_value=False, callback=_remember_ninja)(f)
 
 
 def _remember_ninja(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -37,28 +66,13 @@ def _load(directory: str | None, farmfile: str, write_cache: bool = False):
     return command.load_project(directory, farmfile, write_cache, ctx.meta.get("farmer.build.ninja", False), given)
 
 
-def _remote_options(f):
-    """SPEC §5's --remote* flags (docs/remote.md); each overrides FARMER_REMOTE* and [remote]."""
-    f = click.option("--remote-timeout", "remote_timeout", type=float, default=None, metavar="S",
-                     help="Deadline of each remote call (default 30).")(f)
-    f = click.option("--no-remote-upload", "no_remote_upload", is_flag=True,
-                     help="Use the remote cache read-only: upload nothing.")(f)
-    f = click.option("--remote-exec", "remote_exec", is_flag=True,
-                     help="Run eligible commands on the remote's workers.")(f)
-    f = click.option("--remote-header", "remote_headers", multiple=True, metavar="NAME=VALUE",
-                     help="A header sent with every remote call (repeatable; never logged).")(f)
-    f = click.option("--remote-instance", "remote_instance", default=None, metavar="NAME",
-                     help="The remote's instance name.")(f)
-    return click.option("--remote", "remote_url", default=None, metavar="URL",
-                        help="A REAPI server, grpc://HOST:PORT or grpcs://HOST[:PORT] (remote cache).")(f)
-
-
 def _remote_flags(given: dict) -> dict | None:
-    """The --remote* flags given, as farmer.remote.config.resolve takes them (checked now: a
-    bad one is a usage error before anything runs)."""
-    flags = {"url": given["remote_url"], "instance": given["remote_instance"],
-             "headers": tuple(given["remote_headers"]), "execute": True if given["remote_exec"] else None,
-             "upload": False if given["no_remote_upload"] else None, "timeout": given["remote_timeout"]}
+    """The --remote* flags given (taken out of `given`), as farmer.remote.config.resolve
+    takes them (checked now: a bad one is a usage error before anything runs)."""
+    flags = {"url": given.pop("remote_url"), "instance": given.pop("remote_instance"),
+             "headers": tuple(given.pop("remote_headers")),
+             "execute": True if given.pop("remote_exec") else None,
+             "upload": False if given.pop("no_remote_upload") else None, "timeout": given.pop("remote_timeout")}
     if not any(v for v in flags.values() if v is not None):
         return None
     from farmer.remote import config
@@ -81,56 +95,28 @@ def cli() -> None:
     """farmer: a make-like incremental build executor."""
 
 
+def _request(targets: tuple[str, ...], options: dict) -> BuildRequest:
+    """The build request of `farmer build`'s (or `farmer watch`'s) arguments."""
+    given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    remote = _remote_flags(options)
+    return BuildRequest(list(targets), farmfile_given=given, cache=options.pop("use_cache"), remote=remote,
+                        **options)
+
+
 @cli.command()
 @click.argument("targets", nargs=-1, shell_complete=completion.targets)
-@_project_options
-@click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
-@click.option("-l", "load", type=float, default=None, help="Start nothing new while the load average is above LOAD.")
-@click.option("-k", "keep_going", is_flag=True, help="Keep going with what does not depend on a failure.")
-@click.option("-n", "dry_run", is_flag=True, help="Print what would run; run nothing.")
-@click.option("--explain", is_flag=True, help="Say why each computation runs.")
-@click.option("--no-worlds", is_flag=True, help="Run world tasks in fresh interpreters.")
-@click.option("--timeout", type=float, default=None, help="Kill any computation after S seconds.")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
-              help="Write a Chrome trace-event JSON of the build to FILE.")
-@click.option("--cache/--no-cache", "use_cache", default=None,
-              help="Turn the local output cache on or off (default: FARMER_CACHE, else [cache]).")
-@click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
-              help="The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, "
-                   "$XDG_CACHE_HOME/farmer).")
-@click.option("--base-dir", "base_dir", default=None, metavar="DIR",
-              help="A build.ninja's absolute paths under DIR become relative (default: FARMER_BASE_DIR; "
-                   "'auto': a CMake build's source and build directories' parent).")
-@_remote_options
-def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-          timeout, trace_file, use_cache, cache_dir, base_dir, **remote) -> None:
+@_build_options
+def build(targets, **options) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
-    ctx = click.get_current_context()
-    sys.exit(command.build(
-        list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-        timeout, trace_file, ninja=ctx.meta.get("farmer.build.ninja", False),
-        farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
-        lock=ctx.meta.get("farmer.cli.watch.lock"), worlds=ctx.meta.get("farmer.cli.watch.worlds"),
-        use_cache=use_cache, cache_dir=cache_dir, remote=_remote_flags(remote), base_dir=base_dir))
+    from farmer.build.workspace import Workspace
+
+    sys.exit(Workspace().build(_request(targets, options)))
 
 
-def _watch(targets, directory, farmfile, **options) -> None:
+def _watch(targets, **options) -> None:
     from farmer.cli.watch import watch
 
-    ctx = click.get_current_context()
-
-    def one_build(farmfile: str, lock, worlds) -> int:
-        """`farmer build` with the watch's options, through its very callback."""
-        ctx.meta["farmer.cli.watch.lock"], ctx.meta["farmer.cli.watch.worlds"] = lock, worlds
-        try:
-            build.callback(targets, None, farmfile, **options)
-        except SystemExit as e:
-            return e.code
-        return 0
-
-    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
-    sys.exit(watch(list(targets), directory, farmfile, ctx.meta.get("farmer.build.ninja", False),
-                   given, one_build))
+    sys.exit(watch(_request(targets, options)))
 
 
 cli.add_command(click.Command(
@@ -155,7 +141,7 @@ def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, tr
 
     trace_file = os.path.abspath(trace_file) if trace_file else None
     spec, g = _load(directory, farmfile)
-    sys.exit(run_plan(spec, g, list(targets), command.job_slots(jobs), simulate, from_scratch, as_json, trace_file))
+    sys.exit(run_plan(spec, g, list(targets), job_slots(jobs), simulate, from_scratch, as_json, trace_file))
 
 
 @cli.command()
@@ -299,7 +285,7 @@ def _hint(e: click.ClickException) -> str:
 
 
 def main() -> None:
-    command.main(_main)
+    ending.main(_main)
 
 
 def _main() -> int:
@@ -314,5 +300,5 @@ def _main() -> int:
         print(f"farmer: error: {e.format_message().rstrip('.')}; {_hint(e)}", file=sys.stderr)
         return 2
     except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
-        command.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
+        ending.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
     return 0
