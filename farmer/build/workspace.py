@@ -136,7 +136,13 @@ class Workspace:
         a terminal, else plain lines: report/console.py)."""
         from farmer.build import command
 
-        return command.build(self, request, progress)
+        try:
+            return command.build(self, request, progress)
+        except BaseException:
+            if self.keep:  # what it left half done is not kept: the next build starts afresh
+                self._release_state()
+                self.forget_graph()
+            raise
 
     # -- the lock --------------------------------------------------------------------
 
@@ -265,13 +271,16 @@ class Workspace:
         finally:
             self._release()
             self.forget_graph()
-            self.digests = None
 
     def _release(self) -> None:
         try:
-            if self.state is not None:
-                self.state.close()
+            self._release_state()
         finally:
-            self.state = None
             if self.lock is not None:
                 self.lock.release()
+
+    def _release_state(self) -> None:
+        """state.db closed, and the stat cache kept from it forgotten."""
+        state, self.state, self.digests = self.state, None, None
+        if state is not None:
+            state.close()
