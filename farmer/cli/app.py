@@ -50,20 +50,14 @@ def _project_options(f):
     """-f, -C and --ninja, as `build` declares them, for the commands that read a project."""
     f = _option(_PROJECT["farmfile"])(f)
     f = _option(_PROJECT["directory"])(f)
-    return _option(_PROJECT["ninja"], expose_value=False, callback=_remember_ninja)(f)
+    return _option(_PROJECT["ninja"])(f)
 
 
-def _remember_ninja(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    ctx.meta["farmer.build.ninja"] = value
-    return value
-
-
-def _load(directory: str | None, farmfile: str, write_cache: bool = False):
+def _load(directory: str | None, farmfile: str, ninja: bool):
     """Read the Farmfile (or the ninja manifest) and traverse it; the project root becomes
     the working directory."""
-    ctx = click.get_current_context()
-    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
-    return command.load_project(directory, farmfile, write_cache, ctx.meta.get("farmer.build.ninja", False), given)
+    given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    return command.load_project(directory, farmfile, False, ninja, given)
 
 
 def _remote_flags(given: dict) -> dict | None:
@@ -135,12 +129,12 @@ cli.add_command(click.Command(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (SPEC section 4).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
               help="Write the simulated schedule as Chrome trace-event JSON to FILE.")
-def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
+def plan(targets, ninja, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
     """What a build would run and why, in the order the scheduler would consider it."""
     from farmer.cli.plan import run_plan
 
     trace_file = os.path.abspath(trace_file) if trace_file else None
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     sys.exit(run_plan(spec, g, list(targets), job_slots(jobs), simulate, from_scratch, as_json, trace_file))
 
 
@@ -148,12 +142,12 @@ def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, tr
 @click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_project_options
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
-def graph(targets, directory, farmfile, fmt) -> None:
+def graph(targets, ninja, directory, farmfile, fmt) -> None:
     """Print the graph of computations (Graphviz dot or JSON)."""
     from farmer.cli import inspection
     from farmer.graph.graph import select_targets
 
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     selected = select_targets(spec, g, list(targets))
     click.echo(inspection.graph_dot(g, selected) if fmt == "dot" else inspection.graph_json(g, selected))
 
@@ -161,11 +155,11 @@ def graph(targets, directory, farmfile, fmt) -> None:
 @cli.command()
 @click.argument("target", shell_complete=completion.targets)
 @_project_options
-def query(target, directory, farmfile) -> None:
+def query(target, ninja, directory, farmfile) -> None:
     """Print a computation's task, command, inputs, outputs and consumers."""
     from farmer.cli import inspection
 
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     click.echo(inspection.query(spec, g, target), nl=False)
 
 
@@ -174,22 +168,22 @@ def query(target, directory, farmfile) -> None:
 @click.option("--dead", is_flag=True,
               help="Remove only stale outputs: files earlier builds wrote that nothing declares now.")
 @_project_options
-def clean(targets, dead, directory, farmfile) -> None:
+def clean(targets, dead, ninja, directory, farmfile) -> None:
     """Remove the outputs of TARGETs (all if none) and forget their traces."""
     if dead:
         from farmer.plan import stale
 
         if targets:
             raise UsageError("clean --dead takes no targets: it removes every stale output")
-        if click.get_current_context().meta.get("farmer.build.ninja") or command.is_ninja(farmfile, False):
+        if command.is_ninja(farmfile, ninja):
             raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
-        spec, g = _load(directory, farmfile)
+        spec, g = _load(directory, farmfile, ninja)
         path = os.fspath(spec.path)
         click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
         return
     from farmer.cli import inspection
 
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     click.echo(inspection.clean(spec, g, list(targets)))
 
 
@@ -207,7 +201,7 @@ def _cache_options(f):
 
 @cache.command("stats")
 @_cache_options
-def cache_stats(directory, farmfile, cache_dir) -> None:
+def cache_stats(ninja, directory, farmfile, cache_dir) -> None:
     """Print the cache's location, entries, bytes and limit."""
     from farmer.cli import cache as commands
 
@@ -218,7 +212,7 @@ def cache_stats(directory, farmfile, cache_dir) -> None:
 @_cache_options
 @click.option("--max-size", "max_size", default=None, metavar="SIZE",
               help="Evict least recently used entries down to SIZE (default: the limit).")
-def cache_gc(directory, farmfile, cache_dir, max_size) -> None:
+def cache_gc(ninja, directory, farmfile, cache_dir, max_size) -> None:
     """Evict least recently used entries until the cache fits its limit."""
     from farmer.cli import cache as commands
 
@@ -227,7 +221,7 @@ def cache_gc(directory, farmfile, cache_dir, max_size) -> None:
 
 @cache.command("clear")
 @_cache_options
-def cache_clear(directory, farmfile, cache_dir) -> None:
+def cache_clear(ninja, directory, farmfile, cache_dir) -> None:
     """Remove every entry of the cache."""
     from farmer.cli import cache as commands
 
@@ -263,12 +257,12 @@ def worker(url, instance, headers, bot_id, workdir) -> None:
 @click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
               help="Write JUnit XML (a test case per computation that ran or failed) to FILE.")
 @click.option("--markdown", is_flag=True, help="Print a markdown summary (the default with no option).")
-def report(directory, farmfile, html_file, junit_file, markdown) -> None:
+def report(ninja, directory, farmfile, html_file, junit_file, markdown) -> None:
     """Report on the last build, without building (docs/reports.md)."""
     from farmer.cli.report import report as run_report
 
     html_file, junit_file = (os.path.abspath(f) if f else None for f in (html_file, junit_file))
-    sys.exit(run_report(lambda: _load(directory, farmfile), html_file, junit_file, markdown))
+    sys.exit(run_report(lambda: _load(directory, farmfile, ninja), html_file, junit_file, markdown))
 
 
 def _hint(e: click.ClickException) -> str:

@@ -15,8 +15,7 @@ def targets(ctx, param, incomplete: str) -> list:
     from farmer.build import command
 
     params = ctx.params
-    # --ninja: a parameter of build and watch, remembered in ctx.meta by the other commands
-    ninja = bool(params.get("ninja") or ctx.meta.get("farmer.build.ninja", False))
+    ninja = bool(params.get("ninja"))
     try:
         spec, graph = command.load_project(params.get("directory"), params.get("farmfile") or "Farmfile",
                                            False, ninja, params.get("farmfile") not in (None, "Farmfile"))
