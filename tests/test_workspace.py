@@ -95,3 +95,14 @@ def test_deferred_work_runs_once_in_the_declared_order():
     deferred.run()
     deferred.run()
     assert ran == ["sweep", "ninja_stamp", "collector", "prediction"]
+
+
+def test_a_dry_run_leaves_the_warm_graphs_cache_to_the_next_build(kept):
+    project, ws, runner = kept
+    ws.read_graph("Farmfile", given=False)
+    ws.hold(str(project.root))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert ws.build(BuildRequest([], jobs=1, dry_run=True)) == 0
+    assert runner.ran == [] and not project.exists(".farmer/graph.cache")
+    assert _build(ws) == 0 and runner.ran == ["out/a.txt", "out/b.txt", "out/c.txt"]
+    assert project.exists(".farmer/graph.cache")

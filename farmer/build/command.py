@@ -136,7 +136,10 @@ def build(ws: Workspace, request: BuildRequest, progress: Progress | None = None
         from farmer.build.deferred import Deferred
 
         deferred = Deferred()  # work the first commands need not wait for
-        warm = None if ninja else ws.warm_graph(farmfile, deferred)
+        warm = None
+        if not ninja and directory is None and farmfile_given:
+            # (a dry run writes nothing: a warm graph's cache is left for the next build to write)
+            warm = ws.warm_graph(os.path.abspath(farmfile), None if dry_run else deferred)
         if warm is not None:
             spec, graph = warm
         else:
@@ -153,7 +156,7 @@ def build(ws: Workspace, request: BuildRequest, progress: Progress | None = None
             spec, graph, removed = stale.sweep(spec, graph, reload, state)
             if removed:
                 deferred.graph_cache = None  # the graph was made again, and its cache written
-        if not ninja:
+        if not ninja and graph is not ws.graph:
             ws.keep_graph(spec, graph)
         live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
         opts = request.replace(live=live, cache_dir=os.path.abspath(request.cache_dir) if request.cache_dir else None)

@@ -200,12 +200,12 @@ class Workspace:
 
     # -- the graph ---------------------------------------------------------------------
 
-    def warm_graph(self, farmfile: str, deferred: Deferred) -> tuple[Spec, Graph] | None:
+    def warm_graph(self, farmfile: str, deferred: Deferred | None) -> tuple[Spec, Graph] | None:
         """The graph kept from the last build of `farmfile` (an absolute path), while it is
         still the graph the Farmfile makes: its bytes and the listings its foreach patterns
         and globs matched are as they were (what the graph cache checks). Its cache's
-        write, if still to be done, goes into `deferred`. The project root becomes the
-        working directory."""
+        write, if still to be done, goes into `deferred` (None: it waits for another
+        build). The project root becomes the working directory."""
         spec, graph = self.spec, self.graph
         if spec is None or graph is None or os.fspath(spec.path) != farmfile:
             return None
@@ -228,7 +228,8 @@ class Workspace:
         # What a build learns of the files on the graph is learnt anew, as from the cache.
         graph.missing_known = False
         graph.inside_checked = False
-        deferred.graph_cache, self.graph_save = self.graph_save, None
+        if deferred is not None:
+            deferred.graph_cache, self.graph_save = self.graph_save, None
         return spec, graph
 
     def read_graph(self, farmfile: str, directory: str | None = None,
