@@ -32,7 +32,7 @@ process:
             start: the CPU from the interpreter's start (`python -S`) to it, median, lower
             quartile and least; quicker than --compare's, whose builds run to their end,
             so that enough runs for a loaded machine take a minute
-  --compare the trees' builds interleaved, N each, as `farmer build` runs them (farmer.build.command
+  --compare the trees' builds interleaved, N each, as `farmer build` runs them (the quick path
             imported first, the rest by the build): the wall time from the build's first line
             to the first spawn, in farmer or in its forked process starter, and farmer's CPU
             at its fork
@@ -68,11 +68,12 @@ def project(size: int, work: Path) -> Path:
 
 
 def build() -> None:
-    from farmer.build import command
+    from farmer.build.workspace import BuildRequest, Workspace
+    from farmer.cli import exit as ending
 
     out, sys.stdout = sys.stdout, open(os.devnull, "w")  # the build's progress lines
     try:
-        command.main(lambda: command.build(["all"], jobs=2))
+        ending.main(lambda: Workspace().build(BuildRequest(["all"], jobs=2)))
     except SystemExit:
         pass
     finally:
@@ -126,8 +127,8 @@ _CHILD = """
 import gc, os, sys, time
 c0, w0 = time.process_time(), time.perf_counter()
 os.chdir(sys.argv[1])
-gc.disable()  # as `farmer build` imports these: with the collector paused (command.build)
-import farmer.build.run, farmer.build.command, farmer.manifest.farmfile, farmer.manifest.tomlparse, farmer.graph.traversal
+gc.disable()  # as `farmer build` imports these: with the collector paused (build/command.py)
+import farmer.build.run, farmer.build.workspace, farmer.cli.exit, farmer.manifest.farmfile, farmer.manifest.tomlparse, farmer.graph.traversal
 farmer.manifest.tomlparse._toml_rs()
 gc.enable()
 phases = {"imports": time.process_time() - c0, "parse": 0.0, "traversal": 0.0}
@@ -144,7 +145,7 @@ os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_sp
 os.fork = spawning(os.fork)  # the executor's child (executors/forked.py) starts the commands
 sys.stdout = open(os.devnull, "w")
 try:
-    farmer.build.command.main(lambda: farmer.build.command.build(["all"], jobs=2))
+    farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2)))
 except SystemExit:
     pass
 phases["the rest"] = first["cpu"] - sum(phases.values())
@@ -153,7 +154,7 @@ os.write(2, repr(phases).encode())
 """
 
 
-# One of --compare's runs: `farmer build` as its command line runs it (only farmer.build.command
+# One of --compare's runs: `farmer build` as its command line runs it (only the modules of its quick path
 # imported first). The wall time from here to the first posix_spawn, in whichever process
 # makes it (farmer, or its process starter: executors/forked.py), and farmer's CPU at its
 # fork (or at its first spawn, without a fork).
@@ -176,9 +177,9 @@ def fork():
     return real_fork()
 os.fork = fork
 sys.stdout = open(os.devnull, "w")
-import farmer.build.command
+import farmer.build.workspace, farmer.cli.exit
 try:
-    farmer.build.command.main(lambda: farmer.build.command.build(["all"], jobs=2))
+    farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2)))
 except SystemExit:
     pass
 """
@@ -196,7 +197,7 @@ def stop(*a, **k):
     stopped.append(time.process_time())
     raise _First
 os.fork = os.posix_spawn = os.posix_spawnp = stop
-import farmer.build.run, farmer.build.command, farmer.manifest.farmfile, farmer.graph.load, farmer.run.scheduler, farmer.plan.session
+import farmer.build.run, farmer.build.workspace, farmer.manifest.farmfile, farmer.graph.load, farmer.run.scheduler, farmer.plan.session
 import farmer.plan.stale, farmer.manifest.tomlparse, farmer.graph.traversal
 phases = {}
 """ + _TIMED + """timed(farmer.manifest.tomlparse, "loads", "toml")
@@ -218,7 +219,7 @@ for k in range(int(sys.argv[2]) + 1):
     phases.clear()
     t = time.process_time()
     try:
-        farmer.build.command.build(["all"], jobs=2)
+        farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2))
     except _First:
         pass
     if k:  # the first imported what the build imports as it goes, and made the first calls
@@ -240,8 +241,8 @@ def stop(*a, **k):
     os._exit(0)
 os.fork = os.posix_spawn = os.posix_spawnp = stop
 sys.stdout = open(os.devnull, "w")
-import farmer.build.command
-farmer.build.command.main(lambda: farmer.build.command.build(["all"], jobs=2))
+import farmer.build.workspace, farmer.cli.exit
+farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2)))
 """
 
 

@@ -22,17 +22,21 @@ def run() -> None:
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(s) != signal.SIG_IGN:
             signal.signal(s, _early)
-    from farmer.build import command
+    from farmer.cli.quick import quick_build_args
 
-    args = command.quick_build_args(sys.argv[1:])
+    args = quick_build_args(sys.argv[1:])
     if args is None:  # anything but the common form of `farmer build`: click reads it
         from farmer.cli.app import main
 
         signal.signal(signal.SIGINT, sigint)
         main()
+    from farmer.build.workspace import BuildRequest, Workspace
+    from farmer.cli import exit as ending
+
     signal.signal(signal.SIGINT, sigint)
-    # leave_at_once: a build ends without the interpreter's teardown (command.leave says why)
-    command.main(lambda: command.build(**args, farmfile_given="farmfile" in args), leave_at_once=True)
+    request = BuildRequest(**args, farmfile_given="farmfile" in args)
+    # leave_at_once: a build ends without the interpreter's teardown (cli/exit.py's `leave` says why)
+    ending.main(lambda: Workspace().build(request), leave_at_once=True)
 
 
 if __name__ == "__main__":

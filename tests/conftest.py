@@ -151,10 +151,11 @@ class Project:
 
     def build_in_process(self, *args: str, runner=None, **options) -> Result:
         """`farmer build ARGS` in this process with a fake executor (tests/fakes.py), as
-        `command.build` runs it: the no-op check, the lock, the real scheduler and recorder.
+        a workspace runs it: the no-op check, the lock, the real scheduler and recorder.
         ARGS: targets and the options -j N, -k, -n, --explain, -l N, --no-worlds; `options`:
-        command.build's keywords (cache=...). The result's `runner` says what ran."""
-        from farmer.build import command
+        BuildRequest's keywords (`use_cache` for its `cache`: --cache), and `cache`, a run
+        cache handed to the workspace. The result's `runner` says what ran."""
+        from farmer.build.workspace import BuildRequest, Engines, Workspace
         from fakes import FakeRunner
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",
@@ -181,8 +182,10 @@ class Project:
         try:
             os.chdir(self.root)
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = command.build(targets, farmfile=options.pop("farmfile", "Farmfile"),
-                                     executor=runner, **{"jobs": 1, **options})
+                engines = Engines(executor=runner, cache=options.pop("cache", None))
+                if "use_cache" in options:
+                    options["cache"] = options.pop("use_cache")
+                code = Workspace(engines).build(BuildRequest(targets, **{"jobs": 1, **options}))
         finally:
             os.chdir(cwd)
             for s, handler in handlers.items():  # a build leaves its signals ignored

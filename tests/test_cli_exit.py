@@ -1,4 +1,4 @@
-"""`farmer build` ends through os._exit, without the interpreter's teardown (command.leave):
+"""`farmer build` ends through os._exit, without the interpreter's teardown (cli/exit.py's leave):
 nothing it printed or wrote is lost. Its output written to a file or a pipe (buffered, not
 a terminal) is all there, state.db is closed (no -wal or -shm left) and the next build is a
 no-op that says so."""

@@ -134,7 +134,7 @@ def test_a_process_starter_that_cannot_fork_leaves_farmer_to_start_the_commands(
     import errno
     import io
 
-    from farmer.build import command
+    from farmer.build.workspace import BuildRequest, Workspace
 
     project.farmfile(fillers())
     tried = []
@@ -148,7 +148,7 @@ def test_a_process_starter_that_cannot_fork_leaves_farmer_to_start_the_commands(
     monkeypatch.chdir(project.root)
     monkeypatch.setattr("sys.stdout", io.StringIO())
     try:
-        assert command.build([], jobs=2) == 0
+        assert Workspace().build(BuildRequest([], jobs=2)) == 0
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from farmer.build import command
+from farmer.cli.quick import quick_build_args
 from farmer.files import digests as grains
 from farmer.store import proof as noop
 from farmer.files import stattable
@@ -132,7 +132,7 @@ def test_last_build_entries_are_replaced_in_place():
     (["build", "--", "-odd-name"], {"targets": ["-odd-name"]}),
 ])
 def test_common_build_command_lines_are_read_by_hand(argv, expected):
-    assert command.quick_build_args(argv) == expected
+    assert quick_build_args(argv) == expected
 
 
 @pytest.mark.parametrize("argv", [
@@ -141,7 +141,7 @@ def test_common_build_command_lines_are_read_by_hand(argv, expected):
     ["build", "-l", "2"], ["build", "--trace", "t.json"], ["build", "-"], ["build", "-C"],
 ])
 def test_other_command_lines_go_to_click(argv):
-    assert command.quick_build_args(argv) is None
+    assert quick_build_args(argv) is None
 
 
 def test_stat_data_of_another_snapshot_is_never_used(project):

@@ -12,12 +12,12 @@ from farmer.run.executors.process import keep_log, log_path
 from farmer.plan.latency.predict import Prediction, eta
 from farmer.record.recorder import Recorder
 from farmer.run.scheduler import Hooks, Scheduler
-from farmer.plan.session import BuildOptions, Session
+from farmer.plan.session import Session
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from farmer.build.deferred import Deferred
+    from farmer.build.workspace import BuildRequest
     from farmer.graph.graph import Computation
 
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once
@@ -33,8 +33,8 @@ class BuildHooks(Hooks):
     """The scheduler's hooks in a real build: verdicts from the session, each run through
     the recorder, what the user sees through the reporter, and the signal that stops it."""
 
-    def __init__(self, session: Session, opts: BuildOptions, prediction: Prediction,
-                 recorder: Recorder, reporter: report.PlainReporter, logs: str, t0: float) -> None:
+    def __init__(self, session: Session, opts: BuildRequest, prediction: Prediction,
+                 recorder: Recorder, reporter: report.Progress, logs: str, t0: float) -> None:
         self.s = session
         self.comps = session.graph.computations
         self.opts = opts
@@ -52,11 +52,12 @@ class BuildHooks(Hooks):
         self._eta: float | None = None
         self._last_eta = 0.0
         self._unprinted: tuple[Computation, str] | None = None
-        self.later: list[Callable[[], None]] = []  # run once the first commands have started
+        self.deferred: Deferred | None = None  # run once the first commands have started
 
     def idle(self) -> None:
-        while self.later:
-            self.later.pop()()
+        if self.deferred is not None:
+            deferred, self.deferred = self.deferred, None
+            deferred.run()
         self.recorder.idle()  # the headers of what ran, now that its consumers run (recorder.py)
 
     def check(self, index: int, producers_ran: bool) -> str | None:

@@ -19,8 +19,7 @@ from farmer.graph.graph import Graph
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from farmer.build.deferred import Deferred
     from farmer.graph.graph import Computation
     from farmer.files.lock import ProjectLock
     from farmer.store.state import State
@@ -45,12 +44,12 @@ def absolute(path: str | os.PathLike) -> str:
 
 
 def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | None = None,
-         later: list[Callable[[], None]] | None = None) -> tuple[Spec, Graph]:
+         deferred: Deferred | None = None) -> tuple[Spec, Graph]:
     """Read the manifest at `path` and make its graph (from the graph cache while no manifest
     file changed); the manifest's directory becomes the working directory, as with
     `ninja -C`. Only commands that hold the lock write the cache (`write_cache`).
     `base_dir`: --base-dir (else FARMER_BASE_DIR): the commands are rewritten (farmer/graph/basedir.py).
-    `later`: where the cache's write goes instead of being done now (command.load_project)."""
+    `deferred`: where the cache's write goes instead of being done now (command.load_project)."""
     from farmer.graph import ninja_cache as cache
     from farmer.graph.ninja_edges import build_graph
     from farmer.manifest.ninja_parser import parse_manifest
@@ -74,10 +73,10 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
             def save() -> None:  # (not functools.partial: the start-up rule)
                 cache.save(farmer_dir, path, manifest.stats, warnings, spec, graph, checks)
 
-            if later is None or _rebased(base_dir):  # saved before the rebase below
+            if deferred is None or _rebased(base_dir):  # saved before the rebase below
                 save()
             else:
-                later.append(save)
+                deferred.graph_cache = save
     for w in warnings:
         print(f"farmer: warning: {w}", file=sys.stderr)
     if _rebased(base_dir):
@@ -96,13 +95,11 @@ def _rebased(base_dir: str | None) -> bool:
     return bool(base_dir if base_dir is not None else os.environ.get("FARMER_BASE_DIR"))
 
 
-def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock | None = None,
-               state: State | None = None) -> tuple[Spec, Graph, State | None, int]:
+def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) -> tuple[Spec, Graph, int]:
     """Bring the manifest up to date when an edge makes it, and read it again when that edge
-    ran. Returns the (new) spec and graph, the state still open for the build, and the exit
-    code of the regeneration (0: go on). `lock`, `state`: the project's lock and state.db as
-    the caller holds them (a first build then opens state.db once); a regeneration's own
-    build closes both, and the state returned is then None (the build opens its own)."""
+    ran. Returns the (new) spec and graph, and the exit code of the regeneration (0: go
+    on). `lock`, `state`: the project's lock and state.db as the caller holds them, for the
+    regeneration's own builds too (they stay the caller's)."""
     from farmer.build.run import run_build
 
     name = os.path.basename(spec.path)
@@ -116,17 +113,15 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock | None = None,
             to_run = _plan(spec, graph, name, state)
         if not to_run:
             break
-        code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None), lock,
-                         state=state)
-        state = None  # closed by that build, as the lock was released
+        code = run_build(spec, graph, opts.replace(targets=[name], trace_file=None), lock, state)
         if code != 0:
-            return spec, graph, None, code
+            return spec, graph, code
         spec, graph = load(spec.path, write_cache=True, base_dir=opts.base_dir)
         # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
         j = graph.producer.get(name)
         if j is not None and graph.computations[j].kind is not None:
-            _adopt(spec, graph, j, ran=True)
-    return spec, graph, state, 0
+            _adopt(spec, graph, j, ran=True, state=state)
+    return spec, graph, 0
 
 
 def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | None:

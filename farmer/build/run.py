@@ -1,6 +1,7 @@
 """`farmer build`: a project's graph, its state and the scheduler brought together.
 
-The order of a build: take the lock, open the session (state, proof, selection: session.py),
+The order of a build: under the lock its workspace holds (build/workspace.py), open the
+session (state, proof, selection: session.py),
 decide what would run and predict it, then run the scheduler with an executor (processes
 and worlds, or one handed in), each run prepared and recorded by the recorder
 (recorder.py). last-build.json is written at the end of every build that got the lock,
@@ -26,15 +27,18 @@ from farmer.plan.latency.seconds import Seconds
 from farmer.files.lock import ProjectLock
 from farmer.files.private import make_dir
 from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
-from farmer.plan.session import BuildOptions, Session, open_session
+from farmer.plan.session import Session, open_session
+from farmer.build.deferred import Deferred
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from farmer.build.workspace import BuildRequest
+    from farmer.files.digests import Digests
     from farmer.graph.graph import Graph
     from farmer.record.runcache import RunCache
     from farmer.manifest.spec import Spec
+    from farmer.report.console import Progress
+    from farmer.run.worlds.manager import WarmWorlds
     from farmer.store.state import State
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -44,57 +48,60 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _FORK_FROM = 32
 
 
-def run_build(spec: Spec, graph: Graph, opts: BuildOptions, lock: ProjectLock | None = None,
-              proof: noop.Proof | None = None, executor: Executor | None = None,
-              cache: RunCache | None = None, state: State | None = None,
-              later: list[Callable[[], None]] | None = None) -> int:
-    """`lock`: the project's, when the caller holds it already (it is released here);
+def run_build(spec: Spec, graph: Graph, opts: BuildRequest, lock: ProjectLock | None = None,
+              state: State | None = None, proof: noop.Proof | None = None,
+              executor: Executor | None = None, cache: RunCache | None = None,
+              worlds: WarmWorlds | None = None, digests: Digests | None = None,
+              deferred: Deferred | None = None, progress: Progress | None = None) -> int:
+    """One build of a checked request (`opts`). `lock`: the project's, which the caller
+    holds and releases (taken here if it does not hold it yet); `state`: state.db as the
+    caller opened it (left open; None: opened and closed here, read-only for a dry run);
     `proof`: the no-op proof the caller checked; `executor`: what runs the computations
     instead of processes and worlds (a fake one in tests, as ninja's FakeCommandRunner);
     `cache`: where outputs are looked up before a run and stored after (recorder.py);
-    `state`: state.db as the caller opened it (closed here); `later`: work done (and
-    taken from the list) once the first commands have started, or at the end of a build
-    that ran none, under the lock."""
+    `worlds`: world processes kept warm across builds (farmer watch); `digests`: the stat
+    cache the caller keeps across builds; `deferred`: work done once the first commands
+    have started, or at the end of a build that ran none, under the lock; `progress`: what
+    the user sees (None: a live view on a terminal, else plain lines)."""
     farmer_dir = os.path.join(spec.root, ".farmer")
-    build = _Build(opts, farmer_dir, cache)
-    build.later = later if later is not None else []
-    lock = lock or ProjectLock(farmer_dir)
+    build = _Build(opts, farmer_dir, cache, worlds)
+    build.deferred = deferred if deferred is not None else Deferred()
     if not opts.dry_run:
+        lock = lock or ProjectLock(farmer_dir)
         if lock.fd is None:
             lock.acquire()
         # What killed farmers left, whether or not this build starts a world (theirs only,
         # never a live farmer's): once the first commands have started.
-        build.later.append(_sweep_fifo_dirs)
+        build.deferred.sweep = _sweep_fifo_dirs
         orphans.kill_orphans(farmer_dir)  # before planning: they would race this build
         build.early = lock.early  # a signal since the lock was taken stops this build
         lock.defer_signals()
+    build.session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof,
+                                 state=state, digests=digests)
     try:
-        build.session = open_session(spec, graph, farmer_dir, opts.targets, opts.dry_run, proof,
-                                     state=state)
         if not opts.dry_run:
             noop.forget(farmer_dir)  # read above; this build may change what it rests on
-        try:
-            code = build.run(executor)
-            while build.later:  # nothing started, so nothing came before it
-                build.later.pop()()
-            build.conclude()
-            return code
-        finally:
-            build.session.state.close()
+        code = build.run(executor, progress)
+        build.deferred.run()  # when nothing started, nothing ran it
+        build.conclude()
+        return code
     finally:
-        lock.release()
+        if state is None:
+            build.session.state.close()
 
 
 class _Build:
     """One build, from its session to its summary line."""
 
-    __slots__ = ("opts", "farmer_dir", "cache", "started_at", "t0", "early", "session", "prediction",
-                 "groups", "ending", "later")
+    __slots__ = ("opts", "farmer_dir", "cache", "worlds", "started_at", "t0", "early", "session",
+                 "prediction", "groups", "ending", "deferred")
 
-    def __init__(self, opts: BuildOptions, farmer_dir: str, cache: RunCache | None) -> None:
+    def __init__(self, opts: BuildRequest, farmer_dir: str, cache: RunCache | None,
+                 worlds: WarmWorlds | None) -> None:
         self.opts = opts
         self.farmer_dir = farmer_dir
         self.cache = cache
+        self.worlds = worlds
         self.started_at = time.time()
         self.t0 = time.monotonic()  # the build's start: every time in last-build.json counts from here
         self.early: list[int] = []  # a signal while planning: the build stops before it runs anything
@@ -103,7 +110,7 @@ class _Build:
         self.groups = orphans.GroupLog(farmer_dir)  # the process groups it starts
         self.ending: tuple[bytearray | None, str] | None = None  # finish's: what `conclude` does
 
-    def run(self, given: Executor | None) -> int:
+    def run(self, given: Executor | None, progress: Progress | None) -> int:
         session, opts = self.session, self.opts
         comps = session.graph.computations
         self.prediction = prediction = session.predict(session.to_run(), opts.jobs,
@@ -136,18 +143,21 @@ class _Build:
         logs = os.path.join(self.farmer_dir, "logs")
         logs_new = not os.path.lexists(logs)  # a first build: no log of an older run to remove
         make_dir(logs)
-        live = opts.live and not self._console(to_run)  # it owns the terminal
-        reporter = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
+        if progress is None:
+            live = opts.live and not self._console(to_run)  # it owns the terminal
+            progress = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
+        reporter = progress
+        live = reporter.threaded  # (its thread, once started, would keep the starter from forking)
         engines = compose(EngineContext(session.spec, session, opts, logs, reporter.message, self.t0), self.cache)
         cache = engines.cache
         recorder = Recorder(comps, session.spec.root, session.digests, session.state, session.world_fingerprint,
                             session, reporter.message, cache, engines.observers)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
-        hooks.later = self.later
+        hooks.deferred = self.deferred
         # last-build.json's predicted makespan, simulated once the first commands run (after
         # the graph cache's write): at the end the build holds the most (at 100 000
         # computations, the simulation's tables on top of it were the build's peak).
-        self.later.insert(0, lambda p=prediction: p.makespan_s)
+        self.deferred.prediction = lambda p=prediction: p.makespan_s
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_handlers = {s: signal.signal(s, hooks.on_signal) for s in _SIGNALS}
         if self.early and hooks.signal is None:  # one that came since the check above
@@ -168,9 +178,7 @@ class _Build:
                               jobs, session.spec.pools, opts.keep_going, executor, hooks)
         hooks.scheduler = scheduler
         hooks.executor = executor
-        if isinstance(reporter, report.LiveReporter):
-            reporter.setting_up = executor.worlds_setting_up
-            reporter.start()
+        reporter.started(executor.worlds_setting_up)
         try:
             settled = scheduler.run()
         finally:
@@ -227,7 +235,7 @@ class _Build:
         from farmer.run.executors.composite import with_worlds
 
         return with_worlds(executor, self.session.spec, comps, to_run, logs, self.t0, opts.timeout,
-                           warn, opts.worlds, self.session.world_fingerprint)
+                           warn, self.worlds, self.session.world_fingerprint)
 
     def _console(self, to_run: dict[int, str]) -> bool:
         """Whether the plan runs a command of ninja's console pool (only a build.ninja has

@@ -10,55 +10,63 @@ import click
 
 from farmer import __version__
 from farmer.build import command
+from farmer.build.workspace import BuildRequest, job_slots
 from farmer.cli import completion
+from farmer.cli import exit as ending
+from farmer.cli.quick import BUILD_OPTIONS, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption
 from farmer.errors import UsageError
 
 
-def _project_options(f):
-    f = click.option("-f", "farmfile", default="Farmfile", metavar="FARMFILE",
-                     help="The Farmfile, relative to -C DIR (default: Farmfile).")(f)
-    f = click.option("-C", "directory", default=None, metavar="DIR",
-                     help="Change to DIR before anything else.")(f)
-    f = click.option("--ninja", is_flag=True, expose_value=False, callback=_remember_ninja,
-                     help="Read FARMFILE as a ninja manifest (default -f: build.ninja).")(f)
+def _option(option: BuildOption, **settings):
+    """click's declaration of one of the build options' table (cli/quick.py)."""
+    kind = option.kind
+    name = "/".join(option.flags) if kind == SWITCH else option.flags[0]
+    if kind == FLAG:
+        settings["is_flag"] = True
+    elif kind == TEXTS:
+        settings["multiple"] = True
+    else:
+        settings["default"] = option.default
+        if kind in (INT, FLOAT):
+            settings["type"] = int if kind == INT else float
+        elif kind == FILE:
+            settings["type"] = click.Path(dir_okay=False)
+    if option.metavar is not None:
+        settings["metavar"] = option.metavar
+    return click.option(name, option.dest, help=option.help, **settings)
+
+
+def _build_options(f):
+    """Every option of `farmer build` (and `farmer watch`), from the one table."""
+    for option in reversed(BUILD_OPTIONS):
+        f = _option(option)(f)
     return f
 
 
-def _remember_ninja(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    ctx.meta["farmer.build.ninja"] = value
-    return value
+_PROJECT = {option.dest: option for option in BUILD_OPTIONS if option.dest in ("ninja", "directory", "farmfile")}
 
 
-def _load(directory: str | None, farmfile: str, write_cache: bool = False):
+def _project_options(f):
+    """-f, -C and --ninja, as `build` declares them, for the commands that read a project."""
+    f = _option(_PROJECT["farmfile"])(f)
+    f = _option(_PROJECT["directory"])(f)
+    return _option(_PROJECT["ninja"])(f)
+
+
+def _load(directory: str | None, farmfile: str, ninja: bool):
     """Read the Farmfile (or the ninja manifest) and traverse it; the project root becomes
     the working directory."""
-    ctx = click.get_current_context()
-    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
-    return command.load_project(directory, farmfile, write_cache, ctx.meta.get("farmer.build.ninja", False), given)
-
-
-def _remote_options(f):
-    """SPEC §5's --remote* flags (docs/remote.md); each overrides FARMER_REMOTE* and [remote]."""
-    f = click.option("--remote-timeout", "remote_timeout", type=float, default=None, metavar="S",
-                     help="Deadline of each remote call (default 30).")(f)
-    f = click.option("--no-remote-upload", "no_remote_upload", is_flag=True,
-                     help="Use the remote cache read-only: upload nothing.")(f)
-    f = click.option("--remote-exec", "remote_exec", is_flag=True,
-                     help="Run eligible commands on the remote's workers.")(f)
-    f = click.option("--remote-header", "remote_headers", multiple=True, metavar="NAME=VALUE",
-                     help="A header sent with every remote call (repeatable; never logged).")(f)
-    f = click.option("--remote-instance", "remote_instance", default=None, metavar="NAME",
-                     help="The remote's instance name.")(f)
-    return click.option("--remote", "remote_url", default=None, metavar="URL",
-                        help="A REAPI server, grpc://HOST:PORT or grpcs://HOST[:PORT] (remote cache).")(f)
+    given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    return command.load_project(directory, farmfile, False, ninja, given)
 
 
 def _remote_flags(given: dict) -> dict | None:
-    """The --remote* flags given, as farmer.remote.config.resolve takes them (checked now: a
-    bad one is a usage error before anything runs)."""
-    flags = {"url": given["remote_url"], "instance": given["remote_instance"],
-             "headers": tuple(given["remote_headers"]), "execute": True if given["remote_exec"] else None,
-             "upload": False if given["no_remote_upload"] else None, "timeout": given["remote_timeout"]}
+    """The --remote* flags given (taken out of `given`), as farmer.remote.config.resolve
+    takes them (checked now: a bad one is a usage error before anything runs)."""
+    flags = {"url": given.pop("remote_url"), "instance": given.pop("remote_instance"),
+             "headers": tuple(given.pop("remote_headers")),
+             "execute": True if given.pop("remote_exec") else None,
+             "upload": False if given.pop("no_remote_upload") else None, "timeout": given.pop("remote_timeout")}
     if not any(v for v in flags.values() if v is not None):
         return None
     from farmer.remote import config
@@ -81,56 +89,28 @@ def cli() -> None:
     """farmer: a make-like incremental build executor."""
 
 
+def _request(targets: tuple[str, ...], options: dict) -> BuildRequest:
+    """The build request of `farmer build`'s (or `farmer watch`'s) arguments."""
+    given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    remote = _remote_flags(options)
+    return BuildRequest(list(targets), farmfile_given=given, cache=options.pop("use_cache"), remote=remote,
+                        **options)
+
+
 @cli.command()
 @click.argument("targets", nargs=-1, shell_complete=completion.targets)
-@_project_options
-@click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
-@click.option("-l", "load", type=float, default=None, help="Start nothing new while the load average is above LOAD.")
-@click.option("-k", "keep_going", is_flag=True, help="Keep going with what does not depend on a failure.")
-@click.option("-n", "dry_run", is_flag=True, help="Print what would run; run nothing.")
-@click.option("--explain", is_flag=True, help="Say why each computation runs.")
-@click.option("--no-worlds", is_flag=True, help="Run world tasks in fresh interpreters.")
-@click.option("--timeout", type=float, default=None, help="Kill any computation after S seconds.")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
-              help="Write a Chrome trace-event JSON of the build to FILE.")
-@click.option("--cache/--no-cache", "use_cache", default=None,
-              help="Turn the local output cache on or off (default: FARMER_CACHE, else [cache]).")
-@click.option("--cache-dir", "cache_dir", default=None, metavar="DIR",
-              help="The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, "
-                   "$XDG_CACHE_HOME/farmer).")
-@click.option("--base-dir", "base_dir", default=None, metavar="DIR",
-              help="A build.ninja's absolute paths under DIR become relative (default: FARMER_BASE_DIR; "
-                   "'auto': a CMake build's source and build directories' parent).")
-@_remote_options
-def build(targets, directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-          timeout, trace_file, use_cache, cache_dir, base_dir, **remote) -> None:
+@_build_options
+def build(targets, **options) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
-    ctx = click.get_current_context()
-    sys.exit(command.build(
-        list(targets), directory, farmfile, jobs, load, keep_going, dry_run, explain, no_worlds,
-        timeout, trace_file, ninja=ctx.meta.get("farmer.build.ninja", False),
-        farmfile_given=ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT,
-        lock=ctx.meta.get("farmer.cli.watch.lock"), worlds=ctx.meta.get("farmer.cli.watch.worlds"),
-        use_cache=use_cache, cache_dir=cache_dir, remote=_remote_flags(remote), base_dir=base_dir))
+    from farmer.build.workspace import Workspace
+
+    sys.exit(Workspace().build(_request(targets, options)))
 
 
-def _watch(targets, directory, farmfile, **options) -> None:
+def _watch(targets, **options) -> None:
     from farmer.cli.watch import watch
 
-    ctx = click.get_current_context()
-
-    def one_build(farmfile: str, lock, worlds) -> int:
-        """`farmer build` with the watch's options, through its very callback."""
-        ctx.meta["farmer.cli.watch.lock"], ctx.meta["farmer.cli.watch.worlds"] = lock, worlds
-        try:
-            build.callback(targets, None, farmfile, **options)
-        except SystemExit as e:
-            return e.code
-        return 0
-
-    given = ctx.get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
-    sys.exit(watch(list(targets), directory, farmfile, ctx.meta.get("farmer.build.ninja", False),
-                   given, one_build))
+    sys.exit(watch(_request(targets, options)))
 
 
 cli.add_command(click.Command(
@@ -149,25 +129,25 @@ cli.add_command(click.Command(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (SPEC section 4).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
               help="Write the simulated schedule as Chrome trace-event JSON to FILE.")
-def plan(targets, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
+def plan(targets, ninja, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:
     """What a build would run and why, in the order the scheduler would consider it."""
     from farmer.cli.plan import run_plan
 
     trace_file = os.path.abspath(trace_file) if trace_file else None
-    spec, g = _load(directory, farmfile)
-    sys.exit(run_plan(spec, g, list(targets), command.job_slots(jobs), simulate, from_scratch, as_json, trace_file))
+    spec, g = _load(directory, farmfile, ninja)
+    sys.exit(run_plan(spec, g, list(targets), job_slots(jobs), simulate, from_scratch, as_json, trace_file))
 
 
 @cli.command()
 @click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_project_options
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
-def graph(targets, directory, farmfile, fmt) -> None:
+def graph(targets, ninja, directory, farmfile, fmt) -> None:
     """Print the graph of computations (Graphviz dot or JSON)."""
     from farmer.cli import inspection
     from farmer.graph.graph import select_targets
 
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     selected = select_targets(spec, g, list(targets))
     click.echo(inspection.graph_dot(g, selected) if fmt == "dot" else inspection.graph_json(g, selected))
 
@@ -175,11 +155,11 @@ def graph(targets, directory, farmfile, fmt) -> None:
 @cli.command()
 @click.argument("target", shell_complete=completion.targets)
 @_project_options
-def query(target, directory, farmfile) -> None:
+def query(target, ninja, directory, farmfile) -> None:
     """Print a computation's task, command, inputs, outputs and consumers."""
     from farmer.cli import inspection
 
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     click.echo(inspection.query(spec, g, target), nl=False)
 
 
@@ -188,22 +168,22 @@ def query(target, directory, farmfile) -> None:
 @click.option("--dead", is_flag=True,
               help="Remove only stale outputs: files earlier builds wrote that nothing declares now.")
 @_project_options
-def clean(targets, dead, directory, farmfile) -> None:
+def clean(targets, dead, ninja, directory, farmfile) -> None:
     """Remove the outputs of TARGETs (all if none) and forget their traces."""
     if dead:
         from farmer.plan import stale
 
         if targets:
             raise UsageError("clean --dead takes no targets: it removes every stale output")
-        if click.get_current_context().meta.get("farmer.build.ninja") or command.is_ninja(farmfile, False):
+        if command.is_ninja(farmfile, ninja):
             raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
-        spec, g = _load(directory, farmfile)
+        spec, g = _load(directory, farmfile, ninja)
         path = os.fspath(spec.path)
         click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
         return
     from farmer.cli import inspection
 
-    spec, g = _load(directory, farmfile)
+    spec, g = _load(directory, farmfile, ninja)
     click.echo(inspection.clean(spec, g, list(targets)))
 
 
@@ -221,7 +201,7 @@ def _cache_options(f):
 
 @cache.command("stats")
 @_cache_options
-def cache_stats(directory, farmfile, cache_dir) -> None:
+def cache_stats(ninja, directory, farmfile, cache_dir) -> None:
     """Print the cache's location, entries, bytes and limit."""
     from farmer.cli import cache as commands
 
@@ -232,7 +212,7 @@ def cache_stats(directory, farmfile, cache_dir) -> None:
 @_cache_options
 @click.option("--max-size", "max_size", default=None, metavar="SIZE",
               help="Evict least recently used entries down to SIZE (default: the limit).")
-def cache_gc(directory, farmfile, cache_dir, max_size) -> None:
+def cache_gc(ninja, directory, farmfile, cache_dir, max_size) -> None:
     """Evict least recently used entries until the cache fits its limit."""
     from farmer.cli import cache as commands
 
@@ -241,7 +221,7 @@ def cache_gc(directory, farmfile, cache_dir, max_size) -> None:
 
 @cache.command("clear")
 @_cache_options
-def cache_clear(directory, farmfile, cache_dir) -> None:
+def cache_clear(ninja, directory, farmfile, cache_dir) -> None:
     """Remove every entry of the cache."""
     from farmer.cli import cache as commands
 
@@ -277,12 +257,12 @@ def worker(url, instance, headers, bot_id, workdir) -> None:
 @click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
               help="Write JUnit XML (a test case per computation that ran or failed) to FILE.")
 @click.option("--markdown", is_flag=True, help="Print a markdown summary (the default with no option).")
-def report(directory, farmfile, html_file, junit_file, markdown) -> None:
+def report(ninja, directory, farmfile, html_file, junit_file, markdown) -> None:
     """Report on the last build, without building (docs/reports.md)."""
     from farmer.cli.report import report as run_report
 
     html_file, junit_file = (os.path.abspath(f) if f else None for f in (html_file, junit_file))
-    sys.exit(run_report(lambda: _load(directory, farmfile), html_file, junit_file, markdown))
+    sys.exit(run_report(lambda: _load(directory, farmfile, ninja), html_file, junit_file, markdown))
 
 
 def _hint(e: click.ClickException) -> str:
@@ -299,7 +279,7 @@ def _hint(e: click.ClickException) -> str:
 
 
 def main() -> None:
-    command.main(_main)
+    ending.main(_main)
 
 
 def _main() -> int:
@@ -314,5 +294,5 @@ def _main() -> int:
         print(f"farmer: error: {e.format_message().rstrip('.')}; {_hint(e)}", file=sys.stderr)
         return 2
     except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
-        command.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
+        ending.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
     return 0

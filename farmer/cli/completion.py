@@ -15,10 +15,10 @@ def targets(ctx, param, incomplete: str) -> list:
     from farmer.build import command
 
     params = ctx.params
+    ninja = bool(params.get("ninja"))
     try:
         spec, graph = command.load_project(params.get("directory"), params.get("farmfile") or "Farmfile",
-                                           False, ctx.meta.get("farmer.build.ninja", False),
-                                           params.get("farmfile") not in (None, "Farmfile"))
+                                           False, ninja, params.get("farmfile") not in (None, "Farmfile"))
     except Exception:  # noqa: BLE001 - whatever is wrong is the build's to say, not the shell's
         return []
     names = sorted(t for t in graph.by_task if t.startswith(incomplete))

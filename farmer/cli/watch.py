@@ -1,7 +1,8 @@
 """`farmer watch`: build, then build again whenever an input of the selected graph changes.
 
-The loop: take the project's lock and keep it; build; wait for file events under the project
-root (the kernel's inotify through `watchfiles`, else polling); keep of them only what a
+The loop: take the project's lock and keep it, in a workspace (build/workspace.py) that also
+keeps state.db, the stat cache, the graph and the worlds warm between builds; build; wait for
+file events under the project root (the kernel's inotify through `watchfiles`, else polling); keep of them only what a
 build could see differently (`Inputs.changes`); build again. What a build could see:
 
 - a declared input of a selected computation, or a file its depfile listed (a header),
@@ -25,15 +26,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from farmer.build import command
+from farmer.build.workspace import Workspace
 from farmer.errors import UsageError
 from farmer.files.digests import hash_bytes, hash_file, stat_key
-from farmer.files.lock import ProjectLock
 from farmer.graph.matching import list_files
-from farmer.run.worlds.manager import WarmWorlds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from farmer.build.workspace import BuildRequest
     from farmer.graph.graph import Graph
     from farmer.manifest.spec import Spec
     from farmer.store.state import State, Trace
@@ -44,18 +44,6 @@ POLL_S = 0.5
 ADDED, MODIFIED, DELETED = 1, 2, 3  # watchfiles' Change values; the polling watcher's too
 _SKIP = (".farmer", ".git")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class WatchLock(ProjectLock):
-    """The project's lock, held for the whole watch: the builds it runs release nothing."""
-
-    role = "watch"
-
-    def release(self) -> None:
-        pass
-
-    def close(self) -> None:
-        super().release()
 
 
 class Inputs:
@@ -181,20 +169,16 @@ def _farmfile_digest(path: str) -> str | None:
 
 
 class Recorded:
-    """What the last build recorded, from state.db, opened when first asked."""
+    """What the last build recorded, from state.db as the workspace keeps it open (asked for
+    when first needed)."""
 
-    def __init__(self, root: str) -> None:
-        self.farmer_dir = os.path.join(root, ".farmer")
-        self._state: State | None = None
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
         self._discovered: dict[str, list[str]] | None = None
 
     @property
     def state(self) -> State:
-        if self._state is None:
-            from farmer.store.state import State
-
-            self._state = State(self.farmer_dir, readonly=True)
-        return self._state
+        return self._state()
 
     def trace(self, cid: str) -> Trace | None:
         return self.state.trace(cid)
@@ -227,10 +211,6 @@ class Recorded:
             return hash_file(path)
         except OSError:
             return "unreadable"
-
-    def close(self) -> None:
-        if self._state is not None:
-            self._state.close()
 
 
 class Watcher:
@@ -359,29 +339,29 @@ def _say(text: str) -> None:
     print(f"farmer: watch: {text}", file=sys.stderr, flush=True)
 
 
-def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
-          farmfile_given: bool, build: Callable[..., int]) -> int:
-    """`farmer watch`. `build(farmfile=, lock=, worlds=)`: one `farmer build` with the
-    watch's other options, under the lock the watch holds, with the worlds it keeps warm.
-    Returns the exit status when a signal (or a build's) ends the watch."""
-    if command.is_ninja(farmfile, ninja):
-        raise UsageError(f"{farmfile}: farmer watch reads Farmfiles, not ninja manifests; "
+def watch(request: BuildRequest) -> int:
+    """`farmer watch`: a build of `request`, then one more after each change, in one
+    workspace that holds the lock, state.db, the graph and the worlds until the watch
+    ends. Returns the exit status when a signal (or a build's) ends the watch."""
+    if request.is_ninja():
+        raise UsageError(f"{request.farmfile}: farmer watch reads Farmfiles, not ninja manifests; "
                          "run `farmer build -f` on it after each change")
     signals = _Signals()
     signals.install()
-    spec, graph = command.load_project(directory, farmfile, False, False, farmfile_given)
-    lock = WatchLock(os.path.join(spec.root, ".farmer"))
-    lock.early = signals.early  # the builds' handlers keep what they do not act on there
-    lock.acquire()
+    ws = Workspace(keep=True, role="watch")
+    spec, graph = ws.read_graph(request.farmfile, request.directory, request.farmfile_given)
+    targets = request.targets
+    request = request.replace(directory=None, farmfile=os.fspath(spec.path), farmfile_given=True)
+    # The builds' handlers keep the signals they do not act on in the lock's list: this one.
+    ws.hold(spec.root, signals.early)
     watcher = None
-    worlds = WarmWorlds(lock.dir)
     try:
         watcher = _watcher(spec.root)  # before the first build, so that no change is missed
         inputs = Inputs(spec, graph, targets)
-        del graph
-        code = _build(build, spec.path, lock, worlds, signals)
+        del graph  # (the workspace keeps it for the builds)
+        code = _build(ws, request, signals)
         while code < 128:  # not stopped by a signal
-            _track(watcher, inputs)
+            _track(watcher, inputs, ws)
             _say(f"waiting for changes to {len(inputs.files)} files (Ctrl-C to stop)")
             changed: list[str] = []
             while not changed:
@@ -393,33 +373,33 @@ def watch(targets: list[str], directory: str | None, farmfile: str, ninja: bool,
                 except KeyboardInterrupt as e:
                     e.signum = signals.signum  # type: ignore[attr-defined]
                     raise
-                changed, reload = _changes(inputs, events)
+                changed, reload = inputs.changes(events, Recorded(ws.open_state))
             _say(f"{time.strftime('%H:%M:%S')} {', '.join(changed[:10])}"
                  f"{f' and {len(changed) - 10} more' if len(changed) > 10 else ''} changed")
             if reload:
                 try:
-                    spec, graph = command.load_project(None, spec.path, False, False, True)
+                    spec, graph = ws.read_graph(request.farmfile)
                     inputs = Inputs(spec, graph, targets)
                     del graph
-                    worlds.retain(spec.worlds)
+                    ws.worlds.retain(spec.worlds)
                 except UsageError as e:  # fixed by the next edit, most likely
                     print(f"farmer: error: {e}", file=sys.stderr, flush=True)
                     inputs.farmfile_digest = _farmfile_digest(spec.path)
                     continue
-            code = _build(build, spec.path, lock, worlds, signals)
+            code = _build(ws, request, signals)
         return code
     finally:
         signals.ignore()  # a second Ctrl-C must not cut the cleanup short
-        worlds.close()
-        if watcher is not None:
-            watcher.close()
-        lock.close()
+        try:
+            ws.close()  # its worlds stopped, then the lock released
+        finally:
+            if watcher is not None:
+                watcher.close()
 
 
-def _build(build: Callable[..., int], farmfile: str, lock: WatchLock, worlds: WarmWorlds,
-           signals: _Signals) -> int:
+def _build(ws: Workspace, request: BuildRequest, signals: _Signals) -> int:
     try:
-        code = build(farmfile=farmfile, lock=lock, worlds=worlds)
+        code = ws.build(request)
     except UsageError as e:  # a missing input, a cycle: the next edit may fix it
         print(f"farmer: error: {e}", file=sys.stderr, flush=True)
         code = e.exit_code
@@ -432,24 +412,10 @@ def _build(build: Callable[..., int], farmfile: str, lock: WatchLock, worlds: Wa
     return code if stopped is None or code >= 128 else stopped
 
 
-def _changes(inputs: Inputs, events: set[tuple[int, str]]) -> tuple[list[str], bool]:
-    recorded = Recorded(inputs.root)
-    try:
-        return inputs.changes(events, recorded)
-    finally:
-        recorded.close()
-
-
-def _track(watcher: Watcher | PollingWatcher, inputs: Inputs) -> None:
+def _track(watcher: Watcher | PollingWatcher, inputs: Inputs, ws: Workspace) -> None:
     if isinstance(watcher, Watcher):
         return
-    from farmer.store.state import State
-
-    state = State(os.path.join(inputs.root, ".farmer"), readonly=True)
-    try:
-        cache = state.stat_cache()
-    finally:
-        state.close()
+    cache = ws.open_state().stat_cache()
     paths = {p for p in cache if not os.path.isabs(p) and p not in inputs.elsewhere}
     paths |= {p for p in inputs.files if not os.path.isabs(p)}
     paths.add(inputs.farmfile)

@@ -51,9 +51,11 @@ def _holder(fd: int) -> tuple[str, str]:
 
 
 class ProjectLock:
-    role = ""  # written under the pid, so that a second farmer can say who holds the lock
+    """`role`: written under the pid, so that a second farmer can say who holds the lock
+    (`watch`; "" for a build)."""
 
-    def __init__(self, farmer_dir: str | os.PathLike) -> None:
+    def __init__(self, farmer_dir: str | os.PathLike, role: str = "") -> None:
+        self.role = role
         self.dir = os.fspath(farmer_dir)
         self.path = os.path.join(self.dir, "lock")
         self.fd: int | None = None

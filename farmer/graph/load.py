@@ -34,7 +34,7 @@ def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None]
     text = read(path)
     farmer_dir = os.path.join(root, ".farmer")
     # Without the file, nothing to read: a first build imports graph/cache.py once its first
-    # commands have started, to write it (`later` in build/command.py).
+    # commands have started, to write it (the build's `Deferred`: build/deferred.py).
     cached = None
     if os.path.exists(os.path.join(farmer_dir, GRAPH_CACHE)):
         from farmer.graph import cache as graphcache

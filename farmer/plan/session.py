@@ -1,5 +1,5 @@
-"""What a build knows before it runs anything: its options, the state read, the no-op
-proof, the selection, and each computation's verdict, taken once when first asked.
+"""What a build knows before it runs anything: the state read, the no-op proof, the
+selection, and each computation's verdict, taken once when first asked.
 
 `open_session` makes one: `Session.full` when there is no proof (every selected
 computation is looked at), `Session.from_proof` when the last good build's proof says which
@@ -33,41 +33,9 @@ if TYPE_CHECKING:
     from farmer.run.executors.base import Outcome
     from farmer.run.scheduler import Settled
     from farmer.manifest.spec import Spec
-    from farmer.run.worlds.manager import WarmWorlds
 
 _UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
 _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
-
-
-class BuildOptions:
-    __slots__ = ("targets", "jobs", "load", "keep_going", "dry_run", "explain", "no_worlds",
-                 "timeout", "live", "trace_file", "worlds", "cache", "cache_dir", "remote", "base_dir")
-
-    def __init__(self, targets: list[str], jobs: int, load: float | None = None,
-                 keep_going: bool = False, dry_run: bool = False, explain: bool = False,
-                 no_worlds: bool = False, timeout: float | None = None, live: bool = False,
-                 trace_file: str | None = None, worlds: WarmWorlds | None = None,
-                 cache: bool | None = None, cache_dir: str | None = None,
-                 remote: dict | None = None, base_dir: str | None = None) -> None:
-        self.targets = targets
-        self.jobs = jobs
-        self.load = load
-        self.keep_going = keep_going
-        self.dry_run = dry_run
-        self.explain = explain
-        self.no_worlds = no_worlds
-        self.timeout = timeout
-        self.live = live
-        self.trace_file = trace_file
-        self.worlds = worlds  # world processes kept across builds (farmer watch)
-        self.cache = cache  # --cache (True), --no-cache (False), neither (None)
-        self.cache_dir = cache_dir
-        self.remote = remote or {}  # --remote* flags, for farmer.remote.config.resolve
-        self.base_dir = base_dir  # --base-dir (farmer/graph/basedir.py); None: FARMER_BASE_DIR
-
-    def replace(self, **changes) -> BuildOptions:
-        """A copy with `changes` (option names as keywords) made."""
-        return BuildOptions(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
 
 class Session:
@@ -108,21 +76,26 @@ class Session:
         self.fresh_discovered: dict[int, list[str]] = {}
 
     @classmethod
-    def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int]) -> Session:
-        """No proof: every selected computation is looked at, so all traces are read."""
-        return cls(spec, graph, state, Digests(state.stat_cache()), state.traces(), True,
-                   selected, selected)
+    def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int],
+             digests: Digests | None = None) -> Session:
+        """No proof: every selected computation is looked at, so all traces are read.
+        `digests`: the caller's (a workspace's, warm), else state.db's whole stat cache."""
+        if digests is None:
+            digests = Digests(state.stat_cache())
+        return cls(spec, graph, state, digests, state.traces(), True, selected, selected)
 
     @classmethod
     def from_proof(cls, spec: Spec, graph: Graph, state: State, proof: noop.Proof,
                    selected: list[int], affected: list[int], rank: dict[int, int],
-                   dirty: set[int]) -> Session:
+                   dirty: set[int], digests: Digests | None = None) -> Session:
         if len(dirty) > 1000 and len(dirty) > len(selected) // 8:  # one query beats thousands of small ones
-            session = cls(spec, graph, state, Digests(state.stat_cache()), state.traces(), True,
-                          selected, affected)
+            if digests is None:
+                digests = Digests(state.stat_cache())
+            session = cls(spec, graph, state, digests, state.traces(), True, selected, affected)
         else:  # most are clean: read only the traces and stat entries the others need
-            session = cls(spec, graph, state, Digests({}, state.stat_entry), {}, False, selected,
-                          affected)
+            if digests is None:
+                digests = Digests({}, state.stat_entry)
+            session = cls(spec, graph, state, digests, {}, False, selected, affected)
         session.proof, session.rank, session.dirty = proof, rank, dirty
         return session
 
@@ -326,29 +299,32 @@ class Session:
 
 def open_session(spec: Spec, graph: Graph, farmer_dir: str | os.PathLike, targets: list[str],
                  readonly: bool = False, proof: noop.Proof | None = None,
-                 from_scratch: bool = False, state: State | None = None) -> Session:
+                 from_scratch: bool = False, state: State | None = None,
+                 digests: Digests | None = None) -> Session:
     """`proof`: the no-op proof as the no-op check read and checked it, if it did;
     `from_scratch`: look at every selected computation (`plan --from-scratch`); `state`:
-    state.db as the caller opened it (for the stale-output sweep), if it did."""
+    state.db as the caller opened it (a workspace's), if it did; `digests`: the digests
+    the caller keeps across builds (a workspace's stat cache), else made here from
+    `state`."""
     if state is None:
         state = State(farmer_dir, readonly=readonly)
         for warning in state.warnings:
             print(f"farmer: warning: {warning}", file=sys.stderr)
     if from_scratch:
-        return Session.full(spec, graph, state, select_targets(spec, graph, targets))
+        return Session.full(spec, graph, state, select_targets(spec, graph, targets), digests)
     if proof is None or not noop.matches(proof, spec.path, spec.digest, targets):
         proof = noop.read(farmer_dir, spec.path, spec.digest, targets) if spec.digest else None
     if proof is None:
-        return Session.full(spec, graph, state, select_targets(spec, graph, targets))
+        return Session.full(spec, graph, state, select_targets(spec, graph, targets), digests)
     positions = proof.dirty()
     kept = proof.kept_files(positions)  # only a changed file can be missing
     proven = proven_selection(graph, proof, positions, lambda p: p in kept or os.path.exists(p))
     if proven is None:  # the proof does not fit the graph: no proof
         exists = lambda p: proof.kept(p) is not None or os.path.exists(p)  # noqa: E731
-        return Session.full(spec, graph, state, select_targets(spec, graph, targets, exists))
+        return Session.full(spec, graph, state, select_targets(spec, graph, targets, exists), digests)
     selected, affected, rank = proven
     return Session.from_proof(spec, graph, state, proof, selected, affected, rank,
-                              {selected[k] for k in positions})
+                              {selected[k] for k in positions}, digests)
 
 
 def proven_selection(graph: Graph, proof: noop.Proof, positions: set[int],

@@ -57,9 +57,38 @@ def label(comp: Computation) -> str:
     return (edge is not None and edge.description) or f"{comp.task} {comp.id}"
 
 
-class PlainReporter:
+class Progress:
+    """What the user sees of a build while it runs, as n2's `Progress`: the build calls
+    `started` once its scheduler starts, `finished` and `progress` as computations end and
+    start, `message` for anything else it says (failures, warnings, --explain), and `close`
+    at its end. Plain lines (`PlainReporter`) and a live view (`LiveReporter`) are two;
+    whatever reports to another place (a client of a server) is a third."""
+
+    __slots__ = ()
+    threaded = False  # it runs a thread of its own once started
+
+    def started(self, setting_up: Callable[[], dict[str, float]]) -> None:
+        """The scheduler starts. `setting_up`: the worlds being set up now (name -> since
+        when), as the build's executor answers."""
+
+    def finished(self, comp: Computation, done: int, total: int, output: str) -> None:
+        """`comp` ended (`done` of `total` now; `output`: what it printed, to show)."""
+
+    def message(self, text: str) -> None:
+        """A line (or lines) to show as it is."""
+
+    def progress(self, done: int, total: int, running: list[Computation], eta_s: float | None) -> None:
+        """What runs now, and the time left as estimated (None: unknown)."""
+
+    def close(self) -> None:
+        """The build's runs are over."""
+
+
+class PlainReporter(Progress):
     """One line per finished computation, as ninja prints on a dumb terminal, then the
     output it printed."""
+
+    __slots__ = ("out",)
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
@@ -75,15 +104,15 @@ class PlainReporter:
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()
 
-    def progress(self, done: int, total: int, running: list[Computation], eta_s: float | None) -> None:
-        pass
-
     def close(self) -> None:
         self.out.flush()
 
 
-class LiveReporter:
+class LiveReporter(Progress):
     """A live view for terminals: progress bar, done/total, ETA and what runs now."""
+
+    __slots__ = ("console", "total", "done", "running", "eta_s", "eta_at", "setting_up", "live")
+    threaded = True  # rich's, which refreshes the view
 
     def __init__(self, total: int) -> None:
         from rich.console import Console
@@ -99,6 +128,10 @@ class LiveReporter:
         self.setting_up: Callable[[], dict[str, float]] = dict
         # Live renders `self` anew at each refresh, so the ETA counts down between events.
         self.live = Live(self, console=self.console, refresh_per_second=8, transient=True)
+
+    def started(self, setting_up: Callable[[], dict[str, float]]) -> None:
+        self.setting_up = setting_up
+        self.start()
 
     def start(self) -> None:
         """Show it: from here rich's thread refreshes it (the build forks its process

@@ -1,0 +1,101 @@
+"""`farmer build`'s options, declared once: click reads this table for `build` and `watch`
+(cli/app.py), and `quick_build_args` reads the common form of `farmer build` (targets, -C,
+-f, -j, -k) by hand from it, so that a no-op build, which must finish in a few tens of
+milliseconds, never imports click or the build engine. Either way an option means the
+same (SPEC §3); anything the quick reader does not take goes to click."""
+
+from __future__ import annotations
+
+# How an option takes its value: a flag takes none; a switch is --NAME/--no-NAME.
+FLAG, INT, FLOAT, TEXT, FILE, TEXTS, SWITCH = "flag", "int", "float", "text", "file", "texts", "switch"
+
+
+class BuildOption:
+    """One option of `farmer build`. `flags`: as typed (a switch's first, its --no- form
+    second); `dest`: the parameter's name; `quick`: read by `quick_build_args` too (a short
+    option of the common form), else only by click."""
+
+    __slots__ = ("flags", "dest", "kind", "help", "metavar", "default", "quick")
+
+    def __init__(self, flags: tuple[str, ...], dest: str, kind: str, help: str,
+                 metavar: str | None = None, default: object = None, quick: bool = False) -> None:
+        self.flags = flags
+        self.dest = dest
+        self.kind = kind
+        self.help = help
+        self.metavar = metavar
+        self.default = default
+        self.quick = quick
+
+
+# In the order `farmer build --help` lists them.
+BUILD_OPTIONS = (
+    BuildOption(("--ninja",), "ninja", FLAG, "Read FARMFILE as a ninja manifest (default -f: build.ninja)."),
+    BuildOption(("-C",), "directory", TEXT, "Change to DIR before anything else.", "DIR", quick=True),
+    BuildOption(("-f",), "farmfile", TEXT, "The Farmfile, relative to -C DIR (default: Farmfile).",
+                "FARMFILE", "Farmfile", quick=True),
+    BuildOption(("-j",), "jobs", INT, "CPU slots (default: ceil(1.25 x CPUs)).", quick=True),
+    BuildOption(("-l",), "load", FLOAT, "Start nothing new while the load average is above LOAD."),
+    BuildOption(("-k",), "keep_going", FLAG, "Keep going with what does not depend on a failure.", quick=True),
+    BuildOption(("-n",), "dry_run", FLAG, "Print what would run; run nothing."),
+    BuildOption(("--explain",), "explain", FLAG, "Say why each computation runs."),
+    BuildOption(("--no-worlds",), "no_worlds", FLAG, "Run world tasks in fresh interpreters."),
+    BuildOption(("--timeout",), "timeout", FLOAT, "Kill any computation after S seconds."),
+    BuildOption(("--trace",), "trace_file", FILE, "Write a Chrome trace-event JSON of the build to FILE."),
+    BuildOption(("--cache", "--no-cache"), "use_cache", SWITCH,
+                "Turn the local output cache on or off (default: FARMER_CACHE, else [cache])."),
+    BuildOption(("--cache-dir",), "cache_dir", TEXT,
+                "The local cache's directory (default: FARMER_CACHE_DIR, [cache] dir, $XDG_CACHE_HOME/farmer).",
+                "DIR"),
+    BuildOption(("--base-dir",), "base_dir", TEXT,
+                "A build.ninja's absolute paths under DIR become relative (default: FARMER_BASE_DIR; "
+                "'auto': a CMake build's source and build directories' parent).", "DIR"),
+    # SPEC §5's --remote* flags (docs/remote.md); each overrides FARMER_REMOTE* and [remote].
+    BuildOption(("--remote",), "remote_url", TEXT,
+                "A REAPI server, grpc://HOST:PORT or grpcs://HOST[:PORT] (remote cache).", "URL"),
+    BuildOption(("--remote-instance",), "remote_instance", TEXT, "The remote's instance name.", "NAME"),
+    BuildOption(("--remote-header",), "remote_headers", TEXTS,
+                "A header sent with every remote call (repeatable; never logged).", "NAME=VALUE"),
+    BuildOption(("--remote-exec",), "remote_exec", FLAG, "Run eligible commands on the remote's workers."),
+    BuildOption(("--no-remote-upload",), "no_remote_upload", FLAG, "Use the remote cache read-only: upload nothing."),
+    BuildOption(("--remote-timeout",), "remote_timeout", FLOAT, "Deadline of each remote call (default 30).", "S"),
+)
+
+
+def quick_build_args(argv: list[str]) -> dict | None:
+    """The arguments of `farmer build` in its common form, read without click; None for
+    anything else (click then reads it, and says what is wrong with it)."""
+    if not argv or argv[0] != "build":
+        return None
+    quick = {option.flags[0]: option for option in BUILD_OPTIONS if option.quick}
+    args: dict = {"targets": []}
+    i, n = 1, len(argv)
+    while i < n:
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            args["targets"].extend(argv[i:])
+            break
+        if arg == "-":
+            return None  # what a lone dash means is click's to say
+        if not arg.startswith("-"):
+            args["targets"].append(arg)
+            continue
+        option = quick.get(arg[:2])
+        if option is None:
+            return None
+        if option.kind == FLAG:
+            if arg != option.flags[0]:
+                return None  # -kj2: short options run together are click's
+            args[option.dest] = True
+            continue
+        value = arg[2:] if len(arg) > 2 else (argv[i] if i < n else None)
+        i += len(arg) == 2
+        if not value or value.startswith("-"):
+            return None
+        if option.kind == INT:
+            if not (value.isascii() and value.isdigit()):
+                return None
+            value = int(value)
+        args[option.dest] = value
+    return args
