@@ -68,7 +68,8 @@ def project(size: int, work: Path) -> Path:
 
 
 def build() -> None:
-    from farmer.build.workspace import BuildRequest, Workspace
+    from farmer.build.request import BuildRequest
+    from farmer.build.workspace import Workspace
     from farmer.cli import exit as ending
 
     out, sys.stdout = sys.stdout, open(os.devnull, "w")  # the build's progress lines
@@ -145,7 +146,7 @@ os.posix_spawn, os.posix_spawnp = spawning(os.posix_spawn), spawning(os.posix_sp
 os.fork = spawning(os.fork)  # the executor's child (executors/forked.py) starts the commands
 sys.stdout = open(os.devnull, "w")
 try:
-    farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2)))
+    farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.request.BuildRequest(["all"], jobs=2)))
 except SystemExit:
     pass
 phases["the rest"] = first["cpu"] - sum(phases.values())
@@ -179,7 +180,7 @@ os.fork = fork
 sys.stdout = open(os.devnull, "w")
 import farmer.build.workspace, farmer.cli.exit
 try:
-    farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2)))
+    farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.request.BuildRequest(["all"], jobs=2)))
 except SystemExit:
     pass
 """
@@ -219,7 +220,7 @@ for k in range(int(sys.argv[2]) + 1):
     phases.clear()
     t = time.process_time()
     try:
-        farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2))
+        farmer.build.workspace.Workspace().build(farmer.build.request.BuildRequest(["all"], jobs=2))
     except _First:
         pass
     if k:  # the first imported what the build imports as it goes, and made the first calls
@@ -242,7 +243,7 @@ def stop(*a, **k):
 os.fork = os.posix_spawn = os.posix_spawnp = stop
 sys.stdout = open(os.devnull, "w")
 import farmer.build.workspace, farmer.cli.exit
-farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.workspace.BuildRequest(["all"], jobs=2)))
+farmer.cli.exit.main(lambda: farmer.build.workspace.Workspace().build(farmer.build.request.BuildRequest(["all"], jobs=2)))
 """
 
 

@@ -30,7 +30,8 @@ def run() -> None:
 
         signal.signal(signal.SIGINT, sigint)
         main()
-    from farmer.build.workspace import BuildRequest, Workspace
+    from farmer.build.request import BuildRequest
+    from farmer.build.workspace import Workspace
     from farmer.cli import exit as ending
 
     signal.signal(signal.SIGINT, sigint)

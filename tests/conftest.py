@@ -155,7 +155,8 @@ class Project:
         ARGS: targets and the options -j N, -k, -n, --explain, -l N, --no-worlds; `options`:
         BuildRequest's keywords (`use_cache` for its `cache`: --cache), and `cache`, a run
         cache handed to the workspace. The result's `runner` says what ran."""
-        from farmer.build.workspace import BuildRequest, Engines, Workspace
+        from farmer.build.request import BuildRequest
+        from farmer.build.workspace import Engines, Workspace
         from fakes import FakeRunner
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",

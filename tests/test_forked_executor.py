@@ -134,7 +134,8 @@ def test_a_process_starter_that_cannot_fork_leaves_farmer_to_start_the_commands(
     import errno
     import io
 
-    from farmer.build.workspace import BuildRequest, Workspace
+    from farmer.build.request import BuildRequest
+    from farmer.build.workspace import Workspace
 
     project.farmfile(fillers())
     tried = []

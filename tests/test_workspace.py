@@ -13,7 +13,8 @@ from fakes import FakeRunner
 from test_cli_incremental import CHAIN
 
 from farmer.build.deferred import Deferred
-from farmer.build.workspace import BuildRequest, Engines, Workspace
+from farmer.build.request import BuildRequest
+from farmer.build.workspace import Engines, Workspace
 from farmer.errors import LockHeld
 from farmer.files.lock import ProjectLock
 

@@ -1,28 +1,21 @@
-"""`farmer build`'s flow, in a workspace for a request (build/workspace.py):
-the no-op proof first (before anything heavy is imported), then the graph, the stale-output
-sweep, a build.ninja's regeneration, and the build itself (build/run.py). The command line
-that asks for it is farmer/cli/; how every command ends (exit statuses, signals) is
-farmer/cli/exit.py.
-"""
+"""What a command names and the ends of a build: `-C`, the Farmfile found upwards (or a
+build.ninja), the project loaded into its graph; the no-op of a build.ninja; what a build
+that wrote last-build.json ends with. The flow of a build is build/workspace.py's
+`Workspace.build`; how every command ends (exit statuses, signals) is farmer/cli/exit.py."""
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 
-from farmer.errors import TaskError, UsageError
+from farmer.errors import UsageError
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
-    from farmer.build.workspace import BuildRequest, Workspace
     from farmer.files.lock import ProjectLock
     from farmer.graph.graph import Graph
     from farmer.manifest.spec import Spec
-    from farmer.report.console import Progress
-    from farmer.store.proof import Proof
-    from farmer.store.state import State
 
 
 def enter(directory: str | None) -> None:
@@ -78,7 +71,7 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
     return spec, graph
 
 
-def _interrupted_before_planning(lock: ProjectLock, started_at: float, jobs: int) -> None:
+def interrupted_before_planning(lock: ProjectLock, started_at: float, jobs: int) -> None:
     """A signal while the graph was read, under the lock: last-build.json says interrupted
     (no computation was known yet), as SPEC §4 asks of every build that got the lock."""
     from farmer.report import lastbuild
@@ -91,123 +84,7 @@ def _interrupted_before_planning(lock: ProjectLock, started_at: float, jobs: int
         pass
 
 
-def build(ws: Workspace, request: BuildRequest, progress: Progress | None = None) -> int:
-    """`farmer build` in `ws` (Workspace.build): its exit status."""
-    request = request.checked()
-    targets, slots, dry_run, trace_file = request.targets, request.jobs, request.dry_run, request.trace_file
-    directory, farmfile, farmfile_given = request.directory, request.farmfile, request.farmfile_given
-    ninja = request.is_ninja()
-    started_at = time.time()
-    proof = None
-    from farmer.files.atomic import collector_paused
-
-    # The cyclic collector waits until the first commands have started (then the deferred
-    # work resumes it): up to there a build imports its modules and makes its graph and
-    # plan, thousands of objects and no cycles to free, and the collector's passes over
-    # them would delay a first build's first command.
-    paused = collector_paused()
-    paused.__enter__()
-    try:
-        if not dry_run and not trace_file and not ninja:
-            # First, the cheap proof that nothing changed (farmer/build/noop.py), under the lock
-            # the build keeps if it has to go on.
-            from farmer.build import noop
-
-            enter(directory)
-            directory = None
-            # The full path, found upwards unless -f named it, starts from the project root.
-            farmfile, farmfile_given = find_farmfile(farmfile, farmfile_given), True
-            root = os.path.dirname(farmfile)
-            if os.path.isdir(root):
-                os.chdir(root)
-                ws.take_lock(root)
-                outcome = noop.try_build(farmfile, targets, slots)
-                if isinstance(outcome, int):
-                    return _built(outcome)
-                proof = outcome
-        elif not dry_run and not trace_file:
-            enter(directory)
-            directory = None
-            farmfile = os.path.abspath(farmfile if farmfile_given else "build.ninja")
-            farmfile_given = True
-            code = _ninja_noop(farmfile, targets, slots, ws.lock, request.base_dir)
-            if code is not None:
-                return _built(code)
-        from farmer.build.deferred import Deferred
-
-        deferred = Deferred()  # work the first commands need not wait for
-        warm = None
-        if not ninja and directory is None and farmfile_given:
-            # (a dry run writes nothing: a warm graph's cache is left for the next build to write)
-            warm = ws.warm_graph(os.path.abspath(farmfile), None if dry_run else deferred)
-        if warm is not None:
-            spec, graph = warm
-        else:
-            spec, graph = load_project(directory, farmfile, not dry_run, ninja, farmfile_given,
-                                       request.base_dir, deferred)
-        state = None
-        if not dry_run:
-            from farmer.plan import stale
-
-            ws.take_lock(spec.root)
-            state = ws.open_state()  # the build's too: state.db opened once
-        if not dry_run and not ninja:
-            reload = lambda: load_project(None, os.fspath(spec.path), True)  # noqa: E731
-            spec, graph, removed = stale.sweep(spec, graph, reload, state)
-            if removed:
-                deferred.graph_cache = None  # the graph was made again, and its cache written
-        if not ninja and graph is not ws.graph:
-            ws.keep_graph(spec, graph)
-        live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
-        opts = request.replace(live=live, cache_dir=os.path.abspath(request.cache_dir) if request.cache_dir else None)
-        deferred.collector = paused.__exit__
-        if not ninja or dry_run:
-            code = _run(ws, spec, graph, opts, state, proof, deferred, progress)
-            return code if dry_run else _built(code, graph)
-        from farmer.build import ninja as manifest  # as ninja: remake the manifest first
-
-        # Taken before the regeneration edge is checked: a change after it is seen next time.
-        regenerated_from = manifest.regeneration_inputs(spec, graph)
-        read_spec = spec
-        spec, graph, code = manifest.regenerate(spec, graph, opts, ws.lock, state)
-        if code:
-            return code
-        if spec is not read_spec:
-            deferred.graph_cache = None  # the manifest was read again, and its cache written
-        elif regenerated_from is not None and not trace_file:
-            # Once the first commands have started, after the graph cache's write (whose
-            # files it names): without a proof (this build failed or was stopped) it vouches
-            # for nothing (farmer/store/ninja_stamp.py).
-            deferred.ninja_stamp = lambda: manifest.stamp(read_spec, regenerated_from)
-        code = _run(ws, spec, graph, opts, state, proof, deferred, progress)
-        return _built(code, graph)
-    except KeyboardInterrupt:
-        lock = ws.lock
-        if lock is not None and lock.early and lock.fd is not None:  # before the build began
-            _interrupted_before_planning(lock, started_at, slots)
-        raise
-    except TaskError as e:  # a missing input found by the no-op proof's selection
-        from farmer.manifest.farmfile import locate
-
-        raise locate(e, farmfile) from None
-    finally:
-        paused.__exit__()  # (a build that started commands resumed it then)
-        ws.end_build()
-
-
-def _run(ws: Workspace, spec: Spec, graph: Graph, opts: BuildRequest, state: State | None,
-         proof: Proof | None, deferred: Deferred, progress: Progress | None) -> int:
-    """The build itself (build/run.py) with what the workspace holds; then, unless the
-    workspace keeps them, state.db is closed and the lock released."""
-    from farmer.build.run import run_build
-
-    code = run_build(spec, graph, opts, ws.lock, state, proof, ws.engines.executor, ws.engines.cache,
-                     ws.worlds, ws.digests_for(state), deferred, progress)
-    ws.end_build()
-    return code
-
-
-def _built(code: int, graph: Graph | None = None) -> int:
+def built(code: int, graph: Graph | None = None) -> int:
     """The end of a build that wrote last-build.json (the working directory is the project
     root): in GitHub Actions, its annotations and job summary (docs/ci.md). `graph`: the
     build's, for the summary's critical path (a no-op build has none to show)."""
@@ -218,7 +95,7 @@ def _built(code: int, graph: Graph | None = None) -> int:
     return code
 
 
-def _ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock | None,
+def ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock | None,
                 base_dir: str | None = None) -> int | None:
     """A no-op build of a ninja manifest finished without parsing it (its exit status), when
     neither it nor what regenerates it changed (farmer/store/ninja_stamp.py) and the no-op proof

@@ -17,7 +17,7 @@ from farmer.plan.session import Session
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
-    from farmer.build.workspace import BuildRequest
+    from farmer.build.request import BuildRequest
     from farmer.graph.graph import Computation
 
 _STUCK_S = 0.5  # a signal this long after the first, while stopping, stops at once

@@ -32,7 +32,7 @@ from farmer.build.deferred import Deferred
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md)
 if TYPE_CHECKING:
-    from farmer.build.workspace import BuildRequest
+    from farmer.build.request import BuildRequest
     from farmer.files.digests import Digests
     from farmer.graph.graph import Graph
     from farmer.record.runcache import RunCache

@@ -6,7 +6,9 @@ It owns the project's lock, state.db (`State`), the stat cache behind the digest
 once read, the warm worlds, and the engines handed in. Its one entry is `build(request,
 progress)`, where a `BuildRequest` is what one build is asked to do (`farmer build`'s
 targets and options, as the command line, a test, or `farmer watch` for each of its builds
-gives them); the flow itself is build/command.py.
+gives them); `build` is the flow: the no-op proof first (before anything heavy is imported),
+then the graph, the stale-output sweep, a build.ninja's regeneration, and the build itself
+(build/run.py).
 
 What a workspace keeps between builds (`keep`): the lock (released once, by `close`),
 state.db open, the stat cache in memory (state.db's, read once, with what each build
@@ -18,12 +20,16 @@ both up at its end, as a one-shot `farmer build` always has.
 from __future__ import annotations
 
 import os
+import sys
+import time
 
-from farmer.errors import UsageError
+from farmer.build import command
+from farmer.errors import TaskError
 
 TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
+    from farmer.build.request import BuildRequest
     from farmer.files.digests import Digests
     from farmer.files.lock import ProjectLock
     from farmer.graph.graph import Graph
@@ -32,70 +38,8 @@ if TYPE_CHECKING:
     from farmer.report.console import Progress
     from farmer.run.executors.base import Executor
     from farmer.run.worlds.manager import WarmWorlds
+    from farmer.store.proof import Proof
     from farmer.store.state import State
-
-
-def job_slots(value: int | None) -> int:
-    """-j as given (None: not given) -> the scheduler's CPU slots."""
-    if value is None:
-        return -(-5 * (os.cpu_count() or 1) // 4)  # SPEC: ceil(1.25 x CPUs)
-    if value < 1:
-        raise UsageError(f"-j {value}: the number of jobs must be at least 1")
-    return min(value, 4096)  # like make's unlimited -j; slots are lists, not unbounded
-
-
-class BuildRequest:
-    """`farmer build`'s arguments. `checked` makes the copy a build runs with: `jobs` in
-    slots, `trace_file` absolute, each value checked; the build then sets `live` and makes
-    `cache_dir` absolute from the project root."""
-
-    __slots__ = ("targets", "directory", "farmfile", "farmfile_given", "ninja", "jobs", "load",
-                 "keep_going", "dry_run", "explain", "no_worlds", "timeout", "trace_file", "cache",
-                 "cache_dir", "remote", "base_dir", "live")
-
-    def __init__(self, targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
-                 farmfile_given: bool = True, ninja: bool = False, jobs: int | None = None,
-                 load: float | None = None, keep_going: bool = False, dry_run: bool = False,
-                 explain: bool = False, no_worlds: bool = False, timeout: float | None = None,
-                 trace_file: str | None = None, cache: bool | None = None, cache_dir: str | None = None,
-                 remote: dict | None = None, base_dir: str | None = None, live: bool = False) -> None:
-        self.targets = targets
-        self.directory = directory  # -C
-        self.farmfile = farmfile  # -f, else the default name, found upwards (`farmfile_given`)
-        self.farmfile_given = farmfile_given
-        self.ninja = ninja  # --ninja: the manifest is a build.ninja (so is any *.ninja)
-        self.jobs = jobs  # -j as given; the slots once `checked`
-        self.load = load
-        self.keep_going = keep_going
-        self.dry_run = dry_run
-        self.explain = explain
-        self.no_worlds = no_worlds
-        self.timeout = timeout
-        self.trace_file = trace_file
-        self.cache = cache  # --cache (True), --no-cache (False), neither (None)
-        self.cache_dir = cache_dir
-        self.remote = remote or {}  # --remote* flags, for farmer.remote.config.resolve
-        self.base_dir = base_dir  # --base-dir (farmer/graph/basedir.py); None: FARMER_BASE_DIR
-        self.live = live  # the live view on a terminal (set by the build)
-
-    def replace(self, **changes) -> BuildRequest:
-        """A copy with `changes` (option names as keywords) made."""
-        return BuildRequest(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
-
-    def checked(self) -> BuildRequest:
-        """The request as a build runs it; a bad value is a usage error before the build
-        takes the lock. (Again on a checked request: the same.)"""
-        if self.timeout is not None and not 0 < self.timeout <= 1e9:  # nan and inf too
-            raise UsageError(f"--timeout {self.timeout:g}: must be above 0 seconds (and finite)")
-        slots = job_slots(self.jobs)
-        if os.environ.get("FARMER_CACHE"):
-            from farmer.record.cache.settings import cache_switch
-
-            cache_switch(os.environ)
-        return self.replace(jobs=slots, trace_file=os.path.abspath(self.trace_file) if self.trace_file else None)
-
-    def is_ninja(self) -> bool:
-        return self.ninja or self.farmfile.endswith(".ninja")
 
 
 class Engines:
@@ -134,15 +78,128 @@ class Workspace:
         """One build: its exit status; last-build.json and the rest as `farmer build` writes
         them. `progress`: what the user sees of it (None: the build chooses, a live view on
         a terminal, else plain lines: report/console.py)."""
-        from farmer.build import command
-
         try:
-            return command.build(self, request, progress)
+            return self._build(request, progress)
         except BaseException:
             if self.keep:  # what it left half done is not kept: the next build starts afresh
                 self._release_state()
                 self.forget_graph()
             raise
+
+    def _build(self, request: BuildRequest, progress: Progress | None) -> int:
+        """The flow of `build`."""
+        request = request.checked()
+        targets, slots, dry_run, trace_file = request.targets, request.jobs, request.dry_run, request.trace_file
+        directory, farmfile, farmfile_given = request.directory, request.farmfile, request.farmfile_given
+        ninja = request.is_ninja()
+        started_at = time.time()
+        proof = None
+        from farmer.files.atomic import collector_paused
+
+        # The cyclic collector waits until the first commands have started (then the deferred
+        # work resumes it): up to there a build imports its modules and makes its graph and
+        # plan, thousands of objects and no cycles to free, and the collector's passes over
+        # them would delay a first build's first command.
+        paused = collector_paused()
+        paused.__enter__()
+        try:
+            if not dry_run and not trace_file and not ninja:
+                # First, the cheap proof that nothing changed (farmer/build/noop.py), under the lock
+                # the build keeps if it has to go on.
+                from farmer.build import noop
+
+                command.enter(directory)
+                directory = None
+                # The full path, found upwards unless -f named it, starts from the project root.
+                farmfile, farmfile_given = command.find_farmfile(farmfile, farmfile_given), True
+                root = os.path.dirname(farmfile)
+                if os.path.isdir(root):
+                    os.chdir(root)
+                    self.take_lock(root)
+                    outcome = noop.try_build(farmfile, targets, slots)
+                    if isinstance(outcome, int):
+                        return command.built(outcome)
+                    proof = outcome
+            elif not dry_run and not trace_file:
+                command.enter(directory)
+                directory = None
+                farmfile = os.path.abspath(farmfile if farmfile_given else "build.ninja")
+                farmfile_given = True
+                code = command.ninja_noop(farmfile, targets, slots, self.lock, request.base_dir)
+                if code is not None:
+                    return command.built(code)
+            from farmer.build.deferred import Deferred
+
+            deferred = Deferred()  # work the first commands need not wait for
+            warm = None
+            if not ninja and directory is None and farmfile_given:
+                # (a dry run writes nothing: a warm graph's cache is left for the next build to write)
+                warm = self.warm_graph(os.path.abspath(farmfile), None if dry_run else deferred)
+            if warm is not None:
+                spec, graph = warm
+            else:
+                spec, graph = command.load_project(directory, farmfile, not dry_run, ninja, farmfile_given,
+                                           request.base_dir, deferred)
+            state = None
+            if not dry_run:
+                from farmer.plan import stale
+
+                self.take_lock(spec.root)
+                state = self.open_state()  # the build's too: state.db opened once
+            if not dry_run and not ninja:
+                reload = lambda: command.load_project(None, os.fspath(spec.path), True)  # noqa: E731
+                spec, graph, removed = stale.sweep(spec, graph, reload, state)
+                if removed:
+                    deferred.graph_cache = None  # the graph was made again, and its cache written
+            if not ninja and graph is not self.graph:
+                self.keep_graph(spec, graph)
+            live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
+            opts = request.replace(live=live, cache_dir=os.path.abspath(request.cache_dir) if request.cache_dir else None)
+            deferred.collector = paused.__exit__
+            if not ninja or dry_run:
+                code = self._run(spec, graph, opts, state, proof, deferred, progress)
+                return code if dry_run else command.built(code, graph)
+            from farmer.build import ninja as manifest  # as ninja: remake the manifest first
+
+            # Taken before the regeneration edge is checked: a change after it is seen next time.
+            regenerated_from = manifest.regeneration_inputs(spec, graph)
+            read_spec = spec
+            spec, graph, code = manifest.regenerate(spec, graph, opts, self.lock, state)
+            if code:
+                return code
+            if spec is not read_spec:
+                deferred.graph_cache = None  # the manifest was read again, and its cache written
+            elif regenerated_from is not None and not trace_file:
+                # Once the first commands have started, after the graph cache's write (whose
+                # files it names): without a proof (this build failed or was stopped) it vouches
+                # for nothing (farmer/store/ninja_stamp.py).
+                deferred.ninja_stamp = lambda: manifest.stamp(read_spec, regenerated_from)
+            code = self._run(spec, graph, opts, state, proof, deferred, progress)
+            return command.built(code, graph)
+        except KeyboardInterrupt:
+            lock = self.lock
+            if lock is not None and lock.early and lock.fd is not None:  # before the build began
+                command.interrupted_before_planning(lock, started_at, slots)
+            raise
+        except TaskError as e:  # a missing input found by the no-op proof's selection
+            from farmer.manifest.farmfile import locate
+
+            raise locate(e, farmfile) from None
+        finally:
+            paused.__exit__()  # (a build that started commands resumed it then)
+            self.end_build()
+
+
+    def _run(self, spec: Spec, graph: Graph, opts: BuildRequest, state: State | None,
+             proof: Proof | None, deferred: Deferred, progress: Progress | None) -> int:
+        """The build itself (build/run.py) with what the workspace holds; then, unless the
+        workspace keeps them, state.db is closed and the lock released."""
+        from farmer.build.run import run_build
+
+        code = run_build(spec, graph, opts, self.lock, state, proof, self.engines.executor, self.engines.cache,
+                         self.worlds, self.digests_for(state), deferred, progress)
+        self.end_build()
+        return code
 
     # -- the lock --------------------------------------------------------------------
 

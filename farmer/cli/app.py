@@ -10,7 +10,7 @@ import click
 
 from farmer import __version__
 from farmer.build import command
-from farmer.build.workspace import BuildRequest, job_slots
+from farmer.build.request import BuildRequest, job_slots
 from farmer.cli import completion
 from farmer.cli import exit as ending
 from farmer.cli.quick import BUILD_OPTIONS, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption

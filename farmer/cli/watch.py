@@ -33,7 +33,7 @@ from farmer.graph.matching import list_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from farmer.build.workspace import BuildRequest
+    from farmer.build.request import BuildRequest
     from farmer.graph.graph import Graph
     from farmer.manifest.spec import Spec
     from farmer.store.state import State, Trace
