@@ -10,7 +10,7 @@ import time
 
 from farmer.errors import UsageError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
     from farmer.files.lock import ProjectLock

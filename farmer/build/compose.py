@@ -16,7 +16,7 @@ import os
 
 from farmer.record.engine import Engine, EngineContext, RunObserver
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

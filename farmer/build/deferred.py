@@ -4,7 +4,7 @@ build's first command should wait for nothing it need not."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -14,7 +14,7 @@ from farmer.record.recorder import Recorder
 from farmer.run.scheduler import Hooks, Scheduler
 from farmer.plan.session import Session
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
     from farmer.build.request import BuildRequest

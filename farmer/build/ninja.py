@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import sys
 
-from farmer.files.atomic import collector_paused
+from farmer.startup.cheap import collector_paused
 from farmer.errors import UsageError
 from farmer.manifest.spec import Spec
 from farmer.graph.graph import Graph
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
     from farmer.graph.graph import Computation

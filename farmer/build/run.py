@@ -10,7 +10,7 @@ whatever its outcome; the no-op proof only after a good one.
 
 from __future__ import annotations
 
-import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
+from farmer.startup.cheap import signal
 import os
 import sys
 import time
@@ -30,7 +30,7 @@ from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
 from farmer.plan.session import Session, open_session
 from farmer.build.deferred import Deferred
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.request import BuildRequest
     from farmer.files.digests import Digests

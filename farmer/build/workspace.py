@@ -26,7 +26,7 @@ import time
 from farmer.build import command
 from farmer.errors import TaskError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
     from farmer.build.request import BuildRequest
@@ -94,7 +94,7 @@ class Workspace:
         ninja = request.is_ninja()
         started_at = time.time()
         proof = None
-        from farmer.files.atomic import collector_paused
+        from farmer.startup.cheap import collector_paused
 
         # The cyclic collector waits until the first commands have started (then the deferred
         # work resumes it): up to there a build imports its modules and makes its graph and

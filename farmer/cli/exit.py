@@ -5,13 +5,13 @@ through it."""
 
 from __future__ import annotations
 
-import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
+from farmer.startup.cheap import signal
 import os
 import sys
 
 from farmer.errors import LockHeld, UsageError
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn

@@ -9,7 +9,7 @@ from __future__ import annotations
 import marshal
 import os
 
-from farmer.startup.cheap import collector_paused  # also imported from here by build/command.py, build/ninja.py
+from farmer.startup.cheap import collector_paused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

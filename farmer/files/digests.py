@@ -17,7 +17,7 @@ from farmer.startup.extension import xxhash as _xxhash
 
 xxhash = _xxhash()  # start-up rule (docs/performance.md): its extension module, not the package
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -143,8 +143,7 @@ class Digests:
     when `_now` was taken (`moved`). Where both are set they are the same stat: an entry's
     key is that stat, its mtime -1 when it was racy (so it never matches: hashed again).
     `_stat` is a memoryview of native int64s over a bytearray with room to spare, made
-    anew (and copied) when full: the array module would import collections, 2 ms of a
-    first build's way to its first command.
+    anew (and copied) when full (`startup.cheap.int64s`, not `array`: docs/performance.md#start-up-rules).
     """
 
     def __init__(self, cache: dict[str, tuple[StatKey, str]],

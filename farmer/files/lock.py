@@ -7,7 +7,7 @@ second farmer can name it.
 
 from __future__ import annotations
 
-import _signal as signal  # start-up rule (docs/performance.md): not `signal`, which imports enum
+from farmer.startup.cheap import signal
 import fcntl
 import os
 import time

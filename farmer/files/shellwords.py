@@ -6,7 +6,7 @@ directory rewrites (farmer/graph/basedir.py) and what a dependency scan runs
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

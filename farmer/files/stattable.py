@@ -17,7 +17,7 @@ import sys
 
 from farmer.startup.cheap import int64s_of
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 

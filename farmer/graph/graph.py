@@ -9,14 +9,14 @@ import sys
 from farmer.errors import TaskError, UsageError
 from farmer.files.digests import xxhash
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): `collections.abc` imports collections
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farmer.manifest.spec import Spec
 
 # The wildcards and env of computations that have none: one dict, never changed (a dict
-# each would be 13 MB at 100 000 computations).
+# each would weigh on a large graph: see bench/results/performance-notes.md#figures-from-code-comments).
 NO_NAMES: dict[str, str] = {}
 _DRIVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "run", "worlds", "driver.py")
 
@@ -54,8 +54,8 @@ class NinjaEdge:
 
 class _Settings:
     """The fields of a computation that are nearly always their defaults: the computations
-    whose are all defaults share one (`_PLAIN`), so that each holds 15 slots, not 25 (at
-    100 000 computations, 8 MB). Never changed once shared: `Computation`'s setters copy
+    whose are all defaults share one (`_PLAIN`), so that each holds 15 slots, not 25 (see
+    bench/results/issue17-passes.md#memory-of-a-100k-clean-build). Never changed once shared: `Computation`'s setters copy
     it first."""
 
     __slots__ = ("env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
@@ -152,7 +152,7 @@ class Computation:
         self.consumers = [] if consumers is None else consumers  # appended to by traversals
         self.ninja = ninja
         # Shared and never changed where empty, as they nearly always are (one empty list
-        # each is 5 MB at 100 000 computations): set anew, never appended to.
+        # each weighs on a large graph): set anew, never appended to.
         self.missing = () if missing is None else missing
         settings = (NO_NAMES if env is None else env, world, cost, cpus, pool, timeout, always, cache,
                     world_setup, validates or (), remote)

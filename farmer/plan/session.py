@@ -24,7 +24,7 @@ from farmer.startup.cheap import int64s
 from farmer.store.state import State, Trace, world_setup_id
 from farmer.plan.uptodate import out_of_date, timed_outputs, to_run
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
@@ -59,7 +59,7 @@ class Session:
         # else selected is up to date, and nothing of it needs to be read.
         self.affected = affected
         self.worlds: dict[str, str] = {}  # world fingerprints, taken when first needed
-        # By index: why it runs, None, or _UNCHECKED (a list: a dict of 100 000 was 5 MB).
+        # By index: why it runs, None, or _UNCHECKED (a list, lighter than a dict on a large graph).
         self.verdicts: list[object] = [_UNCHECKED] * len(graph.computations)
         # From the proof: the computations a file of which changed since (None: no proof, so
         # none is known to be up to date), and each selected one's position in the proof.
@@ -115,7 +115,7 @@ class Session:
 
     def recheck(self, i: int) -> str | None:
         """A fresh verdict: after a producer ran, its outputs may or may not have changed."""
-        if self.proof is not None:  # only an update of the proof asks (a set of all was 10 MB at 100 000)
+        if self.proof is not None:  # only an update of the proof asks
             self.rechecked.add(i)
         comp = self.graph.computations[i]
         if comp.kind is None:
@@ -197,7 +197,7 @@ class Session:
 
     def recorded(self, i: int, trace: Trace) -> None:
         """Computation `i` ran (or was restored) and `trace` is on its way to state.db:
-        what the proof will need of it is kept, not the trace (100 000 of them were 50 MB):
+        what the proof will need of it is kept, not the trace (see bench/results/issue17-passes.md#memory-of-a-100k-clean-build):
         the digests it names in order, and the paths its depfile listed."""
         self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
         if self.fresh_at is None:

@@ -9,7 +9,7 @@ from farmer.files.digests import Digests, digest_or_changed
 from farmer.graph.graph import action_fingerprint
 from farmer.store.state import Trace
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
 
@@ -82,7 +82,8 @@ def _words(text: str) -> list[tuple[str, bool]]:
 
 def _plain_words(text: str) -> list[tuple[str, bool]] | None:
     """`_words` by string methods for a text whose only escapes are line continuations and
-    escaped spaces, as gcc writes them (a character loop took 1-4 ms a compiler's depfile;
+    escaped spaces, as gcc writes them (a character loop was slow on a compiler's depfile, see
+    bench/results/performance-notes.md#figures-from-code-comments;
     Meson's test projects live under `test cases/`, so every one of their depfiles names a
     source with `\\ ` in it); None for any other text."""
     spaced = False

@@ -10,7 +10,7 @@ know each other. farmer/build/compose.py stacks the engines a build turns on.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

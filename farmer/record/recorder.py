@@ -40,7 +40,7 @@ from farmer.record.runcache import RunCache
 from farmer.run.executors.base import Outcome, Ran, Restored
 from farmer.store.state import Sample, Trace, world_setup_id
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -409,8 +409,8 @@ class Recorder:
 
 class _Unhashed:
     """A run's trace whose depfile named files left to hash once its consumers have
-    started: between a compile's end and its link's start, hashing the compiler's headers
-    took 1-5 ms, where ninja keeps their mtimes. What it hashes then is judged as
+    started: hashing the compiler's headers between a compile's end and its link's start
+    delayed the link, where ninja keeps their mtimes. What it hashes then is judged as
     `Recorder._discovered` judges every file a depfile lists: by its ctime against the
     run's start (`started`), so a file that changed since shortly before the run started,
     during the run or after it (the user saved a header while the build ran), is recorded

@@ -7,7 +7,7 @@ runs and stores its outputs after (farmer/record/recorder.py). `RunCache` is the
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
     from farmer.run.executors.base import Outcome, Restored

@@ -10,7 +10,7 @@ Plain Python: grpc comes with the connection.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

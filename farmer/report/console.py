@@ -11,7 +11,7 @@ from farmer.startup import jsontext
 from farmer.files.atomic import write_text_atomically
 from farmer.report.lastbuild import rounded
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import TextIO
@@ -215,7 +215,7 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
 compact_json = jsontext.dumps
 compact_json_each = jsontext.dumps_each
 
-_AT_ONCE = 1000  # tasks made into dicts at a time: 100 000 of them at once are 75 MB
+_AT_ONCE = 1000  # tasks made into dicts at a time, not all at once (see bench/results/issue17-passes.md#memory-of-a-100k-clean-build)
 
 
 def last_build_json_each(comps: list[Computation], selected: list[int], settled: dict[int, Settled],
@@ -230,7 +230,7 @@ def last_build_json_each(comps: list[Computation], selected: list[int], settled:
 def last_build_json(comps: list[Computation], selected: list[int], settled: dict[int, Settled],
                     outcomes: dict[int, Outcome]) -> Iterator[bytes]:
     """`compact_json(last_build_tasks(...)).encode()` in parts, a thousand tasks at a time,
-    each made when asked for (written as it comes: 100 000 tasks' JSON is 25 MB)."""
+    each made when asked for (written as it comes, never held whole)."""
     yield b"["
     for k in range(0, len(selected), _AT_ONCE):
         text = compact_json(last_build_tasks(comps, selected[k:k + _AT_ONCE], settled, outcomes))

@@ -35,7 +35,7 @@ from farmer.files.digests import code_stamp, hash_file, hash_text
 from farmer.files.stattable import STAT_BYTES, StatKey, stat_of
 from farmer.startup.cheap import int64s, int64s_of
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -94,10 +94,10 @@ class Proof:
     def of(entries: Iterable[list[str]], selected: list[int],
            spill: str | os.PathLike | None = None) -> Proof:
         """A proof of no file yet, for computations with these last-build.json
-        entries, given a list at a time (at 100 000 computations, all of them at once, then
-        the whole as one str, then bytes, were three times 22 MB). With `spill` (a
+        entries, given a list at a time (all at once, then as one str, then bytes, would be three
+        copies: see bench/results/performance-notes.md#figures-from-code-comments). With `spill` (a
         directory), the entries go to a file with no name there as they come and `tasks` is
-        its range, which the snapshot copies: at 100 000, 25 MB not held."""
+        its range, which the snapshot copies, not held."""
         ends, k, at = int64s(len(selected)), 0, 0
         fd = None if spill is None else unnamed_file(spill)
         tasks, spilled, more = bytearray(b"["), 0, False

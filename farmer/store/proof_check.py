@@ -16,7 +16,7 @@ import sys
 
 from farmer.files.stattable import FIELDS, ints, stat_key_of
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -46,7 +46,7 @@ def changed(paths: list[str], stats: bytearray, lo: int, hi: int) -> list[int]:
     return found
 
 
-# A forked checker pays for itself from about this many files (fork, pipe, reap: ~1 ms).
+# A forked checker pays for itself (a fork, a pipe and a reap) from about this many files.
 _FILES_PER_PROCESS = 3000
 _CHUNK = 256  # files a process takes from the shared queue at a time (at most 255 chunks)
 

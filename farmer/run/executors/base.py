@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False  # start-up rule (docs/performance.md): no typing on the build path
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
 
