@@ -63,3 +63,18 @@ def test_lower_packages_never_import_higher_ones():
               if _layer(a) is not None and _layer(b) is not None and _layer(a) < _layer(b)}
     assert upward == set(UPWARD), f"imports up the layers {LAYERS}: {sorted(upward - set(UPWARD))}; " \
                                   f"listed but gone: {sorted(set(UPWARD) - upward)}"
+
+
+def test_the_module_map_names_every_module():
+    """docs/README.md's module map has a line for every file of farmer/ (generated protos
+    aside), and names no file that is gone."""
+    import re
+
+    text = (PACKAGE.parent / "docs" / "README.md").read_text()
+    table = text[text.index("## Module map"):]
+    named = {name for row in re.findall(r"^\| (.*?) \|", table, re.M)
+             for name in re.findall(r"`([\w/]+\.py)`", row)}
+    files = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+             if "protos" not in p.parts and p.name != "__init__.py"}
+    assert sorted(files - named) == [], "files missing from docs/README.md's module map"
+    assert sorted(named - files) == [], "files named in docs/README.md's module map that are gone"

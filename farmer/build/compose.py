@@ -1,5 +1,5 @@
-"""The engines of a build, stacked (ninja's one composition root, `Builder`'s collaborators
-handed in; review section 7): each engine that the command line, the environment or the
+"""The engines of a build, stacked in one place (as ninja's `Builder` has its collaborators
+handed in): each engine that the command line, the environment or the
 Farmfile turns on adds its output cache to the recorder's and its layer over the executor
 (farmer/record/engine.py says what an engine is).
 
