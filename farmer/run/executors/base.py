@@ -96,6 +96,10 @@ class Executor:
     # `-l`: with something running, start nothing while the 1-minute load average is above
     # this. None: no limit.
     load: float | None = None
+    # The event loop `wait` blocks in (run/executors/events.py), which an executor in front
+    # of this one joins with descriptors of its own (run/executors/relay.py). None: it has
+    # none to share.
+    selector = None
 
     def start(self, comp: Computation) -> None:
         """Begin running `comp`; its end is reported by a later `wait`."""

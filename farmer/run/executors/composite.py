@@ -22,6 +22,7 @@ from farmer.graph.graph import Computation
 class CompositeExecutor(Executor):
     def __init__(self, process: ProcessExecutor, worlds: WorldExecutor) -> None:
         self.process = process
+        self.selector = process.selector  # the process executor's loop waits for the worlds too
         self.worlds = worlds
         self.load = process.load  # counted against everything running, worlds' tasks too
 

@@ -28,8 +28,7 @@ class RelayExecutor(Executor):
         self.waiting: collections.deque[Computation] = collections.deque()  # for an inner slot
         self._stopping = False
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        # the process executor's selector (inside the composite one with worlds, its process executor's)
-        self.selector: selectors.BaseSelector = getattr(inner, "selector", None) or inner.process.selector
+        self.selector: selectors.BaseSelector = inner.selector
         self.selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
 
     def _collect(self) -> list[Outcome]:
