@@ -28,8 +28,11 @@ SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "skipped")
 PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.+)$")
 
 
-def farmer_env(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
+def farmer_env(extra: dict | None = None, unset: tuple[str, ...] = ()) -> dict:
+    """The environment a farmer under test runs with: this one, with the repository first on
+    PYTHONPATH and without what would change its behaviour (FARMER_JOBS, GitHub's
+    annotations, and any variable starting with one of `unset`), then `extra`."""
+    env = {k: v for k, v in os.environ.items() if not (unset and k.startswith(unset))}
     pp = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + pp if pp else "")
     env.pop("FARMER_JOBS", None)
@@ -40,12 +43,38 @@ def farmer_env(extra: dict | None = None) -> dict:
     return env
 
 
+def farmer_command(*args) -> list[str]:
+    return [sys.executable, "-m", "farmer", *map(str, args)]
+
+
+def run_farmer(cwd: Path | str, *args, env: dict | None = None, unset: tuple[str, ...] = (),
+               timeout: float | None = 60, **run_options) -> "Result":
+    """`python -m farmer ARGS` in `cwd`, to its end, with its output captured as text:
+    the one runner every test that starts farmer and waits for it uses. `env` and `unset` as
+    for farmer_env; `run_options` go to subprocess.run (input=..., preexec_fn=...)."""
+    if "input" not in run_options:
+        run_options["stdin"] = subprocess.DEVNULL
+    t0 = time.monotonic()
+    cp = subprocess.run(farmer_command(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                        env=farmer_env(env, unset), **run_options)
+    return Result(cp, args, time.monotonic() - t0)
+
+
+def start_farmer(cwd: Path | str, *args, env: dict | None = None, unset: tuple[str, ...] = (),
+                 **popen_options) -> subprocess.Popen:
+    """`python -m farmer ARGS` started in `cwd` and left running, its output in text pipes
+    unless `popen_options` say otherwise."""
+    options = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+               "text": True, **popen_options}
+    return subprocess.Popen(farmer_command(*args), cwd=cwd, env=farmer_env(env, unset), **options)
+
+
 class Result:
     """A finished farmer invocation."""
 
     def __init__(self, cp: subprocess.CompletedProcess, args, elapsed: float):
         self.cp = cp
-        self.args = list(args)
+        self.args = [str(a) for a in args]
         self.returncode = cp.returncode
         self.stdout = cp.stdout
         self.stderr = cp.stderr
@@ -75,6 +104,11 @@ class Result:
 
     def finished_ids(self) -> list[str]:
         return [s[3] for s in self.finished()]
+
+    def finished_lines(self) -> list[str]:
+        """What each `[done/total]` line says after its count: `TASK ID`, or the description
+        of a build.ninja edge that has one."""
+        return [f"{task} {what}" for _, _, task, what in self.finished()]
 
     def summary_line(self) -> str:
         lines = [l for l in self.stdout.splitlines() if l.strip()]
@@ -132,19 +166,9 @@ class Project:
         os.utime(p, ns=(st.st_atime_ns + int(seconds * 1e9), st.st_mtime_ns + int(seconds * 1e9)))
 
     # -- farmer -------------------------------------------------------------
-    def farmer(self, *args, cwd: Path | None = None, timeout: float = 60, env: dict | None = None) -> Result:
-        cmd = [sys.executable, "-m", "farmer", *map(str, args)]
-        t0 = time.monotonic()
-        cp = subprocess.run(
-            cmd,
-            cwd=cwd or self.root,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=farmer_env(env),
-        )
-        return Result(cp, args, time.monotonic() - t0)
+    def farmer(self, *args, cwd: Path | None = None, timeout: float = 60, env: dict | None = None,
+               **run_options) -> Result:
+        return run_farmer(cwd or self.root, *args, env=env, timeout=timeout, **run_options)
 
     def build(self, *args, **kw) -> Result:
         return self.farmer("build", *args, **kw)
@@ -192,18 +216,10 @@ class Project:
         result.runner = runner
         return result
 
-    def popen(self, *args, env: dict | None = None) -> subprocess.Popen:
-        """Start farmer in the background, in its own session (so the test can signal it alone)."""
-        p = subprocess.Popen(
-            [sys.executable, "-m", "farmer", *map(str, args)],
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=farmer_env(env),
-            start_new_session=True,
-        )
+    def popen(self, *args, env: dict | None = None, **popen_options) -> subprocess.Popen:
+        """Start farmer in the background, in its own session (so the test can signal it alone);
+        cleanup() kills it if it is still running."""
+        p = start_farmer(self.root, *args, env=env, start_new_session=True, **popen_options)
         self.procs.append(p)
         return p
 
@@ -303,13 +319,18 @@ def processes_in(root: Path) -> list[int]:
     return found
 
 
-def wait_no_process_in(project: "Project", timeout: float = 3.0) -> list[int]:
+def wait_no_process_under(root: Path, timeout: float = 3.0) -> list[int]:
+    """Wait until no process runs in `root` or below it; what is left after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        left = processes_in(project.root)
+        left = processes_in(root)
         if not left or time.monotonic() > deadline:
             return left
-        time.sleep(0.05)
+        time.sleep(0.02)
+
+
+def wait_no_process_in(project: "Project", timeout: float = 3.0) -> list[int]:
+    return wait_no_process_under(project.root, timeout)
 
 
 def wait_no_process(marker: str, timeout: float = 3.0) -> list[int]:

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import Project, farmer_env
+from conftest import Project
+from helpers import can_drop_dac, drop_dac
 
 COPY = """
 [cache]
@@ -637,20 +638,10 @@ def test_the_project_root_named_as_the_cache_is_refused_not_narrowed(project, ho
 def build_unprivileged(project: Project, *args: str, env: dict | None = None):
     """`farmer build ARGS` by a user whom file modes bind. Tests may run as root, whom a
     folder's mode 0555 does not stop: then farmer runs without the capabilities that let
-    root write anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so that mode is real."""
-    from conftest import Result
-
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a folder's mode cannot stop root")
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
-    t0 = time.monotonic()
-    cp = subprocess.run([*prefix, sys.executable, "-m", "farmer", "build", *args], cwd=project.root,
-                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-                        env=farmer_env(env))
-    return Result(cp, ["build", *args], time.monotonic() - t0)
+    root write anywhere (helpers.drop_dac), so that mode is real."""
+    if not can_drop_dac():
+        pytest.skip("running as root without CAP_SETPCAP: a folder's mode cannot stop root")
+    return project.build(*args, env=env, preexec_fn=drop_dac)
 
 
 def read_only_tree(top) -> None:

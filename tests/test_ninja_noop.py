@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from test_noop_fastpath import HEAVY, PROFILE, imported
+from helpers import HEAVY, PROFILE, imported
 
 NINJA = ("-f", "build.ninja")
 RACY_S = 0.15  # past farmer's racy window (grains.RACY_NS): stat data vouches for a file
@@ -25,10 +25,6 @@ CONFIGURE = """\
 RULES = "rule gen\n  command = sh configure.sh\n  generator = 1\nrule cat\n  command = cat $in > $out\n"
 
 
-def ran(r) -> list[str]:
-    return [line.split("] ", 1)[1] for line in r.stdout.splitlines() if line.startswith("[")]
-
-
 def settled(project):
     """A project built, then built once more past the racy window: that build stamps it."""
     project.write("configure.sh", CONFIGURE)
@@ -37,16 +33,16 @@ def settled(project):
     project.write("b.txt", "b\n")
     assert os.system(f"cd {project.root} && sh configure.sh") == 0
     r = project.build(*NINJA)
-    assert r.returncode == 0 and ran(r) == ["cat out/a.txt", "cat out/b.txt"], r
+    assert r.returncode == 0 and r.finished_lines() == ["cat out/a.txt", "cat out/b.txt"], r
     time.sleep(RACY_S)
-    assert ran(project.build(*NINJA)) == []
+    assert project.build(*NINJA).finished_lines() == []
     assert project.exists(".farmer/ninja.stamp")
     return project
 
 
 def fast_noop(project) -> bool:
     r = project.build(*NINJA, env=PROFILE)
-    assert r.returncode == 0 and ran(r) == [] and r.summary()["up to date"] == 2, r
+    assert r.returncode == 0 and r.finished_lines() == [] and r.summary()["up to date"] == 2, r
     return not ({"farmer.build.ninja", "farmer.manifest.ninja_parser"} | HEAVY) & imported(r)
 
 
@@ -61,7 +57,7 @@ def test_an_edited_input_is_rebuilt(project):
     settled(project)
     project.write("b.txt", "B\n")
     r = project.build(*NINJA)
-    assert ran(r) == ["cat out/b.txt"] and project.read("out/b.txt") == "a\nB\n", r
+    assert r.finished_lines() == ["cat out/b.txt"] and project.read("out/b.txt") == "a\nB\n", r
 
 
 def test_a_build_right_after_outputs_were_written_is_a_fast_noop(project):
@@ -72,12 +68,12 @@ def test_a_build_right_after_outputs_were_written_is_a_fast_noop(project):
     settled(project)
     project.write("b.txt", "B\n")
     r = project.build(*NINJA)
-    assert ran(r) == ["cat out/b.txt"], r
+    assert r.finished_lines() == ["cat out/b.txt"], r
     assert fast_noop(project)  # at once: out/b.txt was written a few milliseconds ago
     assert fast_noop(project)
     project.write("out/b.txt", "tampered\n")
     r = project.build(*NINJA)
-    assert ran(r) == ["cat out/b.txt"] and project.read("out/b.txt") == "a\nB\n", r
+    assert r.finished_lines() == ["cat out/b.txt"] and project.read("out/b.txt") == "a\nB\n", r
 
 
 def test_an_edited_regeneration_input_remakes_the_manifest(project):
@@ -86,30 +82,30 @@ def test_an_edited_regeneration_input_remakes_the_manifest(project):
     project.write("configure.sh", CONFIGURE.replace("cat $in", "cat $in $in") + "# edited\n")
     r = project.build(*NINJA)
     assert r.returncode == 0, r
-    assert ran(r) == ["gen build.ninja"], r  # the commands are in rules.ninja: the same
+    assert r.finished_lines() == ["gen build.ninja"], r  # the commands are in rules.ninja: the same
     project.write("rules.ninja", RULES.replace("cat $in >", "cat $in $in >"))
     r = project.build(*NINJA)
-    assert ran(r) == ["cat out/a.txt", "cat out/b.txt"] and project.read("out/a.txt") == "a\na\n", r
+    assert r.finished_lines() == ["cat out/a.txt", "cat out/b.txt"] and project.read("out/a.txt") == "a\na\n", r
 
 
 def test_an_edited_included_manifest_is_read(project):
     settled(project)
     project.write("rules.ninja", RULES.replace("cat $in >", "cat $in $in >"))
     r = project.build(*NINJA)
-    assert ran(r) == ["cat out/a.txt", "cat out/b.txt"], r
+    assert r.finished_lines() == ["cat out/a.txt", "cat out/b.txt"], r
 
 
 def test_a_removed_output_is_rebuilt_and_a_failed_build_is_no_proof(project):
     settled(project)
     os.unlink(project.path("out/a.txt"))
     r = project.build(*NINJA)  # as ninja: what consumes a remade output runs too
-    assert ran(r) == ["cat out/a.txt", "cat out/b.txt"], r
+    assert r.finished_lines() == ["cat out/a.txt", "cat out/b.txt"], r
     project.write("b.txt", "B\n")
     os.unlink(project.path("a.txt"))
     assert project.build(*NINJA).returncode != 0
     project.write("a.txt", "a\n")
     r = project.build(*NINJA)
-    assert r.returncode == 0 and ran(r) == ["cat out/b.txt"], r
+    assert r.returncode == 0 and r.finished_lines() == ["cat out/b.txt"], r
 
 
 def test_a_build_stopped_once_stamped_leaves_no_proof(project):
@@ -130,8 +126,8 @@ def test_a_build_stopped_once_stamped_leaves_no_proof(project):
     assert not project.exists(".farmer/noop.stats")  # no proof: the stamp vouches for nothing
     project.remove("block")
     r = project.build(*NINJA)
-    assert r.returncode == 0 and len(ran(r)) == 2 and project.read("out/b.txt") == "a\nb\n", r
+    assert r.returncode == 0 and len(r.finished_lines()) == 2 and project.read("out/b.txt") == "a\nb\n", r
     time.sleep(RACY_S)
-    assert ran(project.build(*NINJA)) == []  # (its outputs just written: the full way)
+    assert project.build(*NINJA).finished_lines() == []  # (its outputs just written: the full way)
     time.sleep(RACY_S)
     assert fast_noop(project)

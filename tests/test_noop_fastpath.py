@@ -7,14 +7,11 @@ import os
 
 import pytest
 
+from helpers import HEAVY, PROFILE, imported
 from farmer.build import command
 from farmer.files import digests as grains
 from farmer.store import proof as noop
 from farmer.store import proof_check as statcheck
-
-PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}  # python -X importtime: one stderr line a module
-HEAVY = {"click", "farmer.build.run", "farmer.cli.app", "networkx", "rich", "sqlite3", "_sqlite3", "tomllib",
-         "toml_rs", "array"}  # array imports collections (statcheck.py)
 
 CHAIN = """
 [task.a]
@@ -36,11 +33,6 @@ outputs = ["out.txt"]
 depfile = "out.d"
 cmd = "cat src.txt > out.txt && if grep -q use-h src.txt; then printf 'out.txt: h.txt\\\\n' > out.d; else printf 'out.txt:\\\\n' > out.d; fi"
 """
-
-
-def imported(result) -> set[str]:
-    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
-            if line.startswith("import time:") and "|" in line}
 
 
 def test_noop_build_imports_neither_click_nor_the_engine(project):

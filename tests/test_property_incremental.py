@@ -25,10 +25,8 @@ The default test runs a modest number of examples; `-m slow` runs many more.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -36,24 +34,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 
 from hypothesis import strategies as st
+from conftest import Result, run_farmer
 from prop_helpers import (CONTENT, KINDS, Model, Scenario, apply_mutation, out_path, scenarios,
                           src_path)
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    pp = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + pp if pp else "")
-    env.pop("FARMER_JOBS", None)
-    return env
-
-
-def farmer_build(root: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "farmer", "build", "-j", "2"], cwd=root, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=60, env=_env())
+def farmer_build(root: str) -> Result:
+    return run_farmer(root, "build", "-j", "2")
 
 
 def run_scenario(scn: Scenario) -> None:

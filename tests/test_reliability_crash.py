@@ -30,90 +30,24 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import farmer_env, processes_in, wait_no_process_in
+from conftest import processes_in, start_farmer, wait_no_process_under
+from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
 
 N_SOURCES = 8
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
 STATS = {"kill_points": 0, "edits": 0, "killed_recoveries": 0}
 KILL_POINTS_SLOW = int(os.environ.get("FARMER_KILL_POINTS", "50"))  # per seed: 4 x 50 = 200
 
-FARMFILE = """
-[task.up]
-foreach = "src/{n}.txt"
-inputs = ["src/{n}.txt"]
-outputs = ["out/up/{n}.txt"]
-cmd = "head -c 2 {inputs} > {outputs}; sleep 0.05; tr a-z A-Z < {inputs} > {outputs}"
-
-[task.num]
-foreach = "src/{n}.txt"
-inputs = ["src/{n}.txt"]
-outputs = ["out/num/{n}.txt"]
-cmd = "echo partial > {outputs}; sleep 0.04; wc -l < {inputs} > {outputs}"
-
-[task.pair]
-foreach = "out/up/{n}.txt"
-inputs = ["out/up/{n}.txt", "out/num/{n}.txt"]
-outputs = ["out/pair/{n}.txt"]
-cmd = "cat {inputs[0]} > {outputs}; sleep 0.03; cat {inputs} > {outputs}"
-
-[task.all]
-inputs = ["@pair"]
-outputs = ["out/all.txt"]
-cmd = "head -c 1 {inputs[0]} > {outputs}; sleep 0.02; cat {inputs} > {outputs}"
-
-[task.summary]
-inputs = ["@num"]
-outputs = ["out/summary.txt"]
-cmd = "cat {inputs} > {outputs}"
-"""
-
-
-def expected_outputs(sources: dict[str, str]) -> dict[str, str]:
-    """What a clean build makes, computed from the sources without farmer or a shell."""
-    out: dict[str, str] = {}
-    for name, text in sources.items():
-        n = name[: -len(".txt")]
-        out[f"out/up/{n}.txt"] = text.upper()
-        out[f"out/num/{n}.txt"] = f"{text.count(chr(10))}\n"
-        out[f"out/pair/{n}.txt"] = out[f"out/up/{n}.txt"] + out[f"out/num/{n}.txt"]
-    out["out/all.txt"] = "".join(out[p] for p in sorted(p for p in out if p.startswith("out/pair/")))
-    out["out/summary.txt"] = "".join(out[p] for p in sorted(p for p in out if p.startswith("out/num/")))
-    return out
-
-
-def read_outputs(root: Path) -> dict[str, str]:
-    found = {}
-    for dirpath, _, files in os.walk(root / "out"):
-        for f in files:
-            p = Path(dirpath) / f
-            found[str(p.relative_to(root))] = p.read_text()
-    return found
-
-
-def integrity(root: Path) -> str:
-    db = sqlite3.connect(root / ".farmer" / "state.db")
-    try:
-        return db.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        db.close()
-
-
-def start_farmer(root: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "farmer", *args], cwd=root, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=farmer_env(), start_new_session=True)
-
 
 def kill_at(root: Path, delay: float, leave_orphans: bool) -> None:
     """Start a build and SIGKILL farmer after `delay` seconds; then kill what it started
     (a power cut) or let it finish (farmer alone crashed)."""
-    p = start_farmer(root, "build", "-j", "3")
+    p = start_farmer(root, "build", "-j", "3", stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
@@ -128,16 +62,7 @@ def kill_at(root: Path, delay: float, leave_orphans: bool) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        assert wait_no_process_in_root(root, 5) == []
-
-
-def wait_no_process_in_root(root: Path, timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = processes_in(root)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
+        assert wait_no_process_under(root, 5) == []
 
 
 def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], history: list[dict]) -> None:
@@ -175,11 +100,11 @@ def run_kill_points(project, seed: int, points: int) -> None:
                for i in range(N_SOURCES)}
     for name, text in sources.items():
         project.write(f"src/{name}", text, dedent=False)
-    project.farmfile(FARMFILE)
+    project.farmfile(CRASH_FARMFILE)
     # The duration of a clean build, to spread the kill points across a build.
     r = project.build("-j", "3")
     assert r.returncode == 0, r
-    assert read_outputs(root) == expected_outputs(sources)
+    assert read_outputs(root) == crash_expected_outputs(sources)
     span = r.elapsed
     history = [dict(sources)]
     # A fresh start half of the time: kill points fall into clean builds too.
@@ -191,7 +116,7 @@ def run_kill_points(project, seed: int, points: int) -> None:
         kill_at(root, delay, leave_orphans=bool(k % 2))
         STATS["kill_points"] += 1
         if (root / ".farmer" / "state.db").exists():
-            assert integrity(root) == "ok", f"state.db corrupt after kill point {k} ({delay:.2f} s)"
+            assert state_integrity(root) == "ok", f"state.db corrupt after kill point {k} ({delay:.2f} s)"
         lb = root / ".farmer" / "last-build.json"
         if lb.exists():
             json.loads(lb.read_text())  # never half-written
@@ -200,14 +125,14 @@ def run_kill_points(project, seed: int, points: int) -> None:
             STATS["killed_recoveries"] += 1
         r = project.build("-j", "3")
         assert r.returncode == 0, (k, delay, r)
-        assert wait_no_process_in_root(root, 5) == [], "an orphan outlived the recovery build"
+        assert wait_no_process_under(root, 5) == [], "an orphan outlived the recovery build"
         again = project.build("-j", "3")  # the recovery left nothing to do (issue 11)
         assert again.returncode == 0 and again.summary()["ran"] == 0, (k, delay, r, again)
-        got, want = read_outputs(root), expected_outputs(sources)
+        got, want = read_outputs(root), crash_expected_outputs(sources)
         assert got == want, (
             f"after kill point {k} ({delay:.2f} s into a build): outputs differ from a clean build "
             f"{ {p: (got.get(p), want.get(p)) for p in set(got) | set(want) if got.get(p) != want.get(p)} }")
-        assert integrity(root) == "ok"
+        assert state_integrity(root) == "ok"
     r = project.build("-j", "3")
     assert r.returncode == 0 and r.summary()["ran"] == 0, r
 
@@ -370,7 +295,7 @@ def test_corrupt_or_foreign_state_db_is_moved_aside(project, damage):
     # from scratch: everything runs again, and comes out right
     assert r.summary()["ran"] == n, r
     assert all(project.read(f"out/{i}.txt") == "y\n" for i in range(n))
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     r = project.build()
     assert r.returncode == 0 and r.summary()["ran"] == 0 and r.stderr == "", r
 
@@ -383,7 +308,7 @@ def test_garbage_wal_file_is_harmless(project):
     assert r.returncode == 0, r
     assert "Traceback" not in r.output
     assert r.summary()["ran"] == 0, r
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
 
 
 def test_garbage_graph_cache_is_ignored(project):

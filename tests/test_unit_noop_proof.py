@@ -10,7 +10,7 @@ import random
 from farmer.store import proof as noop
 from farmer.store import proof_check as statcheck
 
-from test_noop_fastpath import imported, PROFILE
+from helpers import PROFILE, imported
 
 
 def test_a_flat_table_and_its_transpose_hold_the_rows():

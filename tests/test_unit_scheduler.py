@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from farmer.run.executors.simulated import SimulatedExecutor
-from farmer.run.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Outcome, Scheduler
+from farmer.run.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler
 from farmer.graph.graph import Computation
 
 
