@@ -6,12 +6,17 @@ another test module."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import sqlite3
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from farmer.graph.graph import Computation, Graph
 
@@ -111,6 +116,24 @@ def can_drop_dac() -> bool:
     return subprocess.run(["true"], preexec_fn=drop_dac).returncode == 0
 
 
+@contextlib.contextmanager
+def mounted_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` ("512k") mounted at `where` for the block, then unmounted; the test
+    skips where it may not mount (it needs root and CAP_SYS_ADMIN)."""
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        for _ in range(50):  # busy while a process that used it is still exiting
+            if subprocess.run(["umount", str(where)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+
+
 # -- computations and graphs ------------------------------------------------------------------
 
 
@@ -123,6 +146,24 @@ def computation(index: int = 0, action: str = "true", id: str | None = None, tas
 
 def computation_of(graph: Graph, cid: str) -> Computation:
     return graph.computations[graph.by_id[cid]]
+
+
+def computation_graph(n: int, edges=(), task=None, cost=None, cpus=None, pools=None,
+                      kinds=None) -> list[Computation]:
+    """`n` computations `c0..c{n-1}` of tasks t0..t{n-1}, each with one output `cI.out`; an edge
+    (p, c) makes `c` read `p`'s output. `task`, `cost`, `cpus`, `pools` and `kinds` map an
+    index to that field's value where it is not the default."""
+    task, cost, cpus, pools, kinds = task or {}, cost or {}, cpus or {}, pools or {}, kinds or {}
+    comps = [
+        Computation(i, f"c{i}.out", task.get(i, f"t{i}"), outputs=[f"c{i}.out"], kind=kinds.get(i, "cmd"),
+                    action=f"make c{i}", cost=cost.get(i), cpus=cpus.get(i, 1), pool=pools.get(i))
+        for i in range(n)
+    ]
+    for p, c in edges:
+        comps[c].inputs.append(comps[p].outputs[0])
+        comps[c].producers.append(p)
+        comps[p].consumers.append(c)
+    return comps
 
 
 # -- imports (python -X importtime) -----------------------------------------------------------

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import Project
-from helpers import can_drop_dac, drop_dac
+from helpers import can_drop_dac, drop_dac, mounted_tmpfs
 
 COPY = """
 [cache]
@@ -404,12 +404,7 @@ def test_a_locked_cache_is_one_warning(project, private_cache):
 
 
 def test_a_full_cache_disk_skips_storing_with_one_warning(project, tmp_path):
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "tiny", "256k") as mnt:
         project.farmfile("""
             [cache]
             [task.big]
@@ -423,11 +418,6 @@ def test_a_full_cache_disk_skips_storing_with_one_warning(project, tmp_path):
         assert r.returncode == 0 and r.summary()["ran"] == 3, r
         assert r.output.count("warning: cache") == 1 and "no room" in r.output, r
         assert all(project.path(f"out/big-{n}.bin").stat().st_size == 200000 for n in "123")
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
 
 
 # -- two farmers at once -----------------------------------------------------------------------
@@ -685,18 +675,8 @@ def test_a_read_only_cache_folder_is_still_read(project, private_cache):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 512 KiB tmpfs (root and CAP_SYS_ADMIN only), unmounted after the test."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "512k") as mnt:
         yield mnt
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
 
 
 @pytest.mark.parametrize("how", ["mounted read-only", "disk full"])

@@ -21,12 +21,11 @@ import os
 import resource
 import signal
 import subprocess
-import time
 
 import pytest
 
 from conftest import Result, wait_no_process_in
-from helpers import can_drop_dac, drop_dac, state_integrity
+from helpers import can_drop_dac, drop_dac, mounted_tmpfs, state_integrity
 
 needs_permissions = pytest.mark.skipif(
     not can_drop_dac(), reason="running as root without CAP_SETPCAP: file permissions cannot apply to farmer")
@@ -120,19 +119,8 @@ def test_disk_full_while_writing_state_db(project):
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "tmpfs", "512k") as mnt:
         yield mnt
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
 
 
 def test_disk_really_full(tiny_tmpfs):

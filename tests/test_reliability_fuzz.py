@@ -40,7 +40,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_error, processes_in
+from conftest import assert_error, processes_in, wait_no_process_under
 
 FAST_EXAMPLES = int(os.environ.get("FARMER_FUZZ_EXAMPLES", "40"))
 SLOW_EXAMPLES = int(os.environ.get("FARMER_FUZZ_SLOW_EXAMPLES", "600"))
@@ -231,7 +231,7 @@ def exercise(farmfile: bytes, base: Path, second_build: bool = True) -> list[Run
             r = run_forked(root, io_dir, *args)
             runs.append(r)
             check_run(r, root, lb_before)
-            left = wait_gone(root)
+            left = wait_no_process_under(root)
             assert not left, f"processes left running in the project: {left} after {r!r}"
             assert snapshot_outside(base) == before, f"something outside the root changed: {r!r}"
             if r.returncode == 2 or args[0] == "plan":
@@ -266,15 +266,6 @@ def check_contents(root: Path, io_dir: Path, build: Run) -> None:
         expected = b"".join((root / i).read_bytes() for i in comp["inputs"])
         for out in comp["outputs"]:
             assert (root / out).read_bytes() == expected, (comp, build)
-
-
-def wait_gone(root: Path, timeout: float = 3.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = processes_in(root)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
 
 
 # ------------------------------------------------------------------ generators --
