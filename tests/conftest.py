@@ -18,6 +18,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -353,6 +354,39 @@ def assert_error(r: Result, *words: str, code: int = 2) -> str:
     for w in words:
         assert w in msg, f"error message does not name {w!r}: {msg!r}"
     return msg
+
+
+class HarnessCounts:
+    """How much the fault-injection harnesses tried in this session (kill points, fuzz
+    examples, exit codes...): a report for pytest's terminal summary, never a check."""
+
+    __slots__ = ("by_harness",)
+
+    def __init__(self) -> None:
+        self.by_harness: dict[str, Counter] = {}
+
+    def add(self, harness: str, what: str, n: int = 1) -> None:
+        self.by_harness.setdefault(harness, Counter())[what] += n
+
+    def lines(self) -> list[str]:
+        return [f"[{harness}] " + ", ".join(f"{what} {n}" for what, n in counts.items())
+                for harness, counts in sorted(self.by_harness.items())]
+
+
+HARNESS_COUNTS = pytest.StashKey[HarnessCounts]()
+
+
+@pytest.fixture(scope="session")
+def harness_counts(pytestconfig) -> HarnessCounts:
+    return pytestconfig.stash.setdefault(HARNESS_COUNTS, HarnessCounts())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    counts = config.stash.get(HARNESS_COUNTS, None)
+    if counts is not None and counts.by_harness:
+        terminalreporter.section("what the fault harnesses tried")
+        for line in counts.lines():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

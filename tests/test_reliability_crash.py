@@ -35,12 +35,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import processes_in, start_farmer, wait_no_process_under
+from conftest import HarnessCounts, processes_in, start_farmer, wait_no_process_under
 from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
 
 N_SOURCES = 8
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
-STATS = {"kill_points": 0, "edits": 0, "killed_recoveries": 0}
 KILL_POINTS_SLOW = int(os.environ.get("FARMER_KILL_POINTS", "50"))  # per seed: 4 x 50 = 200
 
 
@@ -65,8 +64,10 @@ def kill_at(root: Path, delay: float, leave_orphans: bool) -> None:
         assert wait_no_process_under(root, 5) == []
 
 
-def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], history: list[dict]) -> None:
-    """One step of the edit sequence: change a line, add one, revert a file, or touch one."""
+def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], history: list[dict]) -> int:
+    """One step of the edit sequence: change a line, add one, revert a file, or touch one;
+    returns how many sources it edited."""
+    edits = 0
     for _ in range(rng.randint(0, 3)):
         name = rng.choice(sorted(sources))
         lines = sources[name].splitlines(keepends=True)
@@ -89,11 +90,12 @@ def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], histor
                 os.unlink(root / rng.choice(victims))
             continue
         (root / "src" / name).write_text(sources[name])
-        STATS["edits"] += 1
+        edits += 1
     history.append(dict(sources))
+    return edits
 
 
-def run_kill_points(project, seed: int, points: int) -> None:
+def run_kill_points(project, seed: int, points: int, counts: HarnessCounts) -> None:
     rng = random.Random(seed)
     root = project.root
     sources = {f"s{i}.txt": "".join(rng.choice(WORDS) + "\n" for _ in range(rng.randint(1, 4)))
@@ -111,10 +113,10 @@ def run_kill_points(project, seed: int, points: int) -> None:
     for k in range(points):
         if rng.random() < 0.3:
             project.farmer("clean")
-        edit_sources(rng, root, sources, history)
+        counts.add("crash", "edits", edit_sources(rng, root, sources, history))
         delay = span * (k + rng.random()) / points * 1.2
         kill_at(root, delay, leave_orphans=bool(k % 2))
-        STATS["kill_points"] += 1
+        counts.add("crash", "kill points")
         if (root / ".farmer" / "state.db").exists():
             assert state_integrity(root) == "ok", f"state.db corrupt after kill point {k} ({delay:.2f} s)"
         lb = root / ".farmer" / "last-build.json"
@@ -122,7 +124,7 @@ def run_kill_points(project, seed: int, points: int) -> None:
             json.loads(lb.read_text())  # never half-written
         if rng.random() < 0.3:  # the recovery build is killed too
             kill_at(root, rng.uniform(0.05, span), leave_orphans=False)
-            STATS["killed_recoveries"] += 1
+            counts.add("crash", "killed recoveries")
         r = project.build("-j", "3")
         assert r.returncode == 0, (k, delay, r)
         assert wait_no_process_under(root, 5) == [], "an orphan outlived the recovery build"
@@ -137,21 +139,14 @@ def run_kill_points(project, seed: int, points: int) -> None:
     assert r.returncode == 0 and r.summary()["ran"] == 0, r
 
 
-def test_kill_9_at_random_points(project):
-    run_kill_points(project, seed=5, points=3)
+def test_kill_9_at_random_points(project, harness_counts):
+    run_kill_points(project, seed=5, points=3, counts=harness_counts)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 23, 42, 77])
-def test_kill_9_at_random_points_many(project, seed):
-    run_kill_points(project, seed=seed, points=KILL_POINTS_SLOW)
-
-
-def test_kill_9_stats(capsys):
-    """Not a check: how many kill points and edits this session ran (for the report)."""
-    with capsys.disabled():
-        print(f"\n[crash] kill points={STATS['kill_points']} edits={STATS['edits']} "
-              f"killed recoveries={STATS['killed_recoveries']}")
+def test_kill_9_at_random_points_many(project, seed, harness_counts):
+    run_kill_points(project, seed=seed, points=KILL_POINTS_SLOW, counts=harness_counts)
 
 
 def test_kill_9_leaves_no_stale_lock(project):

@@ -20,10 +20,8 @@ import time
 
 import pytest
 
-from conftest import pids_matching, wait_no_process, wait_no_process_in
+from conftest import HarnessCounts, pids_matching, wait_no_process, wait_no_process_in
 from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
-
-STATS = {"random_interrupts": 0}
 
 
 def parallel_farmfile(project, sleep: str) -> None:
@@ -204,7 +202,7 @@ def wait_for_lock(project, p: subprocess.Popen, timeout: float = 30) -> None:
         time.sleep(0.005)
 
 
-def run_random_interrupts(project, seed: int, points: int) -> None:
+def run_random_interrupts(project, seed: int, points: int, counts: HarnessCounts) -> None:
     rng = random.Random(seed)
     root = project.root
     sources = {f"s{i}.txt": f"{rng.choice(['ab', 'cd', 'ef'])}\n" * rng.randint(1, 3) for i in range(8)}
@@ -227,7 +225,7 @@ def run_random_interrupts(project, seed: int, points: int) -> None:
         wait_for_lock(project, p)
         time.sleep(rng.uniform(0, span))
         out, err, elapsed = stop(p, sig)
-        STATS["random_interrupts"] += 1
+        counts.add("interrupts", "signals at random points")
         assert p.returncode in (0, 128 + sig), (k, sig, p.returncode, out, err)
         assert elapsed < 2.0, (k, elapsed)
         assert "Traceback" not in err, err
@@ -241,13 +239,13 @@ def run_random_interrupts(project, seed: int, points: int) -> None:
         assert read_outputs(root) == crash_expected_outputs(sources), k
 
 
-def test_interrupts_at_random_points(project):
-    run_random_interrupts(project, seed=3, points=3)
+def test_interrupts_at_random_points(project, harness_counts):
+    run_random_interrupts(project, seed=3, points=3, counts=harness_counts)
 
 
 @pytest.mark.slow
-def test_interrupts_at_random_points_many(project):
-    run_random_interrupts(project, seed=17, points=20)
+def test_interrupts_at_random_points_many(project, harness_counts):
+    run_random_interrupts(project, seed=17, points=20, counts=harness_counts)
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
