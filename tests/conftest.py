@@ -177,14 +177,16 @@ class Project:
     def build_in_process(self, *args: str, runner=None, **options) -> Result:
         """`farmer build ARGS` in this process with a fake executor (tests/fakes.py), as
         `command.build` runs it: the no-op check, the lock, the real scheduler and recorder.
-        ARGS: targets and the options -j N, -k, -n, --explain, -l N, --no-worlds; `options`:
-        command.build's keywords (cache=...). The result's `runner` says what ran."""
+        ARGS: targets and the options -f FILE, -j N (1 unless given), -k, -n, --explain, -l N,
+        --no-worlds; `options`: command.build's keywords (cache=...). The result's `runner`
+        says what ran. A usage error (a graph error...) is raised, not printed: the command
+        line's own words for it are its tests' to check."""
         from farmer.build import command
         from fakes import FakeRunner
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",
                  "--dry-run": "dry_run", "--explain": "explain", "--no-worlds": "no_worlds"}
-        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float)}
+        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float), "-f": ("farmfile", str)}
         targets, words = [], list(map(str, args))
         while words:
             word = words.pop(0)
@@ -206,8 +208,8 @@ class Project:
         try:
             os.chdir(self.root)
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = command.build(targets, farmfile=options.pop("farmfile", "Farmfile"),
-                                     executor=runner, **{"jobs": 1, **options})
+                code = command.build(targets, farmfile_given="farmfile" in options, executor=runner,
+                                     **{"jobs": 1, "farmfile": "Farmfile", **options})
         finally:
             os.chdir(cwd)
             for s, handler in handlers.items():  # a build leaves its signals ignored

@@ -1,4 +1,6 @@
-"""`farmer build -f build.ninja`: the real command line on small hand-written manifests.
+"""`farmer build -f build.ninja` on small hand-written manifests: in-process with the fake
+executor (tests/fakes.py) where only the build's decisions are checked, by the command line
+for its errors, its flags, the console pool and the other commands.
 
 What a ninja manifest adds to a build: descriptions in the progress lines, `deps = gcc`
 depfiles read and deleted, generator edges not rerun for a new command line, order-only
@@ -20,7 +22,8 @@ NINJA = ("-f", "build.ninja")
 
 
 def build(project, *args, **kw):
-    return project.build(*NINJA, *args, **kw)
+    """A build of build.ninja in-process, with the fake executor (tests/fakes.py)."""
+    return project.build_in_process(*NINJA, *args, **kw)
 
 
 def test_build_then_nothing_to_do(project):
@@ -55,9 +58,9 @@ def test_ninja_flag_and_dash_C(project):
 
 def test_errors_name_file_and_line(project):
     project.write("build.ninja", "rule r\n  command = x\n\nbuild o: nope\n")
-    assert_error(build(project), "build.ninja:4: unknown build rule 'nope'")
+    assert_error(project.build(*NINJA), "build.ninja:4: unknown build rule 'nope'")
     project.write("build.ninja", "rule r\n  command = x\nbuild o: r missing.c\n")
-    assert_error(build(project), "missing input 'missing.c'")
+    assert_error(project.build(*NINJA), "missing input 'missing.c'")
 
 
 def test_targets_are_paths_and_defaults_apply(project):
@@ -198,7 +201,7 @@ def test_console_pool_writes_to_the_terminal(project):
         build a: loud
         build b: quiet
         """)
-    r = build(project)
+    r = project.build(*NINJA)
     assert r.returncode == 0, r
     assert "on the console" in r.stdout and "to stderr" in r.stderr
     logs = {p.name: p.read_text() for p in (project.root / ".farmer/logs").iterdir()}
