@@ -1,8 +1,11 @@
-"""Fixtures for the end-to-end CLI tests (tests/test_cli_*.py).
+"""Fixtures for the tests that run whole builds.
 
-Every test gets a fresh project directory under ``tmp_path`` and drives the real
-command line, ``python -m farmer ...``, with stdout/stderr captured (so stdout is
-not a terminal and farmer prints its plain output).
+Every test gets a fresh project directory under ``tmp_path`` (`project`). It drives the real
+command line, ``python -m farmer ...``, through the one runner here (`run_farmer`,
+`start_farmer`, `Project.farmer`, `Project.popen`), with stdout/stderr captured (so stdout is
+not a terminal and farmer prints its plain output); or, where only the build's decisions are
+checked, runs the build in this process with a fake executor (`Project.build_in_process`).
+Helpers that are not fixtures are in helpers.py.
 """
 
 from __future__ import annotations
@@ -186,7 +189,8 @@ class Project:
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",
                  "--dry-run": "dry_run", "--explain": "explain", "--no-worlds": "no_worlds"}
-        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float), "-f": ("farmfile", str)}
+        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float),
+                  "-f": ("farmfile", str)}
         targets, words = [], list(map(str, args))
         while words:
             word = words.pop(0)
