@@ -7,30 +7,12 @@ import shutil
 
 import pytest
 
-CHAIN = """
-[task.a]
-inputs = ["src/a.txt"]
-outputs = ["out/a.txt"]
-cmd = "cp {inputs} {outputs}"
-
-[task.b]
-inputs = ["out/a.txt"]
-outputs = ["out/b.txt"]
-cmd = "cat {inputs} {inputs} > {outputs}"
-
-[task.c]
-inputs = ["src/c.txt"]
-outputs = ["out/c.txt"]
-cmd = "cp {inputs} {outputs}"
-"""
+from helpers import CHAIN, with_chain
 
 
 @pytest.fixture
 def chain(project):
-    project.farmfile(CHAIN)
-    project.write("src/a.txt", "alpha\n")
-    project.write("src/c.txt", "gamma\n")
-    return project
+    return with_chain(project)
 
 
 def test_first_build_runs_everything(chain):

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import farmer_env
-
-
-def farmer(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "farmer", *args], cwd=project,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                          env=farmer_env())
+from conftest import run_farmer as farmer
 
 
 def plan_json(project: Path, *args: str) -> dict:

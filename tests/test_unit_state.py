@@ -280,9 +280,18 @@ def test_racy_stat_key_round_trips(farmer_dir):
     s.close()
 
 
-def test_save_nothing_is_fine(farmer_dir):
+def test_saving_nothing_writes_nothing(farmer_dir):
+    """An empty batch makes no database where there is none, and leaves one as it was."""
     s = State(farmer_dir)
     s.save([], [], [], {})
+    s.close()
+    assert not (farmer_dir / "state.db").exists()
+    s = State(farmer_dir)
+    s.save([trace("x")], [], [sample("x", 1.0)], {})
+    s = reopen(s)
+    s.save([], [], [], {})
+    s = reopen(s)
+    assert set(s.traces()) == {"x"} and [h.wall_s for h in s.history()["x"]] == [1.0]
     s.close()
 
 
