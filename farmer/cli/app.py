@@ -175,9 +175,11 @@ def clean(targets, dead, ninja, directory, farmfile) -> None:
 
         if targets:
             raise UsageError("clean --dead takes no targets: it removes every stale output")
+        given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+        farmfile, given = command.named_manifest(directory, farmfile, given, ninja)
         if command.is_ninja(farmfile, ninja):
             raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
-        spec, g = _load(directory, farmfile, ninja)
+        spec, g = command.load_project(None, farmfile, False, ninja, given)
         path = os.fspath(spec.path)
         click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
         return
