@@ -39,7 +39,7 @@ def make_dir(path: str) -> bool:
 
 # What `.farmer/.gitignore` holds: everything in the folder is farmer's state, none of it
 # source, so `git status` never lists it (as pytest keeps its .pytest_cache out).
-GITIGNORE = b"# made by farmer: its state is no file of the project's\n*\n"
+GITIGNORE = b"# Made by farmer: its state, none of it for version control.\n*\n"
 
 
 def make_state_dir(path: str) -> None:
