@@ -270,7 +270,7 @@ class _Build:
             status, code = "failed", 1
         else:
             status, code = "ok", 0
-        counts = lastbuild.tally(len(session.selected), [s.status for s in settled.values()])
+        counts = lastbuild.tally(len(session.selected), [(s.status, s.reason) for s in settled.values()])
         head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,
                                 self.prediction.makespan_s)
         lastbuild.write(self.farmer_dir, head, session.last_build_tasks(settled, outcomes))
