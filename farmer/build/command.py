@@ -49,7 +49,7 @@ def find_farmfile(farmfile: str, given: bool, ninja_here: bool = False) -> str:
         parent = os.path.dirname(here)
         if parent == here:
             raise UsageError(f"no {farmfile} in {start} nor in any directory above it (up to "
-                             f"{here}); write one, cd into the project, or pass -f FILE")
+                             f"{here}); write one (farmer init starts one), cd into the project, or pass -f FILE")
         here = parent
 
 

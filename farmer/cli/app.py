@@ -189,6 +189,20 @@ def clean(targets, dead, ninja, directory, farmfile) -> None:
     click.echo(inspection.clean(spec, g, list(targets)))
 
 
+@cli.command()
+@click.option("--python", "python", is_flag=True, help="A Python data pipeline with a world (the default).")
+@click.option("--c", "c", is_flag=True, help="A C program: compile with depfiles, link, run.")
+@_option(_PROJECT["directory"])
+def init(python, c, directory) -> None:
+    """Write a commented starter Farmfile here (never over an existing one)."""
+    from farmer.cli.starter import write_starter
+
+    if python and c:
+        raise UsageError("init takes one of --python and --c")
+    command.enter(directory)
+    click.echo(write_starter("c" if c else "python"))
+
+
 @cli.group()
 def cache() -> None:
     """The local output cache: stats, gc, clear (docs/cache.md)."""
