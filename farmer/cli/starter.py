@@ -57,7 +57,7 @@ C = """\
 # folder, the project root, where every command runs. `farmer build` builds it, `farmer
 # plan` says what would run and why, `farmer query build/program` shows one step.
 #
-# It needs your sources in src/ (one of them with main()); headers anywhere.
+# It needs your C sources in src/ (one of them with main()), and their headers beside them.
 
 [farmer]
 default = ["run"]         # what a bare `farmer build` builds, with all it needs
