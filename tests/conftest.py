@@ -28,7 +28,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "skipped")
+SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "interrupted", "skipped")
 PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.+)$")
 
 

@@ -81,7 +81,7 @@ def test_a_clean_build_is_restored_and_then_a_no_op(project, private_cache):
     clean(project)
     r = project.build_in_process("--explain")
     assert r.returncode == 0, r
-    assert r.summary() == {"ran": 0, "up to date": 0, "cached": 4, "failed": 0, "skipped": 0}, r
+    assert r.summary() == {"ran": 0, "up to date": 0, "cached": 4, "failed": 0, "interrupted": 0, "skipped": 0}, r
     assert project.read("out/all.txt") == "a\nb\nc\n"
     assert "restored from the local cache" in r.stdout
     tasks = project.tasks()
@@ -127,7 +127,7 @@ def test_early_cutoff_holds_after_a_restore(project):
     assert project.build_in_process().summary()["ran"] == 1  # first ran, came out the same: cutoff
     project.write("in.txt", "ab\n")
     r = project.build_in_process()
-    assert r.summary() == {"ran": 0, "up to date": 1, "cached": 1, "failed": 0, "skipped": 0}, r
+    assert r.summary() == {"ran": 0, "up to date": 1, "cached": 1, "failed": 0, "interrupted": 0, "skipped": 0}, r
 
 
 def test_the_executable_bit_comes_back(project):
@@ -539,7 +539,8 @@ def test_an_output_that_is_a_symlink_comes_back_as_the_same_link(project):
     assert os.readlink(project.path("out/data.txt")) == "../src/data.txt"
     assert not project.path("out/libx.so.1.0").is_symlink() and project.read("out/use.txt") == "v1\n"
     assert [n for n in os.listdir(project.path("out")) if "cache-tmp" in n] == []
-    assert project.build_in_process().summary() == {"ran": 0, "up to date": 2, "cached": 0, "failed": 0, "skipped": 0}
+    assert project.build_in_process().summary() == {"ran": 0, "up to date": 2, "cached": 0, "failed": 0, "interrupted": 0,
+                                         "skipped": 0}
     project.write("src/data.txt", "data, edited\n")  # the link's target is not the cache's to keep
     assert project.read("out/data.txt") == "data, edited\n"
 

@@ -24,7 +24,7 @@ def test_first_build_runs_everything(chain):
     assert chain.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "ran"}
     assert set(chain.reasons().values()) == {"never built"}
     s = r.summary()
-    assert s == {"ran": 3, "up to date": 0, "cached": 0, "failed": 0, "skipped": 0}, r
+    assert s == {"ran": 3, "up to date": 0, "cached": 0, "failed": 0, "interrupted": 0, "skipped": 0}, r
     assert "critical path" in r.summary_line(), r
 
 
