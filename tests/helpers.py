@@ -72,6 +72,35 @@ cmd = "cp {inputs} {outputs}"
 """
 
 
+# sources, a foreach over their outputs and a glob over them: the outputs that go stale when a
+# source, a task or an output's name goes
+STALE_CHAIN = """\
+    [task.up]
+    foreach = "src/{n}.txt"
+    inputs = ["src/{n}.txt"]
+    outputs = ["out/{n}.txt"]
+    cmd = "tr a-z A-Z < {inputs} > {outputs}"
+    [task.twice]
+    foreach = "out/{n}.txt"
+    inputs = ["out/{n}.txt"]
+    outputs = ["twice/{n}.txt"]
+    cmd = "cat {inputs} {inputs} > {outputs}"
+    [task.all]
+    inputs = ["out/*.txt"]
+    outputs = ["all.txt"]
+    cmd = "cat {inputs} > {outputs}"
+    """
+
+
+def built_stale_chain(project) -> None:
+    """`project` with STALE_CHAIN's Farmfile and sources a, b, c, built."""
+    project.farmfile(STALE_CHAIN)
+    for n in "abc":
+        project.write(f"src/{n}.txt", n + "\n")
+    r = project.build()
+    assert r.returncode == 0, r
+
+
 def with_chain(project):
     """`project` (conftest.Project) with CHAIN's Farmfile and its two sources."""
     project.farmfile(CHAIN)

@@ -9,31 +9,11 @@ import os
 import shutil
 
 from conftest import assert_error
-
-FARMFILE = """\
-    [task.up]
-    foreach = "src/{n}.txt"
-    inputs = ["src/{n}.txt"]
-    outputs = ["out/{n}.txt"]
-    cmd = "tr a-z A-Z < {inputs} > {outputs}"
-    [task.twice]
-    foreach = "out/{n}.txt"
-    inputs = ["out/{n}.txt"]
-    outputs = ["twice/{n}.txt"]
-    cmd = "cat {inputs} {inputs} > {outputs}"
-    [task.all]
-    inputs = ["out/*.txt"]
-    outputs = ["all.txt"]
-    cmd = "cat {inputs} > {outputs}"
-    """
+from helpers import STALE_CHAIN, built_stale_chain
 
 
 def _project(project):
-    project.farmfile(FARMFILE)
-    for n in "abc":
-        project.write(f"src/{n}.txt", n + "\n")
-    r = project.build()
-    assert r.returncode == 0, r
+    built_stale_chain(project)
     assert project.read("all.txt") == "A\nB\nC\n"
 
 
@@ -52,7 +32,7 @@ def test_deleting_a_foreach_source_removes_its_outputs_before_globs_match(projec
 
 def test_an_output_no_longer_declared_by_an_edited_farmfile(project):
     _project(project)
-    project.farmfile(FARMFILE.replace('outputs = ["all.txt"]', 'outputs = ["sum.txt"]')
+    project.farmfile(STALE_CHAIN.replace('outputs = ["all.txt"]', 'outputs = ["sum.txt"]')
                      .replace("> {outputs}\"\n    \"\"\"", ""))
     r = project.build_in_process()
     assert r.returncode == 0, r

@@ -7,36 +7,17 @@ from __future__ import annotations
 
 import json
 
-FARMFILE = """\
-    [task.up]
-    foreach = "src/{n}.txt"
-    inputs = ["src/{n}.txt"]
-    outputs = ["out/{n}.txt"]
-    cmd = "tr a-z A-Z < {inputs} > {outputs}"
-    [task.twice]
-    foreach = "out/{n}.txt"
-    inputs = ["out/{n}.txt"]
-    outputs = ["twice/{n}.txt"]
-    cmd = "cat {inputs} {inputs} > {outputs}"
-    [task.all]
-    inputs = ["out/*.txt"]
-    outputs = ["all.txt"]
-    cmd = "cat {inputs} > {outputs}"
-    """
+from helpers import STALE_CHAIN, built_stale_chain
 
 
 def _project(project):
-    project.farmfile(FARMFILE)
-    for n in "abc":
-        project.write(f"src/{n}.txt", n + "\n")
-    r = project.build()
-    assert r.returncode == 0, r
+    built_stale_chain(project)
 
 
 def _renamed(project):
     """all.txt renamed in the Farmfile: all.txt is stale."""
     _project(project)
-    project.farmfile(FARMFILE.replace('outputs = ["all.txt"]', 'outputs = ["sum.txt"]'))
+    project.farmfile(STALE_CHAIN.replace('outputs = ["all.txt"]', 'outputs = ["sum.txt"]'))
 
 
 LINE = "farmer: would remove stale output {} (no computation declares it now)"
