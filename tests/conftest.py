@@ -1,8 +1,11 @@
-"""Fixtures for the end-to-end CLI tests (tests/test_cli_*.py).
+"""Fixtures for the tests that run whole builds.
 
-Every test gets a fresh project directory under ``tmp_path`` and drives the real
-command line, ``python -m farmer ...``, with stdout/stderr captured (so stdout is
-not a terminal and farmer prints its plain output).
+Every test gets a fresh project directory under ``tmp_path`` (`project`). It drives the real
+command line, ``python -m farmer ...``, through the one runner here (`run_farmer`,
+`start_farmer`, `Project.farmer`, `Project.popen`), with stdout/stderr captured (so stdout is
+not a terminal and farmer prints its plain output); or, where only the build's decisions are
+checked, runs the build in this process with a fake executor (`Project.build_in_process`).
+Helpers that are not fixtures are in helpers.py.
 """
 
 from __future__ import annotations
@@ -18,18 +21,22 @@ import sys
 import textwrap
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "skipped")
+SUMMARY_WORDS = ("ran", "up to date", "cached", "failed", "interrupted", "skipped")
 PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.+)$")
 
 
-def farmer_env(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
+def farmer_env(extra: dict | None = None, unset: tuple[str, ...] = ()) -> dict:
+    """The environment a farmer under test runs with: this one, with the repository first on
+    PYTHONPATH and without what would change its behaviour (FARMER_JOBS, GitHub's
+    annotations, and any variable starting with one of `unset`), then `extra`."""
+    env = {k: v for k, v in os.environ.items() if not (unset and k.startswith(unset))}
     pp = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + pp if pp else "")
     env.pop("FARMER_JOBS", None)
@@ -40,12 +47,38 @@ def farmer_env(extra: dict | None = None) -> dict:
     return env
 
 
+def farmer_command(*args) -> list[str]:
+    return [sys.executable, "-m", "farmer", *map(str, args)]
+
+
+def run_farmer(cwd: Path | str, *args, env: dict | None = None, unset: tuple[str, ...] = (),
+               timeout: float | None = 60, **run_options) -> "Result":
+    """`python -m farmer ARGS` in `cwd`, to its end, with its output captured as text:
+    the one runner every test that starts farmer and waits for it uses. `env` and `unset` as
+    for farmer_env; `run_options` go to subprocess.run (input=..., preexec_fn=...)."""
+    if "input" not in run_options:
+        run_options["stdin"] = subprocess.DEVNULL
+    t0 = time.monotonic()
+    cp = subprocess.run(farmer_command(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                        env=farmer_env(env, unset), **run_options)
+    return Result(cp, args, time.monotonic() - t0)
+
+
+def start_farmer(cwd: Path | str, *args, env: dict | None = None, unset: tuple[str, ...] = (),
+                 **popen_options) -> subprocess.Popen:
+    """`python -m farmer ARGS` started in `cwd` and left running, its output in text pipes
+    unless `popen_options` say otherwise."""
+    options = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+               "text": True, **popen_options}
+    return subprocess.Popen(farmer_command(*args), cwd=cwd, env=farmer_env(env, unset), **options)
+
+
 class Result:
     """A finished farmer invocation."""
 
     def __init__(self, cp: subprocess.CompletedProcess, args, elapsed: float):
         self.cp = cp
-        self.args = list(args)
+        self.args = [str(a) for a in args]
         self.returncode = cp.returncode
         self.stdout = cp.stdout
         self.stderr = cp.stderr
@@ -75,6 +108,11 @@ class Result:
 
     def finished_ids(self) -> list[str]:
         return [s[3] for s in self.finished()]
+
+    def finished_lines(self) -> list[str]:
+        """What each `[done/total]` line says after its count: `TASK ID`, or the description
+        of a build.ninja edge that has one."""
+        return [f"{task} {what}" for _, _, task, what in self.finished()]
 
     def summary_line(self) -> str:
         lines = [l for l in self.stdout.splitlines() if l.strip()]
@@ -132,19 +170,9 @@ class Project:
         os.utime(p, ns=(st.st_atime_ns + int(seconds * 1e9), st.st_mtime_ns + int(seconds * 1e9)))
 
     # -- farmer -------------------------------------------------------------
-    def farmer(self, *args, cwd: Path | None = None, timeout: float = 60, env: dict | None = None) -> Result:
-        cmd = [sys.executable, "-m", "farmer", *map(str, args)]
-        t0 = time.monotonic()
-        cp = subprocess.run(
-            cmd,
-            cwd=cwd or self.root,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=farmer_env(env),
-        )
-        return Result(cp, args, time.monotonic() - t0)
+    def farmer(self, *args, cwd: Path | None = None, timeout: float = 60, env: dict | None = None,
+               **run_options) -> Result:
+        return run_farmer(cwd or self.root, *args, env=env, timeout=timeout, **run_options)
 
     def build(self, *args, **kw) -> Result:
         return self.farmer("build", *args, **kw)
@@ -152,16 +180,19 @@ class Project:
     def build_in_process(self, *args: str, runner=None, **options) -> Result:
         """`farmer build ARGS` in this process with a fake executor (tests/fakes.py), as
         a workspace runs it: the no-op check, the lock, the real scheduler and recorder.
-        ARGS: targets and the options -j N, -k, -n, --explain, -l N, --no-worlds; `options`:
-        BuildRequest's keywords (`use_cache` for its `cache`: --cache), and `cache`, a run
-        cache handed to the workspace. The result's `runner` says what ran."""
+        ARGS: targets and the options -f FILE, -j N (1 unless given), -k, -n, --explain, -l N,
+        --no-worlds; `options`: BuildRequest's keywords (`use_cache` for its `cache`:
+        --cache), and `cache`, a run cache handed to the workspace. The result's `runner`
+        says what ran. A usage error (a graph error...) is raised, not printed: the command
+        line's own words for it are its tests' to check."""
         from farmer.build.request import BuildRequest
         from farmer.build.workspace import Engines, Workspace
         from fakes import FakeRunner
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",
                  "--dry-run": "dry_run", "--explain": "explain", "--no-worlds": "no_worlds"}
-        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float)}
+        valued = {"-j": ("jobs", int), "--jobs": ("jobs", int), "-l": ("load", float),
+                  "-f": ("farmfile", str)}
         targets, words = [], list(map(str, args))
         while words:
             word = words.pop(0)
@@ -186,7 +217,8 @@ class Project:
                 engines = Engines(executor=runner, cache=options.pop("cache", None))
                 if "use_cache" in options:
                     options["cache"] = options.pop("use_cache")
-                code = Workspace(engines).build(BuildRequest(targets, **{"jobs": 1, **options}))
+                request = BuildRequest(targets, farmfile_given="farmfile" in options, **{"jobs": 1, **options})
+                code = Workspace(engines).build(request)
         finally:
             os.chdir(cwd)
             for s, handler in handlers.items():  # a build leaves its signals ignored
@@ -196,18 +228,10 @@ class Project:
         result.runner = runner
         return result
 
-    def popen(self, *args, env: dict | None = None) -> subprocess.Popen:
-        """Start farmer in the background, in its own session (so the test can signal it alone)."""
-        p = subprocess.Popen(
-            [sys.executable, "-m", "farmer", *map(str, args)],
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=farmer_env(env),
-            start_new_session=True,
-        )
+    def popen(self, *args, env: dict | None = None, **popen_options) -> subprocess.Popen:
+        """Start farmer in the background, in its own session (so the test can signal it alone);
+        cleanup() kills it if it is still running."""
+        p = start_farmer(self.root, *args, env=env, start_new_session=True, **popen_options)
         self.procs.append(p)
         return p
 
@@ -307,13 +331,18 @@ def processes_in(root: Path) -> list[int]:
     return found
 
 
-def wait_no_process_in(project: "Project", timeout: float = 3.0) -> list[int]:
+def wait_no_process_under(root: Path, timeout: float = 3.0) -> list[int]:
+    """Wait until no process runs in `root` or below it; what is left after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        left = processes_in(project.root)
+        left = processes_in(root)
         if not left or time.monotonic() > deadline:
             return left
-        time.sleep(0.05)
+        time.sleep(0.02)
+
+
+def wait_no_process_in(project: "Project", timeout: float = 3.0) -> list[int]:
+    return wait_no_process_under(project.root, timeout)
 
 
 def wait_no_process(marker: str, timeout: float = 3.0) -> list[int]:
@@ -336,6 +365,39 @@ def assert_error(r: Result, *words: str, code: int = 2) -> str:
     for w in words:
         assert w in msg, f"error message does not name {w!r}: {msg!r}"
     return msg
+
+
+class HarnessCounts:
+    """How much the fault-injection harnesses tried in this session (kill points, fuzz
+    examples, exit codes...): a report for pytest's terminal summary, never a check."""
+
+    __slots__ = ("by_harness",)
+
+    def __init__(self) -> None:
+        self.by_harness: dict[str, Counter] = {}
+
+    def add(self, harness: str, what: str, n: int = 1) -> None:
+        self.by_harness.setdefault(harness, Counter())[what] += n
+
+    def lines(self) -> list[str]:
+        return [f"[{harness}] " + ", ".join(f"{what} {n}" for what, n in counts.items())
+                for harness, counts in sorted(self.by_harness.items())]
+
+
+HARNESS_COUNTS = pytest.StashKey[HarnessCounts]()
+
+
+@pytest.fixture(scope="session")
+def harness_counts(pytestconfig) -> HarnessCounts:
+    return pytestconfig.stash.setdefault(HARNESS_COUNTS, HarnessCounts())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    counts = config.stash.get(HARNESS_COUNTS, None)
+    if counts is not None and counts.by_harness:
+        terminalreporter.section("what the fault harnesses tried")
+        for line in counts.lines():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

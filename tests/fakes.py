@@ -2,8 +2,9 @@
 
 `FakeRunner` is farmer's simulated clock that also does what a computation's command says,
 in this process for the few commands most tests need: `cat`, `cp`, `touch`, `echo`,
-`mkdir -p`, `true`, `false` and `exit N`, joined by `&&` or `;`, with `>` and `>>`
-redirections. Any other command line (pipes, `$VAR`, `tr`, `grep`...) runs to its end in
+`mkdir -p`, `true`, `false` and `exit N`, with no other option, joined by `&&` or `;`, with
+`>` and `>>` redirections of their stdout. Any other command line (pipes, `$VAR`, `echo -n`,
+`2>`, `tr`, `grep`...) runs to its end in
 `/bin/sh` at its start, one at a time, so its effects are those of a real run; `strict=True`
 makes such a line an error instead. Output not redirected goes to the computation's log, as
 a real run's does. The real scheduler, recorder, state and proof run around it; time is the
@@ -13,6 +14,7 @@ simulated clock's, so tests of concurrency, signals and timeouts stay on the rea
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 
@@ -61,14 +63,15 @@ def _run(action: str, log) -> int:
     anything, for one with anything else)."""
     if any(c in action for c in "$`|<*?~(){}\\"):
         raise CannotFake(f"FakeRunner does not expand {action!r}")
+    if re.search(r"\d>|>&|&>", action):  # 2>, >&2, &>: redirections of another descriptor
+        raise CannotFake(f"FakeRunner redirects stdout only, not in {action!r}")
     lexer = shlex.shlex(action, posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
     commands, command = [], []
     for word in list(lexer) + [";"]:
         if word in (";", "&&"):
             if command:
-                if command[0] not in _FAKED or (command[0] == "mkdir" and command[1:2] != ["-p"]) \
-                        or any(w in (">", ">>") for w in command[:-2]):
+                if not _fakes(command):
                     raise CannotFake(f"FakeRunner cannot run {' '.join(command)!r}")
                 commands.append((command, word))
             command = []
@@ -80,6 +83,23 @@ def _run(action: str, log) -> int:
             code = _one(command, log)
         joiner = after
     return code
+
+
+def _fakes(words: list[str]) -> bool:
+    """Whether `_one` does what the shell would with this command: a name it knows, with no
+    option but `mkdir -p` and a `--` before the paths, and a redirection only at its end."""
+    name, args = words[0], words[1:]
+    if len(args) >= 2 and args[-2] in (">", ">>"):
+        args = args[:-2]
+    if name not in _FAKED or any(w and set(w) <= set(";&|<>") for w in args):  # `&`, `||`, a 2nd `>`
+        return False
+    if name == "mkdir":
+        if args[:1] != ["-p"]:
+            return False
+        args = args[1:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    return name in ("exit", "true", "false") or not any(w.startswith("-") and w != "-" for w in args)
 
 
 def _one(words: list[str], log) -> int:

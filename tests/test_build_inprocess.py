@@ -9,19 +9,16 @@ import os
 import time
 
 import pytest
-from test_cli_incremental import CHAIN
 
 from farmer.errors import UsageError
 from farmer.record.runcache import RunCache
 from farmer.run.executors.base import Restored
+from helpers import with_chain
 
 
 @pytest.fixture
 def chain(project):
-    project.farmfile(CHAIN)
-    project.write("src/a.txt", "alpha\n")
-    project.write("src/c.txt", "gamma\n")
-    return project
+    return with_chain(project)
 
 
 def test_the_build_runs_through_the_executor_it_is_handed(chain):

@@ -1,7 +1,11 @@
-"""The local output cache through the command line (SPEC §5, docs/cache.md): hits and
-misses, depfile variants, a second checkout, worlds, what is never cached, eviction, damage
-and an unusable cache, two farmers at once. Every test's cache is the temporary one the
-autouse `private_cache` fixture names in FARMER_CACHE_DIR."""
+"""The local output cache in whole builds (SPEC §5, docs/cache.md): hits and misses, depfile
+variants, a second checkout, worlds, what is never cached, eviction, damage and an unusable
+cache, two farmers at once. Every test's cache is the temporary one the autouse
+`private_cache` fixture names in FARMER_CACHE_DIR. Builds whose decisions alone are checked
+run in-process with the fake executor (tests/fakes.py); the command line runs the rest: its
+flags and environment, a build that must not hang, a compile whose header is edited just
+before the next build (in-process, the build starts within farmer's racy window and does
+not store it), builds by a user whom file modes bind."""
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import Project, farmer_env
+from conftest import Project
+from helpers import can_drop_dac, drop_dac, mounted_tmpfs
 
 COPY = """
 [cache]
@@ -69,14 +74,14 @@ def blobs(cache_dir) -> list[str]:
 
 def test_a_clean_build_is_restored_and_then_a_no_op(project, private_cache):
     copy_project(project)
-    first = project.build()
+    first = project.build_in_process()
     assert first.returncode == 0 and first.summary()["ran"] == 4, first
     assert stat.S_IMODE(os.stat(private_cache).st_mode) == 0o700
     assert entries(private_cache) == 4
     clean(project)
-    r = project.build("--explain")
+    r = project.build_in_process("--explain")
     assert r.returncode == 0, r
-    assert r.summary() == {"ran": 0, "up to date": 0, "cached": 4, "failed": 0, "skipped": 0}, r
+    assert r.summary() == {"ran": 0, "up to date": 0, "cached": 4, "failed": 0, "interrupted": 0, "skipped": 0}, r
     assert project.read("out/all.txt") == "a\nb\nc\n"
     assert "restored from the local cache" in r.stdout
     tasks = project.tasks()
@@ -85,20 +90,20 @@ def test_a_clean_build_is_restored_and_then_a_no_op(project, private_cache):
     assert {t["executor"] for t in tasks.values()} == {None}
     assert tasks["out/all.txt"]["reason"] == "never built"
     assert "joined" in project.read(".farmer/logs/out%2Fall.txt.log")  # its log is back too
-    again = project.build()  # a trace as if it had run: nothing to do
+    again = project.build_in_process()  # a trace as if it had run: nothing to do
     assert again.summary()["ran"] == 0 and again.summary()["cached"] == 0, again
     assert statuses(project) == {"up-to-date"}
 
 
 def test_an_edit_misses_and_putting_it_back_hits(project):
     copy_project(project)
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("src/b.txt", "b, edited\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["ran"] == 2 and r.summary()["cached"] == 0, r  # b, then all
     assert project.tasks()["out/b.txt"]["executor"] == "local"
     project.write("src/b.txt", "b\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["cached"] == 2 and r.summary()["ran"] == 0, r
     assert project.read("out/all.txt") == "a\nb\nc\n"
 
@@ -117,12 +122,12 @@ def test_early_cutoff_holds_after_a_restore(project):
         cmd = "cat out/first.txt out/first.txt > out/second.txt"
     """)
     project.write("in.txt", "ab\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("in.txt", "ac\n")
-    assert project.build().summary()["ran"] == 1  # first ran, came out the same: cutoff
+    assert project.build_in_process().summary()["ran"] == 1  # first ran, came out the same: cutoff
     project.write("in.txt", "ab\n")
-    r = project.build()
-    assert r.summary() == {"ran": 0, "up to date": 1, "cached": 1, "failed": 0, "skipped": 0}, r
+    r = project.build_in_process()
+    assert r.summary() == {"ran": 0, "up to date": 1, "cached": 1, "failed": 0, "interrupted": 0, "skipped": 0}, r
 
 
 def test_the_executable_bit_comes_back(project):
@@ -138,9 +143,9 @@ def test_the_executable_bit_comes_back(project):
         cmd = "./bin/tool > out.txt"
     """)
     project.write("tool.sh", "#!/bin/sh\necho made by the tool\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     clean(project)
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["cached"] == 2, r
     assert os.access(project.path("bin/tool"), os.X_OK)
     assert subprocess.run([str(project.path("bin/tool"))], capture_output=True, text=True).stdout == "made by the tool\n"
@@ -148,7 +153,7 @@ def test_the_executable_bit_comes_back(project):
 
 def test_a_second_checkout_elsewhere_hits(project, tmp_path):
     copy_project(project)
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     other = Project(tmp_path / "somewhere" / "else" / "checkout")
     shutil.copytree(project.root, other.root, ignore=shutil.ignore_patterns(".farmer", "out"))
     r = other.build()
@@ -226,13 +231,13 @@ def test_world_tasks_are_cached_by_the_world_fingerprint(project):
     """)
     project.write("scale.py", "open('out/n.txt', 'w').write(str(FACTOR * int(open('n.txt').read())))\n")
     project.write("n.txt", "21")
-    assert project.build().summary()["ran"] == 1
+    assert project.build_in_process().summary()["ran"] == 1
     clean(project)
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["cached"] == 1 and project.read("out/n.txt") == "42", r
     project.farmfile(project.read("Farmfile").replace("FACTOR = 2", "FACTOR = 3"))
     clean(project)
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["ran"] == 1 and project.read("out/n.txt") == "63", r
 
 
@@ -264,12 +269,12 @@ def test_cache_false_always_failures_and_changed_inputs_are_never_stored(project
     """)
     project.write("in.txt", "x\n")
     project.write("racy.txt", "r\n")
-    r = project.build("-k")
+    r = project.build_in_process("-k")
     assert r.returncode == 1 and "racy.txt changed while" in r.output, r
     assert entries(private_cache) == 0
     clean(project)
     project.write("racy.txt", "r\n")
-    r = project.build("-k")
+    r = project.build_in_process("-k")
     assert project.statuses() == {"out/volatile.txt": "ran", "out/every.txt": "ran", "out/racy.txt": "ran",
                                   "out/broken.txt": "failed", ":all": "up-to-date"}, r
 
@@ -346,7 +351,7 @@ def test_a_damaged_or_missing_blob_is_a_miss_with_one_warning(project, private_c
         for name in "abc":
             project.write(f"src/{name}.txt", f"{name}\n" * 20000)
     expected = project.read("src/a.txt") + project.read("src/b.txt") + project.read("src/c.txt")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     if size == "small":
         damage_inline(private_cache)
     else:
@@ -355,17 +360,17 @@ def test_a_damaged_or_missing_blob_is_a_miss_with_one_warning(project, private_c
             with open(blob, "r+b") as f:
                 f.truncate(5)
     clean(project)
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0 and r.summary()["ran"] == 4, r
     assert r.output.count("warning: cache") == 1, r
     assert project.read("out/all.txt") == expected
     clean(project)
-    assert project.build().summary()["cached"] == 4  # stored afresh
+    assert project.build_in_process().summary()["cached"] == 4  # stored afresh
     if size == "big":
         for blob in blobs(private_cache):
             os.unlink(blob)
         clean(project)
-        r = project.build()
+        r = project.build_in_process()
         assert r.returncode == 0 and r.summary()["ran"] == 4 and r.output.count("warning: cache") == 1, r
         assert project.read("out/all.txt") == expected
 
@@ -382,7 +387,7 @@ def test_an_unwritable_cache_is_one_warning(project, tmp_path):
 
 def test_a_locked_cache_is_one_warning(project, private_cache):
     copy_project(project)
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     clean(project)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, sys, time\n"
@@ -393,7 +398,7 @@ def test_a_locked_cache_is_one_warning(project, private_cache):
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        r = project.build()
+        r = project.build_in_process()
         assert r.returncode == 0 and r.summary()["ran"] == 4, r
         assert r.output.count("warning: cache") == 1, r
     finally:
@@ -403,12 +408,7 @@ def test_a_locked_cache_is_one_warning(project, private_cache):
 
 
 def test_a_full_cache_disk_skips_storing_with_one_warning(project, tmp_path):
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "tiny", "256k") as mnt:
         project.farmfile("""
             [cache]
             [task.big]
@@ -422,11 +422,6 @@ def test_a_full_cache_disk_skips_storing_with_one_warning(project, tmp_path):
         assert r.returncode == 0 and r.summary()["ran"] == 3, r
         assert r.output.count("warning: cache") == 1 and "no room" in r.output, r
         assert all(project.path(f"out/big-{n}.bin").stat().st_size == 200000 for n in "123")
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
 
 
 # -- two farmers at once -----------------------------------------------------------------------
@@ -496,7 +491,7 @@ def test_a_crafted_entry_deletes_nothing_outside_the_cache(project, private_cach
         cmd = "head -c 50000 /dev/zero > out/big.bin && yes | head -c 40000"
     """)
     project.write("in.txt", "x\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     db = sqlite3.connect(os.path.join(private_cache, "ac.db"), isolation_level=None)
@@ -511,13 +506,13 @@ def test_a_crafted_entry_deletes_nothing_outside_the_cache(project, private_cach
     finally:
         db.close()
     clean(project)
-    r = project.build()
+    r = project.build_in_process()
     assert victim.read_text() == "precious\n"
     assert r.returncode == 0 and r.summary()["ran"] == 1, r
     assert r.output.count("warning: cache") == 1 and "damaged entry" in r.output, r
     assert project.path("out/big.bin").stat().st_size == 50000
     clean(project)
-    assert project.build().summary()["cached"] == 1  # stored afresh
+    assert project.build_in_process().summary()["cached"] == 1  # stored afresh
 
 
 # -- symbolic links --------------------------------------------------------------------------------
@@ -536,15 +531,16 @@ def test_an_output_that_is_a_symlink_comes_back_as_the_same_link(project):
     """)
     project.write("in.txt", "v1\n")
     project.write("src/data.txt", "data\n")
-    assert project.build().summary()["ran"] == 2
+    assert project.build_in_process().summary()["ran"] == 2
     clean(project)
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0 and r.summary()["cached"] == 2, r
     assert os.readlink(project.path("out/libx.so")) == "libx.so.1.0"
     assert os.readlink(project.path("out/data.txt")) == "../src/data.txt"
     assert not project.path("out/libx.so.1.0").is_symlink() and project.read("out/use.txt") == "v1\n"
     assert [n for n in os.listdir(project.path("out")) if "cache-tmp" in n] == []
-    assert project.build().summary() == {"ran": 0, "up to date": 2, "cached": 0, "failed": 0, "skipped": 0}
+    assert project.build_in_process().summary() == {"ran": 0, "up to date": 2, "cached": 0, "failed": 0, "interrupted": 0,
+                                         "skipped": 0}
     project.write("src/data.txt", "data, edited\n")  # the link's target is not the cache's to keep
     assert project.read("out/data.txt") == "data, edited\n"
 
@@ -637,20 +633,10 @@ def test_the_project_root_named_as_the_cache_is_refused_not_narrowed(project, ho
 def build_unprivileged(project: Project, *args: str, env: dict | None = None):
     """`farmer build ARGS` by a user whom file modes bind. Tests may run as root, whom a
     folder's mode 0555 does not stop: then farmer runs without the capabilities that let
-    root write anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so that mode is real."""
-    from conftest import Result
-
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a folder's mode cannot stop root")
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
-    t0 = time.monotonic()
-    cp = subprocess.run([*prefix, sys.executable, "-m", "farmer", "build", *args], cwd=project.root,
-                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-                        env=farmer_env(env))
-    return Result(cp, ["build", *args], time.monotonic() - t0)
+    root write anywhere (helpers.drop_dac), so that mode is real."""
+    if not can_drop_dac():
+        pytest.skip("running as root without CAP_SETPCAP: a folder's mode cannot stop root")
+    return project.build(*args, env=env, preexec_fn=drop_dac)
 
 
 def read_only_tree(top) -> None:
@@ -677,7 +663,7 @@ def test_a_read_only_cache_folder_is_still_read(project, private_cache):
     """N8: a populated cache the user may not write was not read at all ("unable to open
     database file"); now lookups go on, nothing is stored, one warning."""
     copy_project(project)
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     clean(project)
     read_only_tree(private_cache)
     try:
@@ -694,18 +680,8 @@ def test_a_read_only_cache_folder_is_still_read(project, private_cache):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 512 KiB tmpfs (root and CAP_SYS_ADMIN only), unmounted after the test."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "512k") as mnt:
         yield mnt
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
 
 
 @pytest.mark.parametrize("how", ["mounted read-only", "disk full"])

@@ -3,11 +3,8 @@ what follows, finishes every computation, writes last-build.json and exits with 
 own status."""
 
 import subprocess
-import sys
 
 import pytest
-
-from conftest import farmer_env
 
 FARMFILE = """
 [task.t]
@@ -26,10 +23,7 @@ cmd = "cat {inputs} > {outputs} EXIT"
 @pytest.mark.parametrize("both", [False, True])  # 2>&1 | head -1: stderr's reader gone too
 def test_build_through_a_pipe_closed_after_one_line(project, failing, code, both):
     project.farmfile(FARMFILE.replace("EXIT", "; exit 1" if failing else ""))
-    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "-j2"], cwd=project.root,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT if both else subprocess.PIPE, env=farmer_env())
-    project.procs.append(p)
+    p = project.popen("build", "-j2", stderr=subprocess.STDOUT if both else subprocess.PIPE, text=False)
     first = p.stdout.readline()
     p.stdout.close()  # as head -1 does
     err = b"" if both else p.stderr.read()

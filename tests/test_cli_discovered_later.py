@@ -2,7 +2,8 @@
 tree's) are hashed once the run's consumers have started (farmer/record/recorder.py, `_Unhashed`),
 and what is recorded of them is still what the run read: a header edited while its compile
 runs, or after it ended, is compiled again next build; an interrupt in between keeps the
-compile as it was checked."""
+compile as it was checked. (The build an edit or an interrupt meets runs by the command
+line; the builds after it, which only decide what runs again, in-process.)"""
 
 import signal
 import time
@@ -62,13 +63,13 @@ def test_a_header_edited_while_its_compile_runs_is_compiled_again_next_build(pro
     assert warnings_of(out + err) == [f"farmer: warning: input {HEADER} changed while out/obj ran; "
                                       "it will run again next build"], (out, err)
 
-    r = project.build("--explain")
+    r = project.build_in_process("--explain")
     assert r.returncode == 0, r
     assert project.statuses() == {"out/obj": "ran", "out/app": "ran"}, r
     assert project.reasons()["out/obj"] == f"input {HEADER} changed", r
     assert warnings_of(r.output) == [], r
     assert project.read("out/app") == "int main;\nnew\n"
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0 and r.summary()["up to date"] == 2, r
 
 
@@ -81,12 +82,12 @@ def test_a_header_edited_after_its_compile_ended_is_compiled_again_next_build(pr
     assert p.returncode == 0, (out, err)
     assert project.read("out/app") == "int main;\nold\n"
 
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/obj": "ran", "out/app": "ran"}, r
     assert project.reasons()["out/obj"] == f"input {HEADER} changed", r
     assert project.read("out/app") == "int main;\nnew\n"
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0 and r.summary()["up to date"] == 2, r
 
 
@@ -98,12 +99,12 @@ def test_ctrl_c_while_the_consumer_runs_keeps_the_compile_with_its_header(projec
     assert p.returncode == 130, (out, err)
 
     project.write("go", "")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     # the compile was recorded with the header it read: only the interrupted link runs
     assert project.statuses() == {"out/obj": "up-to-date", "out/app": "ran"}, r
     project.write(HEADER, "new\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/obj": "ran", "out/app": "ran"}, r
     assert project.reasons()["out/obj"] == f"input {HEADER} changed", r

@@ -26,7 +26,7 @@ def test_foreach_and_glob_matching_nothing_warn(project):
         """
     )
     project.write("src/a.c", "int a;\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     got = warnings(r)
     assert any("Farmfile:2:" in w and "task 'objects'" in w and "'scr/{name}.c' matches no file" in w
@@ -48,13 +48,13 @@ def test_matching_patterns_do_not_warn(project):
         """
     )
     project.write("src/a.c", "int a;\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0 and not warnings(r), r
 
 
 def test_an_empty_farmfile_says_there_is_nothing_to_build(project):
     project.farmfile("# nothing yet\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert any("declares no tasks" in w and "nothing to build" in w for w in warnings(r)), r
 

@@ -39,6 +39,6 @@ def test_kept_outputs_match_no_glob_and_no_foreach(project):
         """
     )
     project.write("x.txt", "x")
-    assert project.build("-k").returncode == 1
+    assert project.build_in_process("-k").returncode == 1
     assert project.exists(".farmer/failed/out/a.txt")
     assert set(project.statuses()) == {"out/a.txt", "counted/x", "counted/out/a"}

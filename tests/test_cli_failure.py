@@ -1,4 +1,6 @@
-"""End-to-end: failures (SPEC §2 Failure), -k, timeouts."""
+"""Failures (SPEC §2 Failure), -k, timeouts. What a failure makes the build do (skip, stop,
+delete, keep) is checked in-process with the fake executor (tests/fakes.py); the exit status,
+what is printed, signals, timeouts and real concurrency by the command line."""
 
 import re
 import time
@@ -44,7 +46,7 @@ def test_failure_exit_code_status_and_reason(project):
 
 def test_failed_outputs_are_deleted(project):
     project.farmfile(FAILING)
-    assert project.build("-j", "1").returncode == 1
+    assert project.build_in_process("-j", "1").returncode == 1
     assert not project.exists("out/bad.txt")
 
 
@@ -55,17 +57,17 @@ def test_previous_good_output_deleted_on_failure(project):
     cmd = "echo good > {outputs}"
     """
     project.farmfile(ff)
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.exists("out/t.txt")
     project.farmfile(ff.replace("echo good > {outputs}", "echo worse > {outputs}; false"))
-    assert project.build().returncode == 1
+    assert project.build_in_process().returncode == 1
     assert not project.exists("out/t.txt")
     assert project.reasons()["out/t.txt"] == "exit 1"
 
 
 def test_consumers_of_failure_are_skipped(project):
     project.farmfile(FAILING)
-    r = project.build("-k")
+    r = project.build_in_process("-k")
     assert r.returncode == 1, r
     t = project.tasks()["out/after.txt"]
     assert t["status"] == "skipped"
@@ -95,7 +97,7 @@ def test_without_k_nothing_new_starts_after_failure(project, farmfile, failed, r
     project.farmfile(farmfile)
     # -j 1 and cost: the failing task (expected latency 100) starts first, independent
     # (0.01) would be last
-    r = project.build("-j", "1")
+    r = project.build_in_process("-j", "1")
     assert r.returncode == 1, r
     assert r.finished_ids() == [failed], r
     assert reason in r.output, r
@@ -107,21 +109,21 @@ def test_without_k_nothing_new_starts_after_failure(project, farmfile, failed, r
     assert not project.exists("out/indep.txt")
     s = r.summary()
     assert s["failed"] == 1 and s["skipped"] == len(t) - 1 and s["ran"] == 0, r
-    r = project.build("-j", "1", "-k")  # with -k the independent task runs
+    r = project.build_in_process("-j", "1", "-k")  # with -k the independent task runs
     assert r.returncode == 1, r
     assert project.read("out/indep.txt") == "indep\n"
 
 
 def test_with_k_independent_work_completes(project):
     project.farmfile(FAILING)
-    r = project.build("-j", "1", "-k")
+    r = project.build_in_process("-j", "1", "-k")
     assert r.returncode == 1, r
     st = project.statuses()
     assert st == {"out/bad.txt": "failed", "out/after.txt": "skipped", "out/indep.txt": "ran"}
     assert project.read("out/indep.txt") == "indep\n"
     assert project.last_build()["status"] == "failed"
     # the trace of what succeeded is kept
-    r = project.build("-k")
+    r = project.build_in_process("-k")
     assert project.statuses()["out/indep.txt"] == "up-to-date", r
 
 
@@ -155,7 +157,7 @@ def test_declared_output_missing_is_a_failure(project):
         cmd = "cp {inputs} {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 1, r
     t = project.tasks()
     assert t["out/made.txt"]["status"] == "failed"
@@ -263,12 +265,12 @@ def test_failure_in_middle_of_chain_keeps_upstream(project):
         """
     )
     project.write("src/a.txt", "bad\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 1, r
     assert project.statuses() == {"out/a.txt": "ran", "out/b.txt": "failed", "out/c.txt": "skipped"}
     assert project.reasons()["out/c.txt"] == "input out/b.txt failed"
     project.write("src/a.txt", "good\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "ran"}
 

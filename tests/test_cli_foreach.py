@@ -1,4 +1,6 @@
-"""End-to-end: foreach, @task inputs, globs (SPEC §1 Tasks) and substitution (SPEC §1 Substitution)."""
+"""foreach, @task inputs, globs (SPEC §1 Tasks) and substitution (SPEC §1 Substitution): whole
+builds in-process with the fake executor (tests/fakes.py), except the errors, which the command
+line reports, and paths a real shell must read as quoted."""
 
 from conftest import assert_error
 
@@ -18,14 +20,14 @@ def test_foreach_over_files(project):
     project.write("src/a.c", "int a;\n")
     project.write("src/b.c", "int b;\n")
     project.write("src/readme.txt", "not a C file\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"build/a.o": "ran", "build/b.o": "ran"}
     assert {t["task"] for t in project.last_build()["tasks"]} == {"objects"}
     assert project.read("build/a.o") == "int a;\n"
     # a new matching file is a new computation; the others stay up to date
     project.write("src/c.c", "int c;\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"build/a.o": "up-to-date", "build/b.o": "up-to-date", "build/c.o": "ran"}
     assert project.reasons()["build/c.o"] == "never built"
@@ -44,7 +46,7 @@ def test_foreach_wildcard_matches_slashes(project):
     )
     project.write("src/top.c", "top\n")
     project.write("src/sub/dir/deep.c", "deep\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert set(project.statuses()) == {"build/top.o", "build/sub/dir/deep.o"}
     assert project.read("build/sub/dir/deep.o") == "deep\n"
@@ -64,7 +66,7 @@ def test_foreach_over_declared_outputs_of_another_task(project):
         cmd = "cat {inputs} > {outputs} && echo {n} >> {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"gen/one.txt": "ran", "out/one.up": "ran", "out/two.up": "ran"}
     assert project.read("out/one.up") == "1\none\n"
@@ -72,7 +74,7 @@ def test_foreach_over_declared_outputs_of_another_task(project):
     tasks = project.tasks()
     assert tasks["out/one.up"]["start_s"] >= tasks["gen/one.txt"]["end_s"]
     # now the outputs also exist as files: still one computation per match
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"gen/one.txt": "up-to-date", "out/one.up": "up-to-date",
                                   "out/two.up": "up-to-date"}
@@ -89,9 +91,9 @@ def test_foreach_never_matches_state_dir(project):
         """
     )
     project.write("data/x.json", "{}\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.exists(".farmer/last-build.json")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/data/x.size": "up-to-date"}
 
@@ -105,7 +107,7 @@ def test_foreach_table_is_cartesian_product(project):
         cmd = "echo {mode}{n} > {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     ids = {"out/a-1.txt", "out/a-2.txt", "out/b-1.txt", "out/b-2.txt"}
     assert set(project.statuses()) == ids
@@ -123,7 +125,7 @@ def test_foreach_table_ids_without_outputs(project):
         cmd = "true"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {
         ":t[mode=a,n=1]": "ran",
@@ -153,7 +155,7 @@ def test_at_task_inputs_are_all_outputs_sorted(project):
     )
     for name in ["c", "a", "b"]:
         project.write(f"src/{name}.txt", f"{name}\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/whole.txt") == "a\nb\nc\n"
     tasks = project.tasks()
@@ -161,7 +163,7 @@ def test_at_task_inputs_are_all_outputs_sorted(project):
         assert tasks["out/whole.txt"]["start_s"] >= tasks[f"parts/{p}.part"]["end_s"]
     # an edit to one part reruns that part and the whole
     project.write("src/b.txt", "B!\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.statuses() == {"parts/a.part": "up-to-date", "parts/b.part": "ran",
                                   "parts/c.part": "up-to-date", "out/whole.txt": "ran"}
     assert project.reasons()["out/whole.txt"] == "input parts/b.part changed"
@@ -187,7 +189,7 @@ def test_alias_task_builds_its_inputs(project):
         inputs = ["@a", "@b"]
         """
     )
-    r = project.build("all")
+    r = project.build_in_process("all")
     assert r.returncode == 0, r
     assert project.exists("out/a.txt") and project.exists("out/b.txt")
     assert not project.exists("out/c.txt")
@@ -205,23 +207,23 @@ def test_glob_inputs_sorted_and_match_change_reruns(project):
     project.write("src/b.txt", "b\n")
     project.write("src/a.txt", "a\n")
     project.write("src/a.dat", "not matched\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.read("out/all.txt") == "a\nb\n"
-    assert project.build().finished() == []
+    assert project.build_in_process().finished() == []
     # a file not matched by the glob changes nothing
     project.write("src/z.dat", "not matched either\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.finished() == [], r
     # a new match reruns the consumer
     project.write("src/c.txt", "c\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/all.txt": "ran"}
     assert project.reasons()["out/all.txt"] == "inputs changed"
     assert project.read("out/all.txt") == "a\nb\nc\n"
     # a match removed reruns it too
     project.remove("src/a.txt")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.statuses() == {"out/all.txt": "ran"}
     assert project.reasons()["out/all.txt"] == "inputs changed"
     assert project.read("out/all.txt") == "b\nc\n"
@@ -238,9 +240,9 @@ def test_glob_content_change_names_the_file(project):
     )
     project.write("src/a.txt", "a\n")
     project.write("src/b.txt", "b\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("src/b.txt", "bee\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.reasons()["out/all.txt"] == "input src/b.txt changed"
 
 
@@ -257,7 +259,7 @@ def test_recursive_glob_in_inputs(project):
     project.write("src/x/mid.txt", "")
     project.write("src/x/y/deep.txt", "")
     project.write("src/x/y/deep.dat", "")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     lines = project.read("out/list.txt").split()
     assert set(lines) >= {"src/x/mid.txt", "src/x/y/deep.txt"}
@@ -278,7 +280,7 @@ def test_substitute_inputs_outputs_and_indexes(project):
     )
     project.write("src/one.txt", "1\n")
     project.write("src/two.txt", "2\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/first.txt") == "2\n"
     assert project.read("out/second.txt") == "1\n"
@@ -328,7 +330,7 @@ def test_double_braces_are_literal(project):
         """
     )
     project.write("src/t.txt", "a b c\nd e f\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/b.txt") == "b\ne\n{inputs}\n"
 
@@ -349,7 +351,7 @@ def test_vars_and_wildcards_are_inserted(project):
         """
     )
     project.write("src/world.in", "")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     # vars are inserted unquoted: "-n" is an option to echo, "hello there" two words
     assert project.read("out/world.txt") == "hello there world"
@@ -371,7 +373,7 @@ def test_vars_in_paths(project):
         cmd = "cat {inputs} {inputs} > {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("generated/h.txt") == "g\ng\n"
     assert set(project.statuses()) == {"generated/g.txt", "generated/h.txt"}
@@ -387,7 +389,7 @@ def test_depfile_substitution(project):
         """
     )
     project.write("src/x.txt", "x\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/d.txt") == "out/d.dep\n"
 
@@ -404,7 +406,7 @@ def test_env_values_substituted_unquoted(project):
         cmd = "printf '%s|%s' \\"$OUT\\" \\"$WHO\\" > \\"$OUT\\""
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/with space.txt") == "out/with space.txt|the world"
 
@@ -470,15 +472,15 @@ def test_removed_foreach_source_drops_computation_and_consumer_reruns(project):
     )
     for name in ["a", "b", "c"]:
         project.write(f"src/{name}.txt", f"{name}\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.remove("src/b.txt")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert set(project.statuses()) == {"parts/a.part", "parts/c.part", "out/whole.txt"}
     assert project.statuses()["out/whole.txt"] == "ran"
     assert project.read("out/whole.txt") == "a\nc\n"
     project.write("src/d.txt", "d\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses()["parts/d.part"] == "ran"
     assert project.statuses()["out/whole.txt"] == "ran"
@@ -499,7 +501,7 @@ def test_at_task_sorted_by_path_not_by_foreach_order(project):
         cmd = "cat {inputs} > {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/whole.txt") == "x1\nx10\nx2\n1\n10\n2\n"
 
@@ -520,19 +522,19 @@ def test_foreach_directory_created_later(project):
         cmd = "echo o > {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/other.txt": "ran"}
     project.write("src/a.c", "a\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"out/other.txt": "up-to-date", "build/a.o": "ran"}
     project.write("src/deeper/b.c", "b\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses()["build/deeper/b.o"] == "ran"
     project.write("src/deeper/c.c", "c\n")
-    r = project.build()
+    r = project.build_in_process()
     assert project.statuses()["build/deeper/c.o"] == "ran"
 
 
@@ -550,9 +552,9 @@ def test_foreach_over_outputs_also_matches_extra_files(project):
         cmd = "cp {inputs} {outputs}"
         """
     )
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("gen/handmade.txt", "h\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.statuses() == {"gen/one.txt": "up-to-date", "out/one.up": "up-to-date",
                                   "out/handmade.up": "ran"}
@@ -586,13 +588,13 @@ def test_recursive_glob_sees_new_deep_files(project):
         """
     )
     project.write("src/x/y/deep.txt", "")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("src/x/y/deeper.txt", "")
-    r = project.build()
+    r = project.build_in_process()
     assert project.statuses() == {"out/list.txt": "ran"}, r
     assert project.reasons()["out/list.txt"] == "inputs changed"
     project.write("src/brand/new/dir/f.txt", "")
-    r = project.build()
+    r = project.build_in_process()
     assert project.statuses() == {"out/list.txt": "ran"}, r
     assert "src/brand/new/dir/f.txt" in project.read("out/list.txt")
 

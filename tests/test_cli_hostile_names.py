@@ -30,7 +30,7 @@ def test_hostile_foreach_names_stay_names(project, padding):
     names = HOSTILE + [f"plain{i}" for i in range(padding)]
     for name in names:
         project.write(f"src/{name}.c", "int x;\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert not project.exists("PWNED") and not project.exists("src/PWNED"), r
     for name in names:

@@ -7,30 +7,12 @@ import shutil
 
 import pytest
 
-CHAIN = """
-[task.a]
-inputs = ["src/a.txt"]
-outputs = ["out/a.txt"]
-cmd = "cp {inputs} {outputs}"
-
-[task.b]
-inputs = ["out/a.txt"]
-outputs = ["out/b.txt"]
-cmd = "cat {inputs} {inputs} > {outputs}"
-
-[task.c]
-inputs = ["src/c.txt"]
-outputs = ["out/c.txt"]
-cmd = "cp {inputs} {outputs}"
-"""
+from helpers import CHAIN, with_chain
 
 
 @pytest.fixture
 def chain(project):
-    project.farmfile(CHAIN)
-    project.write("src/a.txt", "alpha\n")
-    project.write("src/c.txt", "gamma\n")
-    return project
+    return with_chain(project)
 
 
 def test_first_build_runs_everything(chain):
@@ -42,7 +24,7 @@ def test_first_build_runs_everything(chain):
     assert chain.statuses() == {"out/a.txt": "ran", "out/b.txt": "ran", "out/c.txt": "ran"}
     assert set(chain.reasons().values()) == {"never built"}
     s = r.summary()
-    assert s == {"ran": 3, "up to date": 0, "cached": 0, "failed": 0, "skipped": 0}, r
+    assert s == {"ran": 3, "up to date": 0, "cached": 0, "failed": 0, "interrupted": 0, "skipped": 0}, r
     assert "critical path" in r.summary_line(), r
 
 

@@ -1,4 +1,5 @@
-"""End-to-end: --version, query, graph, clean."""
+"""--version, query, graph, clean by the command line; the builds around them, in-process with
+the fake executor (tests/fakes.py)."""
 
 import json
 import subprocess
@@ -67,7 +68,7 @@ def test_installed_console_script_version(tmp_path):
 # ------------------------------------------------------------------ query --
 
 def test_query_output_path(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     r = proj.farmer("query", "build/a.o")
     assert r.returncode == 0, r
     out = r.stdout
@@ -141,13 +142,13 @@ def test_graph_default_format(proj):
 # ------------------------------------------------------------------ clean --
 
 def test_clean_all(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     r = proj.farmer("clean")
     assert r.returncode == 0, r
     for p in ["build/a.o", "build/b.o", "build/app", "out/readme.html"]:
         assert not proj.exists(p), p
     assert proj.exists("src/a.c") and proj.exists("README") and proj.exists("Farmfile")
-    r = proj.build()
+    r = proj.build_in_process()
     assert r.returncode == 0, r
     assert set(proj.statuses().values()) == {"ran"}
     for reason in proj.reasons().values():
@@ -155,12 +156,12 @@ def test_clean_all(proj):
 
 
 def test_clean_target(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     r = proj.farmer("clean", "docs")
     assert r.returncode == 0, r
     assert not proj.exists("out/readme.html")
     assert proj.exists("build/app") and proj.exists("build/a.o")
-    r = proj.build()
+    r = proj.build_in_process()
     assert r.returncode == 0, r
     st = proj.statuses()
     assert st["out/readme.html"] == "ran"
@@ -169,12 +170,12 @@ def test_clean_target(proj):
 
 
 def test_clean_output_path_target(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     r = proj.farmer("clean", "build/b.o")
     assert r.returncode == 0, r
     assert not proj.exists("build/b.o")
     assert proj.exists("build/a.o")
-    r = proj.build()
+    r = proj.build_in_process()
     assert r.returncode == 0, r
     st = proj.statuses()
     assert st["build/b.o"] == "ran"
@@ -183,7 +184,7 @@ def test_clean_output_path_target(proj):
 
 
 def test_clean_leaves_undeclared_files(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     proj.write("build/notes.txt", "mine\n")
     assert proj.farmer("clean").returncode == 0
     assert proj.read("build/notes.txt") == "mine\n"

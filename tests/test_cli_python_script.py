@@ -67,9 +67,9 @@ def test_a_world_task_script_is_an_input(project):
         """
     )
     project.write("report.py", "import sys\nopen(sys.argv[1], 'w').write(json.dumps(1))\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("report.py", "import sys\nopen(sys.argv[1], 'w').write(json.dumps(2))\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert project.read("out/r.txt") == "2"
 
 

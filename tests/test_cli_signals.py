@@ -118,7 +118,8 @@ def test_interrupt_stops_build(project, sig, code, group):
     assert t["out/quick.txt"]["status"] == "ran"
     assert not project.exists("out/slow.txt")  # outputs of the killed computation are deleted
     last = [l for l in out.splitlines() if l.strip()][-1]
-    assert last.startswith("farmer: ") and re.search(r"\bfailed\D{0,3}1\b", last), out
+    assert last.startswith("farmer: INTERRUPTED ") and re.search(r"\binterrupted\D{0,3}1\b", last), out
+    assert re.search(r"\bfailed\D{0,3}0\b", last), out  # killed, not failed on its own
 
 
 def test_interrupt_keeps_traces_of_finished_work(project):
@@ -233,3 +234,31 @@ def test_killed_farmer_with_a_world_leaves_no_stale_lock(project):
         assert project.read("out/wt.txt") == "done"
     finally:
         project.remove("block")
+
+
+def test_the_summary_counts_interrupted_computations_apart_from_failed_ones(project):
+    """Issue 34: one failed on its own, one killed by the interrupt, one never started."""
+    sleep = project.unique_sleep(30)
+    slow_farmfile(project, sleep, extra="""
+        [task.bad]
+        outputs = ["out/bad.txt"]
+        cmd = "echo broken >&2; exit 3"
+
+        [task.after]
+        inputs = ["out/slow.txt"]
+        outputs = ["out/after.txt"]
+        cmd = "cp {inputs} {outputs}"
+        """)
+    p = start_and_wait(project, "-k", "-j", "3")
+    assert project.wait_for(".farmer/logs/out%2Fbad.txt.log", proc=p), "bad never failed"
+    time.sleep(0.3)  # its failure settled
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=10)
+    assert p.returncode == 130, (out, err)
+    last = [l for l in out.splitlines() if l.strip()][-1]
+    assert re.fullmatch(r"farmer: INTERRUPTED ran 1, up to date 0, cached 0, failed 1, interrupted 1, "
+                        r"skipped 1 in \d+\.\d\d s; critical path \d+\.\d\d s", last), out
+    t = project.tasks()  # last-build.json as before: a killed computation is failed, interrupted
+    assert (t["out/slow.txt"]["status"], t["out/slow.txt"]["reason"]) == ("failed", "interrupted")
+    assert (t["out/bad.txt"]["status"], t["out/bad.txt"]["reason"]) == ("failed", "exit 3")
+    assert project.last_build()["status"] == "interrupted"

@@ -1,4 +1,6 @@
-"""End-to-end: targets, [farmer] default, -C, -f, -n, --explain, plan."""
+"""Targets, [farmer] default, -C, -f, -n, --explain, plan. What a build of targets, -n and
+--explain decide runs in-process with the fake executor (tests/fakes.py); -C, -f, plan, the
+errors and where explain lines are printed go through the command line."""
 
 import json
 import re
@@ -49,7 +51,7 @@ def built(project):
 # ---------------------------------------------------------------- targets --
 
 def test_task_target_builds_it_and_its_dependencies_only(proj):
-    r = proj.build("b")
+    r = proj.build_in_process("b")
     assert r.returncode == 0, r
     assert built(proj) == {"out/a.txt", "out/b.txt"}
     st = proj.statuses()
@@ -61,26 +63,26 @@ def test_task_target_builds_it_and_its_dependencies_only(proj):
 
 
 def test_foreach_task_target_builds_all_its_computations(proj):
-    r = proj.build("many")
+    r = proj.build_in_process("many")
     assert r.returncode == 0, r
     assert built(proj) == {"out/1.sq", "out/2.sq"}
 
 
 def test_output_path_target(proj):
-    r = proj.build("out/2.sq")
+    r = proj.build_in_process("out/2.sq")
     assert r.returncode == 0, r
     assert built(proj) == {"out/2.sq"}
     assert r.finished_ids() == ["out/2.sq"], r
 
 
 def test_several_targets(proj):
-    r = proj.build("out/1.sq", "other")
+    r = proj.build_in_process("out/1.sq", "other")
     assert r.returncode == 0, r
     assert built(proj) == {"out/1.sq", "out/other.txt"}
 
 
 def test_bare_build_builds_everything_without_default(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     assert built(proj) == ALL
 
 
@@ -105,10 +107,10 @@ def test_default_targets(project):
         cmd = "echo b > {outputs}"
         """
     )
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.exists("out/a.txt") and not project.exists("out/b.txt")
-    r = project.build("b")
+    r = project.build_in_process("b")
     assert r.returncode == 0, r
     assert project.exists("out/b.txt")
 
@@ -204,7 +206,7 @@ def test_no_farmfile(project):
 # --------------------------------------------------------------------- -n --
 
 def test_dry_run_runs_nothing(proj):
-    r = proj.build("-n")
+    r = proj.build_in_process("-n")
     assert r.returncode == 0, r
     assert built(proj) == set()
     for i in ALL:
@@ -212,15 +214,15 @@ def test_dry_run_runs_nothing(proj):
         assert lines, (i, r)
         assert any("never built" in l for l in lines), (i, r)
     # nothing was recorded: the real build still runs everything as never built
-    r = proj.build()
+    r = proj.build_in_process()
     assert r.returncode == 0, r
     assert set(proj.reasons().values()) == {"never built"}
 
 
 def test_dry_run_after_edit_lists_chain(proj):
-    assert proj.build().returncode == 0
+    assert proj.build_in_process().returncode == 0
     proj.write("src/a.txt", "a, edited\n")
-    r = proj.build("-n")
+    r = proj.build_in_process("-n")
     assert r.returncode == 0, r
     lines = r.stdout.splitlines()
     a_lines = [l for l in lines if "out/a.txt" in l and "input src/a.txt changed" in l]
@@ -230,7 +232,7 @@ def test_dry_run_after_edit_lists_chain(proj):
         assert not any(i in l for l in lines), (i, r)
     assert proj.read("out/a.txt") == "a\n"  # not rebuilt
     assert proj.read("out/b.txt") == "a\na\n"
-    r = proj.build()
+    r = proj.build_in_process()
     assert proj.statuses()["out/a.txt"] == "ran"
     assert proj.reasons()["out/a.txt"] == "input src/a.txt changed"
 
@@ -243,7 +245,7 @@ def test_dry_run_does_not_run_commands(project):
         cmd = "echo ran > side-effect.txt; echo x > {outputs}"
         """
     )
-    r = project.build("-n")
+    r = project.build_in_process("-n")
     assert r.returncode == 0, r
     assert not project.exists("side-effect.txt")
     assert not project.exists("out/x.txt")
@@ -253,7 +255,7 @@ def test_dry_run_does_not_run_commands(project):
 # -------------------------------------------------------------- --explain --
 
 def test_explain(proj):
-    r = proj.build("--explain")
+    r = proj.build_in_process("--explain")
     assert r.returncode == 0, r
     explain = [l for l in r.output.splitlines() if "explain" in l]
     for i in ALL:
@@ -262,7 +264,7 @@ def test_explain(proj):
     proj.remove("out/1.sq")
     proj.write("out/2.sq", "edited by hand\n")
     proj.farmfile(FF.replace("echo other", "echo OTHER"))
-    r = proj.build("--explain")
+    r = proj.build_in_process("--explain")
     assert r.returncode == 0, r
     explain = [l for l in r.output.splitlines() if "explain" in l]
     expect = {
@@ -278,14 +280,14 @@ def test_explain(proj):
 
 
 def test_explain_comes_before_the_progress_line(proj):
+    """--explain's lines are on stdout, each before the `[n/N]` line of what it explains."""
     r = proj.build("--explain", "-j", "1", "a")
     assert r.returncode == 0, r
+    assert "explain" not in r.stderr, r
     lines = r.stdout.splitlines()
-    if not any("explain" in l for l in lines):
-        pytest.skip("explanations are not on stdout: order against start lines not observable")
-    idx_explain = next(i for i, l in enumerate(lines) if "explain" in l and "out/a.txt" in l)
-    idx_start = next(i for i, l in enumerate(lines) if re.match(r"^\[\d+/\d+\] a out/a.txt", l))
-    assert idx_explain < idx_start, r
+    explained = [i for i, l in enumerate(lines) if l == "farmer: explain: out/a.txt: never built"]
+    started = [i for i, l in enumerate(lines) if re.match(r"^\[\d+/\d+\] a out/a.txt$", l)]
+    assert len(explained) == 1 and len(started) == 1 and explained[0] < started[0], r
 
 
 # ------------------------------------------------------------------- plan --
@@ -365,14 +367,14 @@ def test_plan_simulate_text(project):
 
 
 def test_output_target_with_leading_dot_slash(proj):
-    r = proj.build("./out/2.sq")
+    r = proj.build_in_process("./out/2.sq")
     assert r.returncode == 0, r
     assert built(proj) == {"out/2.sq"}
 
 
 def test_dry_run_when_up_to_date_lists_nothing(proj):
-    assert proj.build().returncode == 0
-    r = proj.build("-n")
+    assert proj.build_in_process().returncode == 0
+    r = proj.build_in_process("-n")
     assert r.returncode == 0, r
     for i in ALL:
         assert i not in r.stdout, r

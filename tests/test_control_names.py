@@ -34,6 +34,6 @@ def test_a_name_no_pattern_matches_is_left_alone(project):
     project.farmfile('[task.t]\ninputs = ["src/*.txt"]\noutputs = ["all.txt"]\ncmd = "cat {inputs} > {outputs}"\n')
     project.write("src/ok.txt", "ok\n")
     project.write("src/notes\t.md", "x\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("all.txt") == "ok\n"

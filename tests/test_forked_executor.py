@@ -99,10 +99,11 @@ def test_interrupting_a_build_of_many_commands(project, sig, code):
 
 def test_a_killed_farmer_takes_its_commands_with_it(project):
     sleep = project.unique_sleep(30)
+    project.write("block", "")  # the command sleeps while it is there: not in the build after
     project.farmfile(f"""
         [task.slow]
         outputs = ["out/slow.txt"]
-        cmd = "touch started && {sleep} && echo slow > {{outputs}}"
+        cmd = "touch started && if [ -e block ]; then {sleep}; fi && echo slow > {{outputs}}"
         """ + fillers(after="out/slow.txt"))
     p = project.popen("build", "-j", "2")
     assert project.wait_for("started", timeout=20, proc=p), p.communicate(timeout=10)
@@ -111,6 +112,7 @@ def test_a_killed_farmer_takes_its_commands_with_it(project):
     assert wait_no_process(sleep, timeout=5) == []
     assert wait_no_process_in(project, timeout=5) == []
     project.remove("started")
+    project.remove("block")
     r = project.build()
     assert r.returncode == 0, r
     assert project.statuses()["out/slow.txt"] == "ran"

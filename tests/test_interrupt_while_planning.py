@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import farmer_env
+from conftest import farmer_env, run_farmer
 
 # Runs farmer in a child whose planning step signals its own process first.
 _DRIVER = textwrap.dedent("""
@@ -77,6 +77,5 @@ def test_signal_while_loading_the_graph_writes_last_build(tmp_path: Path, signum
     assert last["status"] == "interrupted"
     assert not (tmp_path / "out" / "copy.txt").exists()
     # The next build is not disturbed by it.
-    r = subprocess.run([sys.executable, "-m", "farmer", "build"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    r = run_farmer(tmp_path, "build", env={"FARMER_CACHE_DIR": str(tmp_path / "cache")})
     assert r.returncode == 0 and (tmp_path / "out" / "copy.txt").read_text() == "x\n", r

@@ -6,15 +6,14 @@ and a setting that cannot be used is a usage error."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import farmer_env
+from conftest import Result, run_farmer
+from helpers import cmake_checkout
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")),
                                 reason="needs cmake, ninja and cc")
@@ -32,22 +31,13 @@ COMPILES = {"CMakeFiles/parts.dir/src/part.c.o", "CMakeFiles/demo.dir/src/main.c
 
 
 def checkout(top: Path, build_type: str = "Release", *extra: str) -> Path:
-    for rel, text in FILES.items():
-        (top / rel).parent.mkdir(parents=True, exist_ok=True)
-        (top / rel).write_text(text)
-    (top / "build").mkdir()
-    subprocess.run(["cmake", "-G", "Ninja", f"-DCMAKE_BUILD_TYPE={build_type}", *extra, str(top)],
-                   cwd=top / "build", check=True, capture_output=True)
-    return top / "build"
+    return cmake_checkout(top, FILES, f"-DCMAKE_BUILD_TYPE={build_type}", *extra)
 
 
-def farmer(build: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = farmer_env({k: v for k, v in (env or {}).items()})
-    for name in ("FARMER_BASE_DIR", "FARMER_CACHE", "FARMER_REMOTE"):
-        if name not in (env or {}):
-            e.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "farmer", "build", "-f", "build.ninja", *args], cwd=build,
-                          capture_output=True, text=True, env=e, stdin=subprocess.DEVNULL, timeout=120)
+def farmer(build: Path, *args: str, env: dict | None = None) -> Result:
+    """`farmer build` of build.ninja with no base directory, cache nor remote unless `env` sets them."""
+    return run_farmer(build, "build", "-f", "build.ninja", *args, env=env, timeout=120,
+                      unset=("FARMER_BASE_DIR", "FARMER_CACHE", "FARMER_REMOTE"))
 
 
 def statuses(build: Path) -> dict[str, tuple[str, str | None]]:

@@ -1,4 +1,6 @@
-"""`farmer build -f build.ninja`: the real command line on small hand-written manifests.
+"""`farmer build -f build.ninja` on small hand-written manifests: in-process with the fake
+executor (tests/fakes.py) where only the build's decisions are checked, by the command line
+for its errors, its flags, the console pool and the other commands.
 
 What a ninja manifest adds to a build: descriptions in the progress lines, `deps = gcc`
 depfiles read and deleted, generator edges not rerun for a new command line, order-only
@@ -11,22 +13,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import assert_error, farmer_env
+from conftest import assert_error
 
 NINJA = ("-f", "build.ninja")
 
 
 def build(project, *args, **kw):
-    return project.build(*NINJA, *args, **kw)
-
-
-def ran(r) -> list[str]:
-    return [line.split("] ", 1)[1] for line in r.stdout.splitlines() if line.startswith("[")]
+    """A build of build.ninja in-process, with the fake executor (tests/fakes.py)."""
+    return project.build_in_process(*NINJA, *args, **kw)
 
 
 def test_build_then_nothing_to_do(project):
@@ -41,14 +38,14 @@ def test_build_then_nothing_to_do(project):
         project.write(f"{name}.txt", name + "\n")
     r = build(project)
     assert r.returncode == 0, r
-    assert ran(r) == ["CAT out/ab.txt", "CAT out/all.txt"]
+    assert r.finished_lines() == ["CAT out/ab.txt", "CAT out/all.txt"]
     assert project.read("out/all.txt") == "a\nb\nc\n"
     assert project.last_build()["tasks"][0]["task"] == "cat"
     r = build(project)
-    assert r.returncode == 0 and ran(r) == [] and r.summary()["up to date"] == 2, r
+    assert r.returncode == 0 and r.finished_lines() == [] and r.summary()["up to date"] == 2, r
     project.write("c.txt", "C\n")
     r = build(project)
-    assert ran(r) == ["CAT out/all.txt"], r
+    assert r.finished_lines() == ["CAT out/all.txt"], r
 
 
 def test_ninja_flag_and_dash_C(project):
@@ -56,14 +53,14 @@ def test_ninja_flag_and_dash_C(project):
     r = project.build("--ninja", "-C", "b")
     assert r.returncode == 0 and project.exists("b/x"), r
     r = project.build("-C", "b", "-f", "build.ninja")
-    assert r.returncode == 0 and ran(r) == [], r
+    assert r.returncode == 0 and r.finished_lines() == [], r
 
 
 def test_errors_name_file_and_line(project):
     project.write("build.ninja", "rule r\n  command = x\n\nbuild o: nope\n")
-    assert_error(build(project), "build.ninja:4: unknown build rule 'nope'")
+    assert_error(project.build(*NINJA), "build.ninja:4: unknown build rule 'nope'")
     project.write("build.ninja", "rule r\n  command = x\nbuild o: r missing.c\n")
-    assert_error(build(project), "missing input 'missing.c'")
+    assert_error(project.build(*NINJA), "missing input 'missing.c'")
 
 
 def test_targets_are_paths_and_defaults_apply(project):
@@ -105,10 +102,10 @@ def test_deps_gcc_discovers_headers_and_deletes_the_depfile(project):
     project.write("config.h", "#define VALUE 0 /* same value, new text */\n")
     r = build(project)
     # The object is recompiled; the rule has no `restat = 1`, so the link runs too, as in ninja.
-    assert ran(r) == ["CC obj/main.o", "link app"], r
+    assert r.finished_lines() == ["CC obj/main.o", "link app"], r
     project.write("config.h", "#define VALUE 1\n")
     r = build(project)
-    assert ran(r) == ["CC obj/main.o", "link app"], r
+    assert r.finished_lines() == ["CC obj/main.o", "link app"], r
 
 
 def test_generator_is_not_rerun_for_a_new_command(project):
@@ -126,10 +123,10 @@ def test_generator_is_not_rerun_for_a_new_command(project):
     assert build(project).returncode == 0
     project.write("build.ninja", text.format(flag="-p"))
     r = build(project)
-    assert ran(r) == ["cp copy.txt"], r
+    assert r.finished_lines() == ["cp copy.txt"], r
     project.write("src.txt", "2\n")
     r = build(project)
-    assert sorted(ran(r)) == ["cp copy.txt", "gen gen.txt"], r
+    assert sorted(r.finished_lines()) == ["cp copy.txt", "gen gen.txt"], r
     r = project.farmer("clean", *NINJA)
     assert r.returncode == 0 and project.exists("gen.txt") and not project.exists("copy.txt"), r
 
@@ -146,11 +143,11 @@ def test_order_only_orders_but_never_rebuilds(project):
     project.write("gen.in", "generated\n")
     project.write("main.txt", "main\n")
     r = build(project, "out.txt")
-    assert r.returncode == 0 and ran(r) == ["cp gen.txt", "both out.txt"], r
+    assert r.returncode == 0 and r.finished_lines() == ["cp gen.txt", "both out.txt"], r
     assert project.read("out.txt") == "main\ngenerated\n"
     project.write("gen.in", "generated again\n")
     r = build(project, "out.txt")
-    assert ran(r) == ["cp gen.txt"], r  # gen.txt is remade first; out.txt does not depend on it
+    assert r.finished_lines() == ["cp gen.txt"], r  # gen.txt is remade first; out.txt does not depend on it
 
 
 def test_validations_are_built_alongside(project):
@@ -164,7 +161,7 @@ def test_validations_are_built_alongside(project):
     project.write("src.txt", "x\n")
     r = build(project, "out.txt")
     assert r.returncode == 0 and project.exists("lint.stamp"), r
-    assert sorted(ran(r)) == ["t lint.stamp", "t out.txt"]
+    assert sorted(r.finished_lines()) == ["t lint.stamp", "t out.txt"]
 
 
 def test_phony_force_makes_its_consumers_run_every_time(project):
@@ -177,7 +174,7 @@ def test_phony_force_makes_its_consumers_run_every_time(project):
         """)
     assert build(project).returncode == 0
     r = build(project)
-    assert ran(r) == ["stamp always.txt"], r
+    assert r.finished_lines() == ["stamp always.txt"], r
 
 
 def test_output_a_command_does_not_make_is_no_failure(project):
@@ -191,7 +188,7 @@ def test_output_a_command_does_not_make_is_no_failure(project):
     r = build(project, "say")
     assert r.returncode == 0 and "hello from CMakeFiles/say.util" in r.stdout, r
     r = build(project, "say")
-    assert r.returncode == 0 and ran(r) == ["say CMakeFiles/say.util"], r
+    assert r.returncode == 0 and r.finished_lines() == ["say CMakeFiles/say.util"], r
 
 
 def test_console_pool_writes_to_the_terminal(project):
@@ -204,7 +201,7 @@ def test_console_pool_writes_to_the_terminal(project):
         build a: loud
         build b: quiet
         """)
-    r = build(project)
+    r = project.build(*NINJA)
     assert r.returncode == 0, r
     assert "on the console" in r.stdout and "to stderr" in r.stderr
     logs = {p.name: p.read_text() for p in (project.root / ".farmer/logs").iterdir()}
@@ -213,8 +210,7 @@ def test_console_pool_writes_to_the_terminal(project):
 
 def test_console_pool_reads_the_terminal_stdin(project):
     project.write("build.ninja", "rule ask\n  command = cat > $out\n  pool = console\nbuild answer.txt: ask\n")
-    cp = subprocess.run([sys.executable, "-m", "farmer", "build", *NINJA], cwd=project.root,
-                        input="typed in\n", capture_output=True, text=True, env=farmer_env(), timeout=60)
+    cp = project.build(*NINJA, input="typed in\n")
     assert cp.returncode == 0, cp
     assert project.read("answer.txt") == "typed in\n"
 
@@ -235,7 +231,7 @@ def test_rspfile_is_written_and_removed(project):
     assert not project.exists("list.txt.rsp")
     project.write("build.ninja", project.read("build.ninja").replace("$in", "$in extra"))
     r = build(project)
-    assert ran(r) == ["link list.txt"], r  # the response file's content is part of the command
+    assert r.finished_lines() == ["link list.txt"], r  # the response file's content is part of the command
 
 
 def test_the_manifest_is_remade_and_read_again(project):
@@ -254,16 +250,16 @@ def test_the_manifest_is_remade_and_read_again(project):
     assert os.system(f"cd {project.root} && sh configure.sh") == 0
     r = build(project)
     # Made by the user, newer than its inputs: taken as built, not rerun.
-    assert r.returncode == 0 and ran(r) == ["w out.txt"], r
+    assert r.returncode == 0 and r.finished_lines() == ["w out.txt"], r
     assert project.read("out.txt") == "1\n"
     project.write("version", "2")
     project.write("configure.sh", project.read("configure.sh") + "# edited\n")
     r = build(project)
     assert r.returncode == 0, r
-    assert ran(r) == ["gen build.ninja", "w out.txt"], r
+    assert r.finished_lines() == ["gen build.ninja", "w out.txt"], r
     assert project.read("out.txt") == "2\n"
     r = build(project)
-    assert r.returncode == 0 and ran(r) == [], r
+    assert r.returncode == 0 and r.finished_lines() == [], r
 
 
 def test_dry_run_plan_query_graph(project):
@@ -292,10 +288,10 @@ def test_an_edit_in_an_included_file_reruns_what_it_changes(project):
     project.write("rules.ninja", "rule w\n  command = echo 1 > $out\nrule v\n  command = echo v > $out\n")
     assert build(project).returncode == 0
     r = build(project)
-    assert ran(r) == [] and project.read("a.txt") == "1\n", r
+    assert r.finished_lines() == [] and project.read("a.txt") == "1\n", r
     project.write("rules.ninja", project.read("rules.ninja").replace("echo 1", "echo 2"))
     r = build(project)
-    assert ran(r) == ["w a.txt"] and project.read("a.txt") == "2\n", r
+    assert r.finished_lines() == ["w a.txt"] and project.read("a.txt") == "2\n", r
 
 
 def test_clean_never_deletes_what_a_phony_names(project):

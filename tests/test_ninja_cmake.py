@@ -27,7 +27,6 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tarfile
 import textwrap
 import time
@@ -35,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import farmer_env
+from conftest import Result, run_farmer
+from helpers import write_files
 
 TOOLS = {"cmake": shutil.which("cmake"), "ninja": shutil.which("ninja"),
          "cc": shutil.which("cc"), "c++": shutil.which("c++")}
@@ -48,22 +48,26 @@ NOOP_RUNS = 5
 STARTED = re.compile(r"^\[\d+/\d+\] (.*)$")
 
 
-CPU: dict[str, float] = {}  # CPU seconds (user + sys) of the last run of each tool, children included
-
-
-def run(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def measured(call, what: str) -> tuple[subprocess.CompletedProcess | Result, float, float]:
+    """`call()`'s result, its wall time and the CPU seconds (user + sys) of the processes it
+    waited for; it must have succeeded."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    cp = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    result = call()
     elapsed = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU["last"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    assert cp.returncode == 0, f"{' '.join(cmd)} failed in {cwd}:\n{cp.stdout}\n{cp.stderr}"
-    return cp, elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert result.returncode == 0, f"{what} failed:\n{result.stdout}\n{result.stderr}"
+    return result, elapsed, cpu
 
 
-def farmer(build: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
-    return run([sys.executable, "-m", "farmer", *args, "-f", "build.ninja"], build, farmer_env())
+def run(cmd: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float, float]:
+    return measured(lambda: subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL),
+                    f"{' '.join(cmd)} in {cwd}")
+
+
+def farmer(build: Path, *args: str) -> tuple[Result, float, float]:
+    return measured(lambda: run_farmer(build, *args, "-f", "build.ninja", timeout=None), f"farmer {' '.join(args)} in {build}")
 
 
 def configure(src: Path, build: Path, *extra: str) -> None:
@@ -73,7 +77,7 @@ def configure(src: Path, build: Path, *extra: str) -> None:
 
 def outputs_of(build: Path) -> list[str]:
     """Every output of every computation of the default target, as farmer's graph lists them."""
-    cp, _ = farmer(build, "graph", "--format", "json")
+    cp, _, _ = farmer(build, "graph", "--format", "json")
     return sorted({o for c in json.loads(cp.stdout)["computations"] for o in c["outputs"]})
 
 
@@ -116,11 +120,8 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
     times: dict[str, float] = {}
 
     configure(src, trees.path, *extra)
-    _, times["ninja full"] = run(["ninja"], trees.path)
-    times["ninja full cpu"] = CPU["last"]
-    noops = []
-    for _ in range(NOOP_RUNS):
-        noops.append((*run(["ninja"], trees.path), CPU["last"]))
+    _, times["ninja full"], times["ninja full cpu"] = run(["ninja"], trees.path)
+    noops = [run(["ninja"], trees.path) for _ in range(NOOP_RUNS)]
     times["ninja no-op"] = statistics.median(t for _, t, _ in noops)
     times["ninja no-op cpu"] = statistics.median(c for _, _, c in noops)
     ninja_again = started(noops[0][0].stdout)  # custom targets run every time
@@ -130,14 +131,11 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
     trees.park("ninja")
 
     configure(src, trees.path, *extra)
-    cp, times["farmer full"] = farmer(trees.path, "build")
-    times["farmer full cpu"] = CPU["last"]
+    cp, times["farmer full"], times["farmer full cpu"] = farmer(trees.path, "build")
     assert "Re-running CMake" not in cp.stdout  # the fresh build.ninja is taken as built
     assert digests(trees.path, outputs) == by_ninja
     assert len(by_ninja) >= 3
-    noops = []
-    for _ in range(NOOP_RUNS):
-        noops.append((*farmer(trees.path, "build"), CPU["last"]))
+    noops = [farmer(trees.path, "build") for _ in range(NOOP_RUNS)]
     times["farmer no-op"] = statistics.median(t for _, t, _ in noops)
     times["farmer no-op cpu"] = statistics.median(c for _, _, c in noops)
     for cp, _, _ in noops:
@@ -147,21 +145,19 @@ def compare(src: Path, top: Path, header: Path, extra: tuple[str, ...] = ()) -> 
 
     header.write_text(header.read_text() + "\n#define FARMER_TEST_EDIT 1\n")
     trees.use("ninja")
-    cp, _ = run(["ninja", "-n"], trees.path)
+    cp, _, _ = run(["ninja", "-n"], trees.path)
     ninja_compiles = compiled(cp.stdout)
     assert ninja_compiles, "the header edit should make ninja compile something"
-    cp, times["ninja header edit"] = run(["ninja"], trees.path)
-    times["ninja header edit cpu"] = CPU["last"]
+    cp, times["ninja header edit"], times["ninja header edit cpu"] = run(["ninja"], trees.path)
     assert compiled(cp.stdout) == ninja_compiles
     by_ninja = digests(trees.path, outputs)
     trees.park("ninja")
 
     trees.use("farmer")
-    cp, times["farmer header edit"] = farmer(trees.path, "build")
-    times["farmer header edit cpu"] = CPU["last"]
+    cp, times["farmer header edit"], times["farmer header edit cpu"] = farmer(trees.path, "build")
     assert compiled(cp.stdout) == ninja_compiles, cp.stdout
     assert digests(trees.path, outputs) == by_ninja
-    cp, _ = farmer(trees.path, "build")
+    cp, _, _ = farmer(trees.path, "build")
     # What ran again is ninja's (a custom target without DESC: ninja shows its command).
     assert len(started(cp.stdout)) == len(ninja_again) and not compiled(cp.stdout), cp.stdout
     return times
@@ -235,10 +231,7 @@ def write_project(src: Path) -> None:
         "tool.c": '#include <stdio.h>\n#include "shapes.h"\n#include "units.h"\nint main(void) { printf("%g\\n", area(UNIT, 2)); return 0; }\n',
         "version.h.in": '#define VERSION "1.0"\n',
     }
-    for rel, text in files.items():
-        path = src / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
+    write_files(src, {rel: textwrap.dedent(text) for rel, text in files.items()})
 
 
 def test_cmake_project_builds_like_ninja(tmp_path):

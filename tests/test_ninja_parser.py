@@ -20,6 +20,7 @@ from farmer.build import ninja
 from farmer.errors import UsageError
 from farmer.graph.graph import select
 from farmer.plan.uptodate import action_fingerprint
+from helpers import computation_of
 
 
 @pytest.fixture
@@ -42,10 +43,6 @@ def load(root: Path, text: str, files: dict[str, str] | None = None):
     return ninja.load(write(root, "build.ninja", text))
 
 
-def comp(graph, cid: str):
-    return graph.computations[graph.by_id[cid]]
-
-
 def error(root: Path, text: str, files: dict[str, str] | None = None) -> str:
     with pytest.raises(UsageError) as e:
         load(root, text, files)
@@ -64,7 +61,7 @@ rule cc
 class TestBasicSyntax:
     def test_rule_and_build(self, root):
         spec, g = load(root, CC + "build a.o: cc a.c\n")
-        c = comp(g, "a.o")
+        c = computation_of(g, "a.o")
         assert (c.task, c.kind, c.inputs, c.outputs) == ("cc", "cmd", ["a.c"], ["a.o"])
         assert c.action == "gcc -c a.c -o a.o"
         assert c.argv() == ["/bin/sh", "-c", "gcc -c a.c -o a.o"]
@@ -78,13 +75,13 @@ class TestBasicSyntax:
               command = tool $in > $out
             build x y: r a b c
             """)
-        c = comp(g, "x")
+        c = computation_of(g, "x")
         assert c.action == "tool a b c > x y"
         assert c.outputs == ["x", "y"] and g.producer["y"] == c.index
 
     def test_in_newline(self, root):
         _, g = load(root, "rule r\n  command = printf '%s' '$in_newline' > $out\nbuild o: r a b\n")
-        assert comp(g, "o").action == "printf '%s' 'a\nb' > o"
+        assert computation_of(g, "o").action == "printf '%s' 'a\nb' > o"
 
     def test_comments_and_blank_lines(self, root):
         _, g = load(root, """\
@@ -96,7 +93,7 @@ class TestBasicSyntax:
               command = run $in # not a comment: part of the value
             build o: r i
             """)
-        assert comp(g, "o").action == "run i # not a comment: part of the value"
+        assert computation_of(g, "o").action == "run i # not a comment: part of the value"
 
     def test_continuation_lines(self, root):
         _, g = load(root, """\
@@ -107,20 +104,20 @@ class TestBasicSyntax:
                 r $
                 a b
             """)
-        assert comp(g, "o").action == "cat a b > o"
-        assert comp(g, "o").inputs == ["a", "b"]
+        assert computation_of(g, "o").action == "cat a b > o"
+        assert computation_of(g, "o").inputs == ["a", "b"]
 
     def test_crlf_line_endings(self, root):
         _, g = load(root, "rule r\r\n  command = cp $in $out\r\nbuild o: r i\r\n")
-        assert comp(g, "o").action == "cp i o"
+        assert computation_of(g, "o").action == "cp i o"
 
     def test_keyword_prefix_is_an_identifier(self, root):
         _, g = load(root, "builddir = out\nbuildx = 1\nrule r\n  command = echo $buildx $builddir\nbuild o: r\n")
-        assert comp(g, "o").action == "echo 1 out"
+        assert computation_of(g, "o").action == "echo 1 out"
 
     def test_value_keeps_trailing_spaces(self, root):
         _, g = load(root, "x = a  \nrule r\n  command = echo [$x]\nbuild o: r\n")
-        assert comp(g, "o").action == "echo [a  ]"
+        assert computation_of(g, "o").action == "echo [a  ]"
 
     def test_pools(self, root):
         spec, g = load(root, """\
@@ -140,8 +137,8 @@ class TestBasicSyntax:
               pool =
             """)
         assert spec.pools == {"link": 2, "console": 1}
-        assert [comp(g, x).pool for x in "abcd"] == ["link", None, "console", None]
-        assert comp(g, "c").ninja.console and not comp(g, "a").ninja.console
+        assert [computation_of(g, x).pool for x in "abcd"] == ["link", None, "console", None]
+        assert computation_of(g, "c").ninja.console and not computation_of(g, "a").ninja.console
 
     def test_restat_accepted_and_generator(self, root):
         _, g = load(root, """\
@@ -155,9 +152,9 @@ class TestBasicSyntax:
             build build.ninja: gen configure
             build o: r
             """)
-        gen = comp(g, "build.ninja")
+        gen = computation_of(g, "build.ninja")
         assert gen.ninja.generator and not gen.cache
-        assert not comp(g, "o").ninja.generator
+        assert not computation_of(g, "o").ninja.generator
         changed = type(gen)(**{f: getattr(gen, f) for f in gen.FIELDS})
         changed.action = "./configure --other"
         assert action_fingerprint(changed) == action_fingerprint(gen)
@@ -170,7 +167,7 @@ class TestBasicSyntax:
               rspfile_content = $in
             build app: link a.o b.o
             """)
-        c = comp(g, "app")
+        c = computation_of(g, "app")
         assert (c.ninja.rspfile, c.ninja.rspfile_content) == ("app.rsp", "a.o b.o")
 
     def test_required_version(self, root):
@@ -181,7 +178,7 @@ class TestBasicSyntax:
     def test_ids_and_tasks(self, root):
         _, g = load(root, CC + "build a.o: cc a.c\nbuild b.o: cc b.c\nbuild | only.h: cc x.c\n")
         assert g.by_task["cc"] == [0, 1, 2]
-        assert comp(g, "only.h").outputs == ["only.h"]
+        assert computation_of(g, "only.h").outputs == ["only.h"]
         assert [g.computations[i].id for i in g.order] == ["a.o", "b.o", "only.h"]
 
 
@@ -195,7 +192,7 @@ class TestScoping:
               y = $x
             x = 2
             """)
-        assert comp(g, "o").action == "echo 2 1"
+        assert computation_of(g, "o").action == "echo 2 1"
 
     def test_build_binding_shadows_rule_shadows_file(self, root):
         _, g = load(root, """\
@@ -208,8 +205,8 @@ class TestScoping:
             build b: r
               other = 1
             """)
-        assert comp(g, "a").action == "cc -build " and comp(g, "a").ninja.description == "-build"
-        assert comp(g, "b").action == "cc -file "
+        assert computation_of(g, "a").action == "cc -build " and computation_of(g, "a").ninja.description == "-build"
+        assert computation_of(g, "b").action == "cc -file "
 
     def test_build_bindings_are_evaluated_in_the_file_scope(self, root):
         _, g = load(root, """\
@@ -220,11 +217,11 @@ class TestScoping:
               w = $v
               i = $in
             """)
-        assert comp(g, "o").action == "echo v=1 w= i="
+        assert computation_of(g, "o").action == "echo v=1 w= i="
 
     def test_paths_see_the_build_bindings(self, root):
         _, g = load(root, "rule r\n  command = x\nbuild $dir/o: r $dir/i\n  dir = sub\n")
-        assert comp(g, "sub/o").inputs == ["sub/i"]
+        assert computation_of(g, "sub/o").inputs == ["sub/i"]
 
     def test_edge_without_bindings_sees_file_variables_first(self, root):
         # ninja 1.11 looks an edge without bindings up in the file scope before the rule.
@@ -237,8 +234,8 @@ class TestScoping:
             build b: r
               z = 1
             """)
-        assert comp(g, "a").ninja.description == "file-level"
-        assert comp(g, "b").ninja.description == "rule-level"
+        assert computation_of(g, "a").ninja.description == "file-level"
+        assert computation_of(g, "b").ninja.description == "rule-level"
 
     def test_rule_variable_may_use_another(self, root):
         _, g = load(root, """\
@@ -247,8 +244,8 @@ class TestScoping:
               depfile = $out.d
             build a.o: r a.c
             """)
-        assert comp(g, "a.o").action == "gcc -MF a.o.d -c a.c -o a.o"
-        assert comp(g, "a.o").depfile == "a.o.d"
+        assert computation_of(g, "a.o").action == "gcc -MF a.o.d -c a.c -o a.o"
+        assert computation_of(g, "a.o").depfile == "a.o.d"
 
     def test_cycle_in_rule_variables(self, root):
         message = error(root, """\
@@ -274,9 +271,9 @@ class TestScoping:
             build sub_o: r
             build sub_s: s
             """})
-        assert comp(g, "sub_o").action == "echo child only-here"
-        assert comp(g, "sub_s").action == "child child"
-        assert comp(g, "top").action == "echo top "
+        assert computation_of(g, "sub_o").action == "echo child only-here"
+        assert computation_of(g, "sub_s").action == "child child"
+        assert computation_of(g, "top").action == "echo top "
 
     def test_subninja_rules_stay_in_it(self, root):
         message = error(root, "subninja s.ninja\nbuild o: s\n", files={"s.ninja": "rule s\n  command = x\n"})
@@ -290,12 +287,12 @@ class TestScoping:
               command = echo $x
             build o: r
             """, files={"vars.ninja": "x = included\n"})
-        assert comp(g, "o").action == "echo included"
+        assert computation_of(g, "o").action == "echo included"
 
     def test_subninja_may_redefine_a_parent_rule_name(self, root):
         _, g = load(root, "rule r\n  command = parent\nsubninja s.ninja\nbuild p: r\n",
                     files={"s.ninja": "rule r\n  command = child\nbuild c: r\n"})
-        assert comp(g, "p").action == "parent" and comp(g, "c").action == "child"
+        assert computation_of(g, "p").action == "parent" and computation_of(g, "c").action == "child"
 
 
 class TestEscapesAndPaths:
@@ -306,7 +303,7 @@ class TestEscapesAndPaths:
             x.y = dotted
             build out$ file$:1: r in$ file
             """)
-        c = comp(g, "out file:1")
+        c = computation_of(g, "out file:1")
         assert c.action == "echo $HOME a b c:d dotted"
         assert c.inputs == ["in file"]
 
@@ -314,7 +311,7 @@ class TestEscapesAndPaths:
         _, g = load(root, "ext = o\nrule r\n  command = x\nbuild a.$ext: r\n")
         assert "a.o" in g.by_id
         _, g = load(root, "a = A\nrule r\n  command = echo $a.b\nbuild o: r\n")
-        assert comp(g, "o").action == "echo A.b"
+        assert computation_of(g, "o").action == "echo A.b"
 
     def test_in_and_out_are_shell_quoted(self, root):
         _, g = load(root, """\
@@ -323,7 +320,7 @@ class TestEscapesAndPaths:
               depfile = $out.d
             build it's$ out: r a$ b c,d ok+-_./x
             """)
-        c = comp(g, "it's out")
+        c = computation_of(g, "it's out")
         assert c.action == "cat 'a b' 'c,d' ok+-_./x > 'it'\\''s out'"
         assert c.depfile == "it's out.d"  # depfile, rspfile: not quoted
 
@@ -333,17 +330,17 @@ class TestEscapesAndPaths:
               command = echo $in
             build ./out//a/../b: r ./x .//y z/./w ../up/./v //abs/./p dir/ a/b/../../c
             """)
-        c = comp(g, "out/b")
+        c = computation_of(g, "out/b")
         assert c.inputs == ["x", "y", "z/w", "../up/v", "/abs/p", "dir", "c"]
         assert c.action == "echo x y z/w ../up/v /abs/p dir c"
 
     def test_equal_paths_after_canonicalising_are_one_node(self, root):
         _, g = load(root, "rule r\n  command = x\nbuild gen/a.h: r\nbuild o: r ./gen//a.h\n")
-        assert comp(g, "o").producers == [comp(g, "gen/a.h").index]
+        assert computation_of(g, "o").producers == [computation_of(g, "gen/a.h").index]
 
     def test_colon_and_pipe_inside_values(self, root):
         _, g = load(root, "rule r\n  command = a | b : c || d\nbuild o: r\n")
-        assert comp(g, "o").action == "a | b : c || d"
+        assert computation_of(g, "o").action == "a | b : c || d"
 
     def test_bad_dollar_escape(self, root):
         message = error(root, "rule r\n  command = echo $!\n")
@@ -354,28 +351,28 @@ class TestEscapesAndPaths:
         # outside ASCII (one, two or four bytes in UTF-8) must not shift what follows them.
         _, g = load(root, "# generated — do not edit\nrule r\n  command = echo $v — $in > $out\n"
                           "build ü$ 1.o | é😀.h: r é😀.c naïve$:x || ö\n  v = —$\n    ½$$\n")
-        c = comp(g, "ü 1.o")
+        c = computation_of(g, "ü 1.o")
         assert c.inputs == ["é😀.c", "naïve:x"]  # (not the order-only ö)
         assert c.action == "echo —½$ — 'é😀.c' 'naïve:x' > 'ü 1.o'"
         assert c.outputs == ["ü 1.o", "é😀.h"]
 
     def test_a_comment_after_an_indent_between_statements(self, root):
         _, g = load(root, "x = 1\n   # indented comment\ny = $x\nrule r\n  command = echo $y\nbuild o: r\n")
-        assert comp(g, "o").action == "echo 1"
+        assert computation_of(g, "o").action == "echo 1"
 
     def test_unknown_variable_is_empty(self, root):
         _, g = load(root, "rule r\n  command = echo [$nothing]\nbuild o: r\n")
-        assert comp(g, "o").action == "echo []"
+        assert computation_of(g, "o").action == "echo []"
 
 
 class TestPhonyAndDuplicates:
     def test_phony_is_an_alias(self, root):
         _, g = load(root, CC + "build a.o: cc a.c\nbuild b.o: cc b.c\nbuild all: phony a.o b.o\n",
                     files={"a.c": "", "b.c": ""})
-        alias = comp(g, "all")
+        alias = computation_of(g, "all")
         assert (alias.kind, alias.action, alias.outputs, alias.task) == (None, None, [], "phony")
         assert alias.inputs == ["a.o", "b.o"]
-        assert sorted(alias.producers) == [comp(g, "a.o").index, comp(g, "b.o").index]
+        assert sorted(alias.producers) == [computation_of(g, "a.o").index, computation_of(g, "b.o").index]
         assert select(g, ["all"]) == [0, 1, 2]
 
     def test_consumer_of_a_phony_depends_on_what_it_stands_for(self, root):
@@ -387,9 +384,9 @@ class TestPhonyAndDuplicates:
             build more: phony headers
             build o: r o.c | more
             """, files={"gen.in": "", "other.h": ""})
-        o = comp(g, "o")
+        o = computation_of(g, "o")
         assert o.inputs == ["o.c", "gen.h", "other.h"]
-        assert comp(g, "gen.h").index in o.producers
+        assert computation_of(g, "gen.h").index in o.producers
 
     def test_phony_without_inputs_stands_for_its_file(self, root):
         _, g = load(root, """\
@@ -399,15 +396,15 @@ class TestPhonyAndDuplicates:
             build FORCE: phony
             build o: r | CMakeLists.txt FORCE
             """, files={"CMakeLists.txt": ""})
-        assert comp(g, "o").inputs == ["CMakeLists.txt", "FORCE"]
-        assert comp(g, "o").missing == []  # produced by the phony, even though FORCE is no file
-        assert comp(g, "o").always  # FORCE is no file: ninja runs its consumers every time
+        assert computation_of(g, "o").inputs == ["CMakeLists.txt", "FORCE"]
+        assert computation_of(g, "o").missing == []  # produced by the phony, even though FORCE is no file
+        assert computation_of(g, "o").always  # FORCE is no file: ninja runs its consumers every time
         _, g = load(root, "rule r\n  command = x\nbuild CMakeLists.txt: phony\nbuild o: r | CMakeLists.txt\n")
-        assert not comp(g, "o").always
+        assert not computation_of(g, "o").always
 
     def test_phony_naming_itself_is_dropped_with_a_warning(self, root, capsys):
         _, g = load(root, "rule r\n  command = x\nbuild a: r\nbuild all: phony a all\n")
-        assert comp(g, "all").inputs == ["a"]
+        assert computation_of(g, "all").inputs == ["a"]
         assert "build.ninja:4: phony target 'all' names itself as an input" in capsys.readouterr().err
 
     def test_two_edges_one_output(self, root):
@@ -495,19 +492,19 @@ class TestImplicitOrderOnlyValidations:
 
     def test_groups(self, root):
         _, g = load(root, self.TEXT, files={"gen.in": "", "a.c": "", "extra.h": "", "order.dir/keep": ""})
-        a = comp(g, "a.o")
+        a = computation_of(g, "a.o")
         assert a.action == "tool a.c -o a.o"  # $in and $out: the explicit ones only
         assert a.inputs == ["a.c", "extra.h"]  # hashed
         assert a.ninja.order_only == ["gen.h", "order.dir"]  # not hashed
         assert a.outputs == ["a.o", "a.map"] and g.producer["a.map"] == a.index
-        assert a.producers == [comp(g, "gen.h").index]
-        assert a.validates == [comp(g, "lint.stamp").index]
+        assert a.producers == [computation_of(g, "gen.h").index]
+        assert a.validates == [computation_of(g, "lint.stamp").index]
 
     def test_validation_is_built_with_but_not_before(self, root):
         _, g = load(root, self.TEXT, files={"gen.in": "", "a.c": "", "extra.h": "", "order.dir/keep": ""})
         ids = [g.computations[i].id for i in select(g, ["a.o"])]
         assert sorted(ids) == ["a.o", "gen.h", "lint.stamp"]
-        assert comp(g, "lint.stamp").index not in comp(g, "a.o").producers
+        assert computation_of(g, "lint.stamp").index not in computation_of(g, "a.o").producers
 
     def test_order_only_through_a_phony_waits_for_its_producers(self, root):
         _, g = load(root, """\
@@ -517,24 +514,24 @@ class TestImplicitOrderOnlyValidations:
             build order_target: phony || gen.h
             build a.o: r a.c || order_target
             """, files={"a.c": ""})
-        a = comp(g, "a.o")
+        a = computation_of(g, "a.o")
         assert a.inputs == ["a.c"]
-        assert comp(g, "gen.h").index in a.producers
+        assert computation_of(g, "gen.h").index in a.producers
 
     def test_implicit_output_only(self, root):
         _, g = load(root, "rule r\n  command = touch $out\nbuild | side: r\n")
-        assert comp(g, "side").action == "touch "
+        assert computation_of(g, "side").action == "touch "
 
     def test_missing_order_only_input(self, root):
         _, g = load(root, "rule r\n  command = x\nbuild a: r || nope\n")
-        assert comp(g, "a").missing == ["nope"]
+        assert computation_of(g, "a").missing == ["nope"]
 
 
 class TestIncludeAndSubninja:
     def test_paths_in_included_files_are_relative_to_the_top(self, root):
         _, g = load(root, "include sub/rules.ninja\nbuild o: r sub/i\n",
                     files={"sub/rules.ninja": "rule r\n  command = cp $in $out\n"})
-        assert comp(g, "o").action == "cp sub/i o"
+        assert computation_of(g, "o").action == "cp sub/i o"
 
     def test_include_path_may_use_variables(self, root):
         _, g = load(root, "dir = conf\ninclude $dir/r.ninja\nbuild o: r\n",
@@ -549,7 +546,7 @@ class TestIncludeAndSubninja:
             subninja app.ninja
             build all: phony app
             """, files={"app.ninja": "build app: r main.o lib.a\nbuild main.o: r\n"})
-        assert sorted(g.computations[p].id for p in comp(g, "app").producers) == ["lib.a", "main.o"]
+        assert sorted(g.computations[p].id for p in computation_of(g, "app").producers) == ["lib.a", "main.o"]
 
     def test_include_cycle(self, root):
         message = error(root, "include a.ninja\n", files={"a.ninja": "include build.ninja\n"})
@@ -569,20 +566,20 @@ class TestDepsKinds:
               deps = gcc
             build a.o: cc a.c
             """)
-        a = comp(g, "a.o")
+        a = computation_of(g, "a.o")
         assert (a.depfile, a.ninja.remove_depfile) == ("a.o.d", True)
 
     def test_depfile_without_deps_stays(self, root):
         _, g = load(root, "rule cc\n  command = x\n  depfile = $out.d\nbuild a.o: cc\n")
-        assert (comp(g, "a.o").depfile, comp(g, "a.o").ninja.remove_depfile) == ("a.o.d", False)
+        assert (computation_of(g, "a.o").depfile, computation_of(g, "a.o").ninja.remove_depfile) == ("a.o.d", False)
 
     def test_deps_from_a_build_binding(self, root):
         _, g = load(root, "rule cc\n  command = x\n  depfile = $DEP\n  deps = $kind\nbuild a.o: cc\n  DEP = d/a.d\n  kind = gcc\n")
-        assert (comp(g, "a.o").depfile, comp(g, "a.o").ninja.remove_depfile) == ("d/a.d", True)
+        assert (computation_of(g, "a.o").depfile, computation_of(g, "a.o").ninja.remove_depfile) == ("d/a.d", True)
 
     def test_no_depfile(self, root):
         _, g = load(root, "rule cc\n  command = x\nbuild a.o: cc\n")
-        assert comp(g, "a.o").depfile is None
+        assert computation_of(g, "a.o").depfile is None
 
     @pytest.mark.parametrize("text, expected", [
         ("deps = msvc\n  depfile = x", "deps = msvc is not supported by farmer; only gcc-style depfiles"),

@@ -4,7 +4,9 @@ A thin static archive (`ar T`) holds its members' names, not their bytes: its di
 cover the members, or a member that changed but kept its size leaves the archive's bytes,
 and so the link, as they were. A stamp file stands for outputs the manifest does not
 declare: ninja's rule holds, the consumers of an edge that ran are out of date unless the
-edge has `restat = 1` and its outputs came out unchanged.
+edge has `restat = 1` and its outputs came out unchanged. (Whole builds in-process with the
+fake executor, tests/fakes.py, which runs the compilers in /bin/sh; a CMake project by the
+command line.)
 """
 
 from __future__ import annotations
@@ -20,10 +22,6 @@ from farmer.files import digests as grains
 NINJA = ("-f", "build.ninja")
 
 needs_cc = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("ar")), reason="needs gcc and ar")
-
-
-def ran(r) -> list[str]:
-    return [line.split("] ", 1)[1] for line in r.stdout.splitlines() if line.startswith("[")]
 
 
 @needs_cc
@@ -59,16 +57,16 @@ def test_thin_archive_member_change_relinks(project):
         """)
     project.write("lib.c", "int lib(void) { return 1; }\n")
     project.write("main.c", "int lib(void);\nint main(void) { return lib(); }\n")
-    r = project.build(*NINJA)
+    r = project.build_in_process(*NINJA)
     assert r.returncode == 0, r
     assert subprocess.run([str(project.path("app"))]).returncode == 1
     project.write("lib.c", "int lib(void) { return 2; }\n")
-    r = project.build(*NINJA)
+    r = project.build_in_process(*NINJA)
     assert r.returncode == 0, r
-    assert "link app" in ran(r), r
+    assert "link app" in r.finished_lines(), r
     assert subprocess.run([str(project.path("app"))]).returncode == 2
-    r = project.build(*NINJA)
-    assert ran(r) == [], r
+    r = project.build_in_process(*NINJA)
+    assert r.finished_lines() == [], r
 
 
 @needs_cc
@@ -91,11 +89,11 @@ def test_thin_archive_in_a_farmfile(project):
         """)
     project.write("lib.c", "int lib(void) { return 1; }\n")
     project.write("main.c", "int lib(void);\nint main(void) { return lib(); }\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("lib.c", "int lib(void) { return 2; }\n")
-    r = project.build("--explain")
+    r = project.build_in_process("--explain")
     assert r.returncode == 0, r
-    assert "app app" in ran(r), r
+    assert "app app" in r.finished_lines(), r
     assert subprocess.run([str(project.path("app"))]).returncode == 2
 
 
@@ -112,14 +110,14 @@ STAMP = """\
 def test_consumer_of_a_stamp_reruns(project):
     project.write("build.ninja", STAMP.format(restat=""))
     project.write("input.txt", "one\n")
-    assert project.build(*NINJA).returncode == 0
+    assert project.build_in_process(*NINJA).returncode == 0
     assert project.read("result.txt") == "one\n"
     project.write("input.txt", "two\n")
-    r = project.build(*NINJA)
-    assert r.returncode == 0 and ran(r) == ["gen gen.stamp", "use result.txt"], r
+    r = project.build_in_process(*NINJA)
+    assert r.returncode == 0 and r.finished_lines() == ["gen gen.stamp", "use result.txt"], r
     assert project.read("result.txt") == "two\n"
-    r = project.build(*NINJA)
-    assert ran(r) == [], r
+    r = project.build_in_process(*NINJA)
+    assert r.finished_lines() == [], r
 
 
 def test_restat_edge_with_unchanged_outputs_cuts_off(project):
@@ -135,29 +133,29 @@ def test_restat_edge_with_unchanged_outputs_cuts_off(project):
         build result.txt: use mid.txt
         """)
     project.write("input.txt", "one\n")
-    assert project.build(*NINJA).returncode == 0
+    assert project.build_in_process(*NINJA).returncode == 0
     os.utime(project.path("input.txt"))
     project.write("input.txt", "one\n")
-    r = project.build(*NINJA)
+    r = project.build_in_process(*NINJA)
     assert r.returncode == 0, r
-    assert ran(r) == [], r  # the same bytes: nothing reran
+    assert r.finished_lines() == [], r  # the same bytes: nothing reran
     project.write("build.ninja", project.read("build.ninja").replace("input.txt\n", "input.txt other.txt\n", 1)
                   .replace("cp $in $out", "cp input.txt $out"))
     project.write("other.txt", "x\n")
-    r = project.build(*NINJA)
-    assert ran(r) == ["copy mid.txt"], r  # ran, mid.txt came out the same: result.txt is kept
+    r = project.build_in_process(*NINJA)
+    assert r.finished_lines() == ["copy mid.txt"], r  # ran, mid.txt came out the same: result.txt is kept
 
 
 def test_stamp_consumer_reruns_after_an_interrupted_build(project):
     """The edge ran in a build that did not reach its consumer: the next one runs it."""
     project.write("build.ninja", STAMP.format(restat=""))
     project.write("input.txt", "one\n")
-    assert project.build(*NINJA, "result.txt").returncode == 0
+    assert project.build_in_process(*NINJA, "result.txt").returncode == 0
     project.write("input.txt", "two\n")
-    r = project.build(*NINJA, "gen.stamp")
-    assert r.returncode == 0 and ran(r) == ["gen gen.stamp"], r
-    r = project.build(*NINJA, "result.txt")
-    assert ran(r) == ["use result.txt"], r
+    r = project.build_in_process(*NINJA, "gen.stamp")
+    assert r.returncode == 0 and r.finished_lines() == ["gen gen.stamp"], r
+    r = project.build_in_process(*NINJA, "result.txt")
+    assert r.finished_lines() == ["use result.txt"], r
     assert project.read("result.txt") == "two\n"
 
 
@@ -166,9 +164,7 @@ def test_stamp_consumer_reruns_after_an_interrupted_build(project):
 def test_cmake_run_by_the_user_is_not_run_again(tmp_path):
     """`cmake -DVALUE=2 .` by hand changes CMakeCache.txt and writes a newer build.ninja:
     ninja does not rerun CMake, nor does farmer; the program has the new value."""
-    import sys
-
-    from conftest import farmer_env
+    from conftest import farmer_env, run_farmer
 
     src, build = tmp_path / "src", tmp_path / "build"
     src.mkdir()
@@ -183,12 +179,16 @@ def test_cmake_run_by_the_user_is_not_run_again(tmp_path):
         assert cp.returncode == 0, cp
         return cp
 
+    def farmer():
+        r = run_farmer(build, "build", "-f", "build.ninja")
+        assert r.returncode == 0, r
+        return r
+
     run("cmake", "-G", "Ninja", str(src))
-    farmer = (sys.executable, "-m", "farmer", "build", "-f", "build.ninja")
-    assert "Re-running CMake" not in run(*farmer).stdout
+    assert "Re-running CMake" not in farmer().stdout
     assert subprocess.run([str(build / "v")]).returncode == 1
     run("cmake", "-DVALUE=2", ".")
-    cp = run(*farmer)
-    assert "Re-running CMake" not in cp.stdout, cp.stdout
+    r = farmer()
+    assert "Re-running CMake" not in r.stdout, r.stdout
     assert subprocess.run([str(build / "v")]).returncode == 2
-    assert "Re-running CMake" not in run(*farmer).stdout
+    assert "Re-running CMake" not in farmer().stdout

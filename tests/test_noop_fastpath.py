@@ -1,6 +1,8 @@
 """The no-op path (docs/performance.md): a build with nothing to do ends before click or the
 build engine is imported, also right after a build that ran something; the command lines
-read by hand for it mean what click reads."""
+read by hand for it mean what click reads. (The builds before the no-op under test run
+in-process, with the fake executor; the no-ops whose imports are counted, by the command
+line.)"""
 
 import json
 import os
@@ -8,13 +10,10 @@ import os
 import pytest
 
 from farmer.cli.quick import quick_build_args
+from helpers import HEAVY, PROFILE, imported
 from farmer.files import digests as grains
 from farmer.store import proof as noop
 from farmer.files import stattable
-
-PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}  # python -X importtime: one stderr line a module
-HEAVY = {"click", "farmer.build.run", "farmer.cli.app", "networkx", "rich", "sqlite3", "_sqlite3", "tomllib",
-         "toml_rs", "array"}  # array imports collections (files/stattable.py)
 
 CHAIN = """
 [task.a]
@@ -38,15 +37,10 @@ cmd = "cat src.txt > out.txt && if grep -q use-h src.txt; then printf 'out.txt: 
 """
 
 
-def imported(result) -> set[str]:
-    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
-            if line.startswith("import time:") and "|" in line}
-
-
 def test_noop_build_imports_neither_click_nor_the_engine(project):
     project.farmfile(CHAIN)
     project.write("src.txt", "one\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     r = project.build("-j", "2", env=PROFILE)
     assert r.returncode == 0, r
     assert r.summary()["ran"] == 0
@@ -62,9 +56,9 @@ def test_build_right_after_a_change_is_a_fast_noop(project):
     tick): the proof records their digests and their content vouches for them."""
     project.farmfile(CHAIN)
     project.write("src.txt", "one\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("src.txt", "two\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["ran"] == 2, r
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
@@ -82,11 +76,11 @@ def test_a_file_no_computation_rests_on_any_more_leaves_the_proof(project):
     project.farmfile(DEPFILE)
     project.write("h.txt", "header\n")
     project.write("src.txt", "use-h\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     project.write("h.txt", "header 2\n")
-    assert project.build().summary()["ran"] == 1  # h.txt was discovered
+    assert project.build_in_process().summary()["ran"] == 1  # h.txt was discovered
     project.write("src.txt", "plain\n")
-    assert project.build().summary()["ran"] == 1
+    assert project.build_in_process().summary()["ran"] == 1
     project.write("h.txt", "header 3\n")
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
@@ -150,17 +144,17 @@ def test_stat_data_of_another_snapshot_is_never_used(project):
     project.farmfile(DEPFILE)
     project.write("h.txt", "header\n")
     project.write("src.txt", "use-h\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     old_stats = project.path(".farmer/noop.stats").read_bytes()
     snapshot = project.path(".farmer/noop.snapshot").read_bytes()
     project.write("src.txt", "plain\n")  # h.txt is no longer discovered: a new snapshot
-    assert project.build().summary()["ran"] == 1
+    assert project.build_in_process().summary()["ran"] == 1
     assert project.path(".farmer/noop.snapshot").read_bytes() != snapshot
     project.path(".farmer/noop.stats").write_bytes(old_stats)
     digest = grains.hash_bytes(project.path("Farmfile").read_bytes())
     assert noop.read(str(project.path(".farmer")), str(project.path("Farmfile")), digest, []) is None
     project.write("out.txt", "tampered\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["ran"] == 1, r
     assert project.read("out.txt") == "plain\n"
 

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import farmer_env
-
-
-def farmer(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "farmer", *args], cwd=project,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                          env=farmer_env())
+from conftest import run_farmer as farmer
 
 
 def plan_json(project: Path, *args: str) -> dict:
@@ -60,7 +51,7 @@ def test_plan_lists_what_would_run_with_reasons_and_nothing_after_a_build(chain:
     plan = plan_json(chain)
     assert {t["id"]: t["reason"] for t in plan["to_run"]} == {
         "out/a": "never built", "out/b": "never built", "out/c": "never built", "out/d": "never built"}
-    assert set(plan) == {"jobs", "to_run", "critical_path"}  # no time figures without --simulate
+    assert set(plan) == {"jobs", "to_run", "critical_path", "stale_outputs"}  # no time figures without --simulate
     assert farmer(chain, "build").returncode == 0
     assert plan_json(chain)["to_run"] == []
     (chain / "src.txt").write_text("y\n")
@@ -73,7 +64,7 @@ def test_plan_lists_what_would_run_with_reasons_and_nothing_after_a_build(chain:
 def test_simulate_json_figures_and_critical_path(chain: Path) -> None:
     plan = plan_json(chain, "--simulate", "-j", "2")
     assert set(plan) == {"jobs", "to_run", "makespan_s", "critical_path_s", "total_work_s",
-                         "lower_bound_s", "critical_path", "schedule"}
+                         "lower_bound_s", "critical_path", "schedule", "stale_outputs"}
     assert plan["jobs"] == 2
     assert plan["critical_path"] == ["out/a", "out/b", "out/c"]
     assert plan["critical_path_s"] == pytest.approx(6.0)

@@ -2,14 +2,17 @@
 
 Random DAGs of cat-style tasks (some lossy: `sort -u`, `head -c 3`, `wc -l`, `tr -d x`) and
 random sequences of edits, same-byte rewrites, touches and deletions of sources and outputs,
-each step followed by a real `farmer build`. After every build:
+each step followed by a whole `farmer build -j 2`: in this process with the fake executor
+(tests/fakes.py, which runs what it does not fake in /bin/sh), or, for the slow examples and
+the glob case always run, by the command line. After every build:
 
 * the files in out/ equal a from-scratch evaluation of the commands (pure Python model);
 * the set of computations with status `ran` in last-build.json is exactly the set whose own
   output was deleted or edited, or some input's *content* changed since its last successful
   run (for an input made by another task: that task's output actually changed — early
   cutoff); a touch or a same-byte rewrite runs nothing;
-* with a needed source deleted, the build stops with exit 2 and changes nothing.
+* with a needed source deleted, the build stops with a graph error naming it (exit 2) and
+  changes nothing.
 
 Mutations happen immediately after each build, with no sleeps, on purpose: many keep the
 size and inode (swap a<->b in place), some even put the old mtime back, so only the content
@@ -25,10 +28,8 @@ The default test runs a modest number of examples; `-m slow` runs many more.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -36,36 +37,38 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 
 from hypothesis import strategies as st
+
+from conftest import Project, Result, run_farmer
+from farmer.errors import UsageError
 from prop_helpers import (CONTENT, KINDS, Model, Scenario, apply_mutation, out_path, scenarios,
                           src_path)
 
-REPO = Path(__file__).resolve().parent.parent
+
+def in_process(root: str) -> tuple[Result, str | None]:
+    """`farmer build -j 2` in this process, with the fake executor (tests/fakes.py): the
+    result, and the message of the graph error that stopped it before it began, if any."""
+    try:
+        return Project(Path(root)).build_in_process("-j", "2"), None
+    except UsageError as e:
+        return Result(subprocess.CompletedProcess(["build"], 2, "", ""), ["build"], 0.0), str(e)
 
 
-def _env() -> dict:
-    env = dict(os.environ)
-    pp = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + pp if pp else "")
-    env.pop("FARMER_JOBS", None)
-    return env
+def by_the_command_line(root: str) -> tuple[Result, str | None]:
+    """`farmer build -j 2` in a process of its own, its commands run for real."""
+    r = run_farmer(root, "build", "-j", "2")
+    return r, (r.stderr if r.returncode == 2 else None)
 
 
-def farmer_build(root: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "farmer", "build", "-j", "2"], cwd=root, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=60, env=_env())
-
-
-def run_scenario(scn: Scenario) -> None:
+def run_scenario(scn: Scenario, build=in_process) -> None:
     note(f"Farmfile:\n{scn.farmfile()}")
     root = tempfile.mkdtemp(prefix="farmer-prop-")
     try:
-        _run(scn, root)
+        _run(scn, root, build)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(scn: Scenario, root: str) -> None:
+def _run(scn: Scenario, root: str, build) -> None:
     Path(root, "Farmfile").write_text(scn.farmfile())
     model = Model(scn.tasks, {i: None for i in range(len(scn.sources))})
     for i, text in enumerate(scn.sources):
@@ -83,13 +86,13 @@ def _run(scn: Scenario, root: str) -> None:
         before_trace = dict(model.trace)
         expected_ran = model.build()
         _events(scn, model, before_trace, expected_ran)
-        cp = farmer_build(root)
+        cp, error = build(root)
         where = "\n".join(history) + f"\n--- stdout ---\n{cp.stdout}--- stderr ---\n{cp.stderr}"
 
         if expected_ran is None:  # a needed source is missing: a graph error, nothing changes
             missing = model.missing_sources()
-            assert cp.returncode == 2, where
-            assert any(p in cp.stderr for p in missing), where
+            assert cp.returncode == 2 and error is not None, where
+            assert any(p in error for p in missing), f"{error}\n{where}"
             _check_outputs(root, model, where, scratch=False)
             continue
 
@@ -168,12 +171,13 @@ def test_incremental_builds_match_scratch_and_are_minimal(scn):
 @settings(max_examples=200, **_COMMON)
 @given(scn=scenarios(max_sources=5, max_tasks=8, max_steps=6))
 def _many(scn):
-    run_scenario(scn)
+    run_scenario(scn, build=by_the_command_line)
 
 
 @pytest.mark.slow
 def test_incremental_builds_match_scratch_and_are_minimal_many():
-    """Many more (and bigger) examples; runs only when selected with `-m slow`."""
+    """Many more (and bigger) examples, each build by the command line with its commands run
+    for real; runs only when selected with `-m slow`."""
     _many()
 
 
@@ -229,7 +233,7 @@ def _files_on_disk(root: str) -> dict[str, str]:
     return found
 
 
-def run_glob_scenario(first: dict[str, str], steps: list[list[tuple]], record=event) -> None:
+def run_glob_scenario(first: dict[str, str], steps: list[list[tuple]], record=event, build=in_process) -> None:
     root = tempfile.mkdtemp(prefix="farmer-prop-glob-")
     try:
         Path(root, "Farmfile").write_text(GLOB_FARMFILE)
@@ -251,7 +255,7 @@ def run_glob_scenario(first: dict[str, str], steps: list[list[tuple]], record=ev
                     history.append(f"  delete gsrc/{m[1]}.txt")
                     record("a foreach-matched source deleted next to a glob")
             history.append(f"build {n}")
-            cp = farmer_build(root)
+            cp, _ = build(root)
             where = "\n".join(history) + f"\n--- stdout ---\n{cp.stdout}--- stderr ---\n{cp.stderr}"
             assert cp.returncode == 0, where
             expected = _expected(sources)
@@ -285,6 +289,7 @@ def test_foreach_and_glob_over_sources_that_come_and_go(first, steps):
 
 
 def test_deleting_a_foreach_source_next_to_a_glob():
-    """The case the random test found ("stale file matched by foreach/glob"), always run."""
+    """The case the random test found ("stale file matched by foreach/glob"), always run, by
+    the command line with its commands run for real."""
     run_glob_scenario({"a": "a\n", "b": "b\n"}, [[("delete", "b")], [("write", "b", "b\n")]],
-                      record=lambda _: None)
+                      record=lambda _: None, build=by_the_command_line)

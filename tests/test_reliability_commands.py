@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import assert_error, pids_matching, wait_no_process, wait_no_process_in
+from conftest import assert_error, wait_no_process, wait_no_process_in
 
 
 def warnings_of(r) -> list[str]:

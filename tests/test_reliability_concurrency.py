@@ -15,13 +15,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import farmer_env, wait_no_process, wait_no_process_in
-from test_reliability_crash import integrity
+from conftest import pids_matching, wait_no_process, wait_no_process_in
+from helpers import state_integrity
 
 
 def blocked_build(project, sleep: str) -> subprocess.Popen:
@@ -138,23 +137,19 @@ def test_lock_is_not_inherited_by_commands(project):
     assert r.returncode == 0, r
     try:
         deadline = time.monotonic() + 5
-        while not [pid for pid in _pids(sleep) if _comm(pid) == "sleep"] and time.monotonic() < deadline:
+        while not [pid for pid in pids_matching(sleep) if _comm(pid) == "sleep"] and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _pids(sleep), "the daemon should still run"
+        assert pids_matching(sleep), "the daemon should still run"
         r = project.build()
         assert r.returncode == 0, r
     finally:
-        for pid in _pids(sleep):
+        for pid in pids_matching(sleep):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
 
-def _pids(marker: str) -> list[int]:
-    from conftest import pids_matching
-
-    return pids_matching(marker)
 
 
 def _comm(pid: int) -> str:
@@ -184,10 +179,7 @@ def test_farmers_started_together(project, n):
         cmd = "cat {inputs} > {outputs}"
         """
     )
-    procs = [subprocess.Popen([sys.executable, "-m", "farmer", "build", "-j", "4"], cwd=project.root,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=farmer_env(), start_new_session=True) for _ in range(n)]
-    project.procs.extend(procs)
+    procs = [project.popen("build", "-j", "4") for _ in range(n)]
     results = [(p.pid, p.returncode, *p.communicate(timeout=60)) for p in procs]
     results = [(pid, p.returncode, out, err) for (pid, _, out, err), p in zip(results, procs)]
     codes = [code for _, code, _, _ in results]
@@ -200,7 +192,7 @@ def test_farmers_started_together(project, n):
             m = re.search(r"pid (\d+)", err)
             assert m and int(m.group(1)) in pids, err
     assert wait_no_process_in(project) == []
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     assert project.read("out/all.txt") == "x\n" * 4
     r = project.build()
     assert r.returncode == 0 and r.summary()["ran"] == 0, r

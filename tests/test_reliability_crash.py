@@ -30,90 +30,23 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import farmer_env, processes_in, wait_no_process_in
+from conftest import HarnessCounts, processes_in, start_farmer, wait_no_process_under
+from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
 
 N_SOURCES = 8
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
-STATS = {"kill_points": 0, "edits": 0, "killed_recoveries": 0}
 KILL_POINTS_SLOW = int(os.environ.get("FARMER_KILL_POINTS", "50"))  # per seed: 4 x 50 = 200
-
-FARMFILE = """
-[task.up]
-foreach = "src/{n}.txt"
-inputs = ["src/{n}.txt"]
-outputs = ["out/up/{n}.txt"]
-cmd = "head -c 2 {inputs} > {outputs}; sleep 0.05; tr a-z A-Z < {inputs} > {outputs}"
-
-[task.num]
-foreach = "src/{n}.txt"
-inputs = ["src/{n}.txt"]
-outputs = ["out/num/{n}.txt"]
-cmd = "echo partial > {outputs}; sleep 0.04; wc -l < {inputs} > {outputs}"
-
-[task.pair]
-foreach = "out/up/{n}.txt"
-inputs = ["out/up/{n}.txt", "out/num/{n}.txt"]
-outputs = ["out/pair/{n}.txt"]
-cmd = "cat {inputs[0]} > {outputs}; sleep 0.03; cat {inputs} > {outputs}"
-
-[task.all]
-inputs = ["@pair"]
-outputs = ["out/all.txt"]
-cmd = "head -c 1 {inputs[0]} > {outputs}; sleep 0.02; cat {inputs} > {outputs}"
-
-[task.summary]
-inputs = ["@num"]
-outputs = ["out/summary.txt"]
-cmd = "cat {inputs} > {outputs}"
-"""
-
-
-def expected_outputs(sources: dict[str, str]) -> dict[str, str]:
-    """What a clean build makes, computed from the sources without farmer or a shell."""
-    out: dict[str, str] = {}
-    for name, text in sources.items():
-        n = name[: -len(".txt")]
-        out[f"out/up/{n}.txt"] = text.upper()
-        out[f"out/num/{n}.txt"] = f"{text.count(chr(10))}\n"
-        out[f"out/pair/{n}.txt"] = out[f"out/up/{n}.txt"] + out[f"out/num/{n}.txt"]
-    out["out/all.txt"] = "".join(out[p] for p in sorted(p for p in out if p.startswith("out/pair/")))
-    out["out/summary.txt"] = "".join(out[p] for p in sorted(p for p in out if p.startswith("out/num/")))
-    return out
-
-
-def read_outputs(root: Path) -> dict[str, str]:
-    found = {}
-    for dirpath, _, files in os.walk(root / "out"):
-        for f in files:
-            p = Path(dirpath) / f
-            found[str(p.relative_to(root))] = p.read_text()
-    return found
-
-
-def integrity(root: Path) -> str:
-    db = sqlite3.connect(root / ".farmer" / "state.db")
-    try:
-        return db.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        db.close()
-
-
-def start_farmer(root: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "farmer", *args], cwd=root, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=farmer_env(), start_new_session=True)
 
 
 def kill_at(root: Path, delay: float, leave_orphans: bool) -> None:
     """Start a build and SIGKILL farmer after `delay` seconds; then kill what it started
     (a power cut) or let it finish (farmer alone crashed)."""
-    p = start_farmer(root, "build", "-j", "3")
+    p = start_farmer(root, "build", "-j", "3", stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
@@ -128,20 +61,13 @@ def kill_at(root: Path, delay: float, leave_orphans: bool) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        assert wait_no_process_in_root(root, 5) == []
+        assert wait_no_process_under(root, 5) == []
 
 
-def wait_no_process_in_root(root: Path, timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = processes_in(root)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
-
-
-def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], history: list[dict]) -> None:
-    """One step of the edit sequence: change a line, add one, revert a file, or touch one."""
+def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], history: list[dict]) -> int:
+    """One step of the edit sequence: change a line, add one, revert a file, or touch one;
+    returns how many sources it edited."""
+    edits = 0
     for _ in range(rng.randint(0, 3)):
         name = rng.choice(sorted(sources))
         lines = sources[name].splitlines(keepends=True)
@@ -164,69 +90,63 @@ def edit_sources(rng: random.Random, root: Path, sources: dict[str, str], histor
                 os.unlink(root / rng.choice(victims))
             continue
         (root / "src" / name).write_text(sources[name])
-        STATS["edits"] += 1
+        edits += 1
     history.append(dict(sources))
+    return edits
 
 
-def run_kill_points(project, seed: int, points: int) -> None:
+def run_kill_points(project, seed: int, points: int, counts: HarnessCounts) -> None:
     rng = random.Random(seed)
     root = project.root
     sources = {f"s{i}.txt": "".join(rng.choice(WORDS) + "\n" for _ in range(rng.randint(1, 4)))
                for i in range(N_SOURCES)}
     for name, text in sources.items():
         project.write(f"src/{name}", text, dedent=False)
-    project.farmfile(FARMFILE)
+    project.farmfile(CRASH_FARMFILE)
     # The duration of a clean build, to spread the kill points across a build.
     r = project.build("-j", "3")
     assert r.returncode == 0, r
-    assert read_outputs(root) == expected_outputs(sources)
+    assert read_outputs(root) == crash_expected_outputs(sources)
     span = r.elapsed
     history = [dict(sources)]
     # A fresh start half of the time: kill points fall into clean builds too.
     for k in range(points):
         if rng.random() < 0.3:
             project.farmer("clean")
-        edit_sources(rng, root, sources, history)
+        counts.add("crash", "edits", edit_sources(rng, root, sources, history))
         delay = span * (k + rng.random()) / points * 1.2
         kill_at(root, delay, leave_orphans=bool(k % 2))
-        STATS["kill_points"] += 1
+        counts.add("crash", "kill points")
         if (root / ".farmer" / "state.db").exists():
-            assert integrity(root) == "ok", f"state.db corrupt after kill point {k} ({delay:.2f} s)"
+            assert state_integrity(root) == "ok", f"state.db corrupt after kill point {k} ({delay:.2f} s)"
         lb = root / ".farmer" / "last-build.json"
         if lb.exists():
             json.loads(lb.read_text())  # never half-written
         if rng.random() < 0.3:  # the recovery build is killed too
             kill_at(root, rng.uniform(0.05, span), leave_orphans=False)
-            STATS["killed_recoveries"] += 1
+            counts.add("crash", "killed recoveries")
         r = project.build("-j", "3")
         assert r.returncode == 0, (k, delay, r)
-        assert wait_no_process_in_root(root, 5) == [], "an orphan outlived the recovery build"
+        assert wait_no_process_under(root, 5) == [], "an orphan outlived the recovery build"
         again = project.build("-j", "3")  # the recovery left nothing to do (issue 11)
         assert again.returncode == 0 and again.summary()["ran"] == 0, (k, delay, r, again)
-        got, want = read_outputs(root), expected_outputs(sources)
+        got, want = read_outputs(root), crash_expected_outputs(sources)
         assert got == want, (
             f"after kill point {k} ({delay:.2f} s into a build): outputs differ from a clean build "
             f"{ {p: (got.get(p), want.get(p)) for p in set(got) | set(want) if got.get(p) != want.get(p)} }")
-        assert integrity(root) == "ok"
+        assert state_integrity(root) == "ok"
     r = project.build("-j", "3")
     assert r.returncode == 0 and r.summary()["ran"] == 0, r
 
 
-def test_kill_9_at_random_points(project):
-    run_kill_points(project, seed=5, points=3)
+def test_kill_9_at_random_points(project, harness_counts):
+    run_kill_points(project, seed=5, points=3, counts=harness_counts)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 23, 42, 77])
-def test_kill_9_at_random_points_many(project, seed):
-    run_kill_points(project, seed=seed, points=KILL_POINTS_SLOW)
-
-
-def test_kill_9_stats(capsys):
-    """Not a check: how many kill points and edits this session ran (for the report)."""
-    with capsys.disabled():
-        print(f"\n[crash] kill points={STATS['kill_points']} edits={STATS['edits']} "
-              f"killed recoveries={STATS['killed_recoveries']}")
+def test_kill_9_at_random_points_many(project, seed, harness_counts):
+    run_kill_points(project, seed=seed, points=KILL_POINTS_SLOW, counts=harness_counts)
 
 
 def test_kill_9_leaves_no_stale_lock(project):
@@ -370,7 +290,7 @@ def test_corrupt_or_foreign_state_db_is_moved_aside(project, damage):
     # from scratch: everything runs again, and comes out right
     assert r.summary()["ran"] == n, r
     assert all(project.read(f"out/{i}.txt") == "y\n" for i in range(n))
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     r = project.build()
     assert r.returncode == 0 and r.summary()["ran"] == 0 and r.stderr == "", r
 
@@ -383,7 +303,7 @@ def test_garbage_wal_file_is_harmless(project):
     assert r.returncode == 0, r
     assert "Traceback" not in r.output
     assert r.summary()["ran"] == 0, r
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
 
 
 def test_garbage_graph_cache_is_ignored(project):

@@ -17,37 +17,15 @@ How the faults are made, without LD_PRELOAD:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import signal
-import sqlite3
 import subprocess
-import sys
-import time
-import uuid
-from pathlib import Path
 
 import pytest
 
-from conftest import Result, assert_error, farmer_env, wait_no_process_in
-
-PR_CAPBSET_DROP = 24
-DAC_CAPS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
-
-
-def _drop_dac() -> None:
-    if os.geteuid() == 0:
-        libc = ctypes.CDLL(None, use_errno=True)
-        for cap in DAC_CAPS:
-            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                os._exit(97)  # see can_drop_dac()
-
-
-def can_drop_dac() -> bool:
-    r = subprocess.run(["true"], preexec_fn=_drop_dac)
-    return r.returncode == 0
-
+from conftest import Result, wait_no_process_in
+from helpers import can_drop_dac, drop_dac, mounted_tmpfs, state_integrity
 
 needs_permissions = pytest.mark.skipif(
     not can_drop_dac(), reason="running as root without CAP_SETPCAP: file permissions cannot apply to farmer")
@@ -59,21 +37,9 @@ def farmer(project, *args, fsize: int | None = None, permissions: bool = False, 
         if fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         if permissions:
-            _drop_dac()
+            drop_dac()
 
-    cmd = [sys.executable, "-m", "farmer", *args]
-    t0 = time.monotonic()
-    cp = subprocess.run(cmd, cwd=project.root, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                        timeout=timeout, env=farmer_env(), preexec_fn=preexec)
-    return Result(cp, args, time.monotonic() - t0)
-
-
-def integrity(root: Path) -> str:
-    db = sqlite3.connect(root / ".farmer" / "state.db")
-    try:
-        return db.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        db.close()
+    return project.farmer(*args, timeout=timeout, preexec_fn=preexec)
 
 
 def one_error_line(r: Result, *words: str) -> str:
@@ -112,7 +78,7 @@ def test_disk_full_while_writing_an_output(project):
     assert t["out/big.bin"]["reason"] in (f"signal {signal.SIGXFSZ}", f"exit {128 + signal.SIGXFSZ}")
     assert all(t[f"out/small-{n}.txt"]["status"] == "ran" for n in "123")
     assert not project.exists("out/big.bin"), "the truncated output was left behind"
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     r = project.build()  # the disk has room again
     assert r.returncode == 0, r
     assert project.statuses()["out/big.bin"] == "ran"
@@ -142,7 +108,7 @@ def test_disk_full_while_writing_state_db(project):
     assert r.returncode == 2, r
     one_error_line(r, ".farmer/state.db", "disk")
     assert wait_no_process_in(project) == []
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     r = project.build("-j", "4")  # room again: what was recorded holds, the rest runs
     assert r.returncode == 0, r
     expected = "".join(f"{i}\n" for i in sorted(range(20), key=lambda i: f"{'long-name-' * 8}{i}.txt"))
@@ -153,19 +119,8 @@ def test_disk_full_while_writing_state_db(project):
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "tmpfs", "512k") as mnt:
         yield mnt
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
 
 
 def test_disk_really_full(tiny_tmpfs):
@@ -197,7 +152,7 @@ def test_disk_really_full(tiny_tmpfs):
         else:
             assert project.tasks()["out/big.bin"]["status"] == "failed"
         assert not project.exists("out/big.bin")
-        assert integrity(project.root) == "ok"
+        assert state_integrity(project.root) == "ok"
         subprocess.run(["mount", "-o", "remount,size=8m", str(tiny_tmpfs)], check=True)
         r = project.build()
         assert r.returncode == 0, r
@@ -233,7 +188,7 @@ def test_unreadable_source(project):
         assert t["out/a.txt"]["status"] == "ran"
         assert t["out/b.txt"]["status"] == "failed"
         assert "Permission denied" in r.stdout
-        assert integrity(project.root) == "ok"
+        assert state_integrity(project.root) == "ok"
     finally:
         os.chmod(project.path("src/b.txt"), 0o644)
     r = farmer(project, "build", permissions=True)
@@ -268,7 +223,7 @@ def test_output_made_unreadable_is_never_up_to_date(project):
         r = farmer(project, "build", "-k", permissions=True)
         assert r.returncode == 1, r
         assert project.tasks()["out/hidden.txt"]["status"] == "ran"  # farmer cannot vouch for it
-        assert integrity(project.root) == "ok"
+        assert state_integrity(project.root) == "ok"
     finally:
         if project.exists("out/hidden.txt"):
             os.chmod(project.path("out/hidden.txt"), 0o644)
@@ -305,7 +260,7 @@ def test_read_only_farmer_dir(project, what):
     finally:
         for p in reversed(targets):
             os.chmod(p, modes[p])
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     r = project.build()
     assert r.returncode == 0, r
     assert project.read("out/copy.txt") == "y\n"

@@ -40,12 +40,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_error, processes_in
+from conftest import HarnessCounts, assert_error, processes_in, wait_no_process_under
 
 FAST_EXAMPLES = int(os.environ.get("FARMER_FUZZ_EXAMPLES", "40"))
 SLOW_EXAMPLES = int(os.environ.get("FARMER_FUZZ_SLOW_EXAMPLES", "600"))
 RUN_TIMEOUT = 30.0  # seconds one farmer run may take before it counts as a hang
-STATS = {"runs": 0, "examples": 0, "exit": {}}
 
 
 # ---------------------------------------------------------------- running farmer --
@@ -129,8 +128,6 @@ def run_forked(root: Path, io_dir: Path, *args: str, timeout: float = RUN_TIMEOU
             break
         time.sleep(0.002)
     code = os.waitstatus_to_exitcode(status) if not hung else None
-    STATS["runs"] += 1
-    STATS["exit"][code] = STATS["exit"].get(code, 0) + 1
     read = lambda p: p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
     return Run(args, code, read(out_path), read(err_path), hung, time.monotonic() - t0)
 
@@ -231,7 +228,7 @@ def exercise(farmfile: bytes, base: Path, second_build: bool = True) -> list[Run
             r = run_forked(root, io_dir, *args)
             runs.append(r)
             check_run(r, root, lb_before)
-            left = wait_gone(root)
+            left = wait_no_process_under(root)
             assert not left, f"processes left running in the project: {left} after {r!r}"
             assert snapshot_outside(base) == before, f"something outside the root changed: {r!r}"
             if r.returncode == 2 or args[0] == "plan":
@@ -266,15 +263,6 @@ def check_contents(root: Path, io_dir: Path, build: Run) -> None:
         expected = b"".join((root / i).read_bytes() for i in comp["inputs"])
         for out in comp["outputs"]:
             assert (root / out).read_bytes() == expected, (comp, build)
-
-
-def wait_gone(root: Path, timeout: float = 3.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = processes_in(root)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
 
 
 # ------------------------------------------------------------------ generators --
@@ -617,17 +605,23 @@ FUZZ_SETTINGS = dict(deadline=None, database=None, print_blob=True,
                                             HealthCheck.large_base_example])
 
 
-def _fuzz_generated(data) -> None:
+def count(counts: HarnessCounts, runs: list[Run]) -> None:
+    counts.add("fuzz", "examples")
+    counts.add("fuzz", "farmer runs", len(runs))
+    for r in runs:
+        counts.add("fuzz", "hung" if r.hung else f"exit {r.returncode}")
+
+
+def _fuzz_generated(data, counts: HarnessCounts) -> None:
     with tempfile.TemporaryDirectory(prefix="farmer-fuzz-") as tmp:
         base = Path(tmp)
         hint = str(base / "sentinel")
         doc = data.draw(valid_docs(hint) if data.draw(st.booleans()) else farmfile_docs(hint))
         text = toml_doc(doc)
-        STATS["examples"] += 1
-        exercise(text.encode(), base)
+        count(counts, exercise(text.encode(), base))
 
 
-def _fuzz_mutated(data) -> None:
+def _fuzz_mutated(data, counts: HarnessCounts) -> None:
     with tempfile.TemporaryDirectory(prefix="farmer-fuzz-") as tmp:
         base = Path(tmp)
         if data.draw(st.booleans()):
@@ -635,36 +629,35 @@ def _fuzz_mutated(data) -> None:
         else:
             text = toml_doc(data.draw(farmfile_docs(str(base / "sentinel"))))
         blob = data.draw(mutated(text))
-        STATS["examples"] += 1
-        exercise(blob, base, second_build=False)
+        count(counts, exercise(blob, base, second_build=False))
 
 
 # The default runs are derandomized (the same examples every time: no flaky CI); the slow
 # ones explore new examples on every run.
 @settings(max_examples=FAST_EXAMPLES, derandomize=True, **FUZZ_SETTINGS)
-@given(st.data())
-def test_fuzz_generated_farmfiles(data):
-    _fuzz_generated(data)
+@given(data=st.data())
+def test_fuzz_generated_farmfiles(data, harness_counts):
+    _fuzz_generated(data, harness_counts)
 
 
 @settings(max_examples=FAST_EXAMPLES // 2, derandomize=True, **FUZZ_SETTINGS)
-@given(st.data())
-def test_fuzz_mutated_farmfiles(data):
-    _fuzz_mutated(data)
+@given(data=st.data())
+def test_fuzz_mutated_farmfiles(data, harness_counts):
+    _fuzz_mutated(data, harness_counts)
 
 
 @pytest.mark.slow
 @settings(max_examples=SLOW_EXAMPLES, **FUZZ_SETTINGS)
-@given(st.data())
-def test_fuzz_generated_farmfiles_slow(data):
-    _fuzz_generated(data)
+@given(data=st.data())
+def test_fuzz_generated_farmfiles_slow(data, harness_counts):
+    _fuzz_generated(data, harness_counts)
 
 
 @pytest.mark.slow
 @settings(max_examples=SLOW_EXAMPLES // 2, **FUZZ_SETTINGS)
-@given(st.data())
-def test_fuzz_mutated_farmfiles_slow(data):
-    _fuzz_mutated(data)
+@given(data=st.data())
+def test_fuzz_mutated_farmfiles_slow(data, harness_counts):
+    _fuzz_mutated(data, harness_counts)
 
 
 def test_seed_farmfile_builds(tmp_path):
@@ -833,9 +826,3 @@ def test_100k_computations(project):
     assert r.returncode == 0, r
     assert r.summary()["up to date"] == n, r
     assert r.elapsed < 120, r.elapsed
-
-
-def test_fuzz_stats_reported(capsys):
-    """Not a check: prints how many fuzz runs this session made (see the final report)."""
-    with capsys.disabled():
-        print(f"\n[fuzz] examples={STATS['examples']} farmer runs={STATS['runs']} exits={STATS['exit']}")

@@ -15,16 +15,13 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import time
 
 import pytest
 
-from conftest import pids_matching, wait_no_process, wait_no_process_in
-from test_reliability_crash import FARMFILE, expected_outputs, integrity, read_outputs
-
-STATS = {"random_interrupts": 0}
+from conftest import HarnessCounts, pids_matching, wait_no_process, wait_no_process_in
+from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
 
 
 def parallel_farmfile(project, sleep: str) -> None:
@@ -102,7 +99,7 @@ def test_interrupt_kills_everything_and_keeps_finished_work(project, sig, code):
     for out_id in ("out/sleep-1.txt", "out/sleep-2.txt", "out/sleep-3.txt", "out/half.txt"):
         assert (t[out_id]["status"], t[out_id]["reason"]) == ("failed", "interrupted"), t[out_id]
     assert not project.exists("out/half.txt"), "a half-written output was left behind"
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
 
     project.remove("block")
     r = project.build("--explain")
@@ -148,7 +145,7 @@ def test_second_sigint_while_shutting_down(project, gap):
     lb = project.path(".farmer/last-build.json")
     if lb.exists():
         assert json.loads(lb.read_text())["status"] == "interrupted"
-    assert integrity(project.root) == "ok"
+    assert state_integrity(project.root) == "ok"
     project.remove("block")
     r = project.build()
     assert r.returncode == 0, r
@@ -205,13 +202,13 @@ def wait_for_lock(project, p: subprocess.Popen, timeout: float = 30) -> None:
         time.sleep(0.005)
 
 
-def run_random_interrupts(project, seed: int, points: int) -> None:
+def run_random_interrupts(project, seed: int, points: int, counts: HarnessCounts) -> None:
     rng = random.Random(seed)
     root = project.root
     sources = {f"s{i}.txt": f"{rng.choice(['ab', 'cd', 'ef'])}\n" * rng.randint(1, 3) for i in range(8)}
     for name, text in sources.items():
         project.write(f"src/{name}", text, dedent=False)
-    project.farmfile(FARMFILE)
+    project.farmfile(CRASH_FARMFILE)
     r = project.build("-j", "3")
     assert r.returncode == 0, r
     span = r.elapsed
@@ -228,7 +225,7 @@ def run_random_interrupts(project, seed: int, points: int) -> None:
         wait_for_lock(project, p)
         time.sleep(rng.uniform(0, span))
         out, err, elapsed = stop(p, sig)
-        STATS["random_interrupts"] += 1
+        counts.add("interrupts", "signals at random points")
         assert p.returncode in (0, 128 + sig), (k, sig, p.returncode, out, err)
         assert elapsed < 2.0, (k, elapsed)
         assert "Traceback" not in err, err
@@ -236,19 +233,19 @@ def run_random_interrupts(project, seed: int, points: int) -> None:
         if p.returncode == 128 + sig and lb_path.read_bytes() != lb_before:
             # (a signal before anything ran, while planning, leaves last-build.json as it was)
             assert project.last_build()["status"] == "interrupted", (k, sig, out, err)
-        assert integrity(root) == "ok"
+        assert state_integrity(root) == "ok"
         r = project.build("-j", "3")
         assert r.returncode == 0, r
-        assert read_outputs(root) == expected_outputs(sources), k
+        assert read_outputs(root) == crash_expected_outputs(sources), k
 
 
-def test_interrupts_at_random_points(project):
-    run_random_interrupts(project, seed=3, points=3)
+def test_interrupts_at_random_points(project, harness_counts):
+    run_random_interrupts(project, seed=3, points=3, counts=harness_counts)
 
 
 @pytest.mark.slow
-def test_interrupts_at_random_points_many(project):
-    run_random_interrupts(project, seed=17, points=20)
+def test_interrupts_at_random_points_many(project, harness_counts):
+    run_random_interrupts(project, seed=17, points=20, counts=harness_counts)
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])

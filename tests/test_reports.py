@@ -37,12 +37,13 @@ cmd = "cp {inputs} {outputs}"
 
 @pytest.fixture
 def failed(project):
-    """A -k build: gen and sum ran, compile failed, link skipped."""
+    """A -k build (in-process, with the fake executor): gen and sum ran, compile failed, link
+    skipped."""
     project.farmfile(FARMFILE)
     for n in "123":
         project.write(f"src/{n}.txt", f"{n}\n")
     project.write("src/bad.c", "int main() {\n  return 0\n    }\n")
-    r = project.build("-k")
+    r = project.build_in_process("-k")
     assert r.returncode == 1, r
     return project
 
@@ -81,7 +82,7 @@ def test_junit_one_case_per_computation_that_ran_or_failed(failed):
 def test_junit_escapes_what_xml_cannot_hold(project):
     project.farmfile('[task.t]\noutputs = ["out/a&<b>.txt"]\n'
                      'cmd = "printf \'bell\\\\007 & <tag> \\\\033[31mred\\\\n\'; exit 3"\n')
-    assert project.build().returncode == 1
+    assert project.build_in_process().returncode == 1
     r = project.farmer("report", "--junit", "j.xml")
     assert r.returncode == 0, r
     case = ET.parse(project.path("j.xml")).getroot().find(".//testcase")
@@ -126,7 +127,7 @@ def test_prediction_beside_the_real_times(project):
 def test_cache_and_executor_fields_are_shown_when_present(project):
     """The output cache's fields (SPEC section 5) as a cache build writes them."""
     project.farmfile('[task.t]\noutputs = ["a.txt"]\ncmd = "echo a > a.txt"\n')
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     doc = project.last_build()
     doc["tasks"] = [dict(doc["tasks"][0], status="cached", reason="never built", cache="remote", executor=None),
                     dict(doc["tasks"][0], id="b.txt", outputs=["b.txt"], cache="local", status="cached"),

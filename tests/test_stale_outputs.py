@@ -9,52 +9,32 @@ import os
 import shutil
 
 from conftest import assert_error
-
-FARMFILE = """\
-    [task.up]
-    foreach = "src/{n}.txt"
-    inputs = ["src/{n}.txt"]
-    outputs = ["out/{n}.txt"]
-    cmd = "tr a-z A-Z < {inputs} > {outputs}"
-    [task.twice]
-    foreach = "out/{n}.txt"
-    inputs = ["out/{n}.txt"]
-    outputs = ["twice/{n}.txt"]
-    cmd = "cat {inputs} {inputs} > {outputs}"
-    [task.all]
-    inputs = ["out/*.txt"]
-    outputs = ["all.txt"]
-    cmd = "cat {inputs} > {outputs}"
-    """
+from helpers import STALE_CHAIN, built_stale_chain
 
 
 def _project(project):
-    project.farmfile(FARMFILE)
-    for n in "abc":
-        project.write(f"src/{n}.txt", n + "\n")
-    r = project.build()
-    assert r.returncode == 0, r
+    built_stale_chain(project)
     assert project.read("all.txt") == "A\nB\nC\n"
 
 
 def test_deleting_a_foreach_source_removes_its_outputs_before_globs_match(project):
     _project(project)
     project.remove("src/b.txt")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert "removed stale output out/b.txt" in r.stderr, r
     assert "removed stale output twice/b.txt" in r.stderr, r  # a foreach over outputs, too
     assert not project.exists("out/b.txt") and not project.exists("twice/b.txt")
     assert project.read("all.txt") == "A\nC\n"  # what a clean build makes
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0 and r.summary()["ran"] == 0 and "stale" not in r.stderr, r
 
 
 def test_an_output_no_longer_declared_by_an_edited_farmfile(project):
     _project(project)
-    project.farmfile(FARMFILE.replace('outputs = ["all.txt"]', 'outputs = ["sum.txt"]')
+    project.farmfile(STALE_CHAIN.replace('outputs = ["all.txt"]', 'outputs = ["sum.txt"]')
                      .replace("> {outputs}\"\n    \"\"\"", ""))
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert "removed stale output all.txt" in r.stderr
     assert not project.exists("all.txt") and project.exists("sum.txt")
@@ -65,7 +45,7 @@ def test_what_farmer_did_not_write_or_was_edited_is_kept(project):
     project.write("out/c.txt", "my own edit\n")  # edited after farmer wrote it
     project.remove("src/c.txt")
     project.remove("src/b.txt")
-    r = project.build()
+    r = project.build_in_process()
     assert r.returncode == 0, r
     assert project.read("out/c.txt") == "my own edit\n"
     assert not project.exists("out/b.txt")

@@ -21,10 +21,11 @@ FARMFILE = """\
 
 @pytest.fixture
 def planted(project, tmp_path):
-    """A built project whose gen/ now leads to a folder outside the root holding a victim."""
+    """A project built (in-process) whose gen/ now leads to a folder outside the root holding a
+    victim."""
     project.farmfile(FARMFILE)
     project.write("in.txt", "mine\n")
-    assert project.build().returncode == 0
+    assert project.build_in_process().returncode == 0
     assert (project.root / ".farmer" / "graph.cache").exists()  # the next load is from it
     away = tmp_path / "elsewhere"
     away.mkdir()

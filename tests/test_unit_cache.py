@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from conftest import REPO
+from helpers import computation
 from farmer.record.cache.key import ActionDescription, Programs, command_words, describe, variant_key
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
 from farmer.manifest.spec import parse_size
@@ -22,12 +23,9 @@ from farmer.graph.graph import Computation
 from farmer.manifest.spec import CacheSpec
 
 
-def comp(action: str = "gcc -c a.c -o a.o", **kw) -> Computation:
-    fields = dict(index=0, id="a.o", task="objects", wildcards={}, inputs=["a.c"], outputs=["a.o"],
-                  depfile=None, kind="cmd", action=action, env={}, world=None, cost=None, cpus=1,
-                  pool=None, timeout=None, always=False, cache=True)
-    fields.update(kw)
-    return Computation(**fields)
+def comp(action: str = "gcc -c a.c -o a.o", **fields) -> Computation:
+    """a.o compiled from a.c by `action`, unless `fields` say otherwise."""
+    return computation(0, action, **{"id": "a.o", "task": "objects", "inputs": ["a.c"], "outputs": ["a.o"], **fields})
 
 
 def key_of(c: Computation, inputs=(("a.c", "d1"),), names=(), environ=None, digest_of=None) -> str:

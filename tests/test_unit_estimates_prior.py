@@ -4,17 +4,10 @@ has "no history yet"; an ETA never reads 0 while work runs."""
 
 from __future__ import annotations
 
-from farmer.graph.graph import Computation
 from farmer.plan.latency import estimates
 from farmer.plan.latency.predict import predict
 from farmer.store.state import Sample
-
-
-def comp(i: int, task: str, action: str, kind: str = "cmd", cost=None) -> Computation:
-    return Computation(index=i, id=f"out/{i}", task=task, wildcards={}, inputs=[],
-                       outputs=[f"out/{i}"], depfile=None, kind=kind, action=action, env={},
-                       world=None, cost=cost, cpus=1, pool=None, timeout=None, always=False,
-                       cache=True)
+from helpers import computation
 
 
 def sample(cid: str, task: str, wall: float) -> Sample:
@@ -22,14 +15,14 @@ def sample(cid: str, task: str, wall: float) -> Sample:
 
 
 def test_program_of_commands_and_python_lines():
-    assert estimates.program(comp(0, "t", "CC=1 /usr/bin/gcc -c a.c -o a.o")) == "gcc"
-    assert estimates.program(comp(0, "t", "tools/make.py out", "python")) == "python tools/make.py"
-    assert estimates.program(comp(0, "t", "-m pkg.mod out", "python")) == "python -m pkg.mod"
-    assert estimates.program(comp(0, "t", "-c 'pass'", "python")) is None
+    assert estimates.program(computation(0, "CC=1 /usr/bin/gcc -c a.c -o a.o", task="t")) == "gcc"
+    assert estimates.program(computation(0, "tools/make.py out", task="t", kind="python")) == "python tools/make.py"
+    assert estimates.program(computation(0, "-m pkg.mod out", task="t", kind="python")) == "python -m pkg.mod"
+    assert estimates.program(computation(0, "-c 'pass'", task="t", kind="python")) is None
 
 
 def test_nothing_measured_is_no_history_yet_not_a_made_up_number():
-    comps = [comp(i, "cc", f"gcc -c {i}.c") for i in range(3)] + [comp(3, "link", "ld", cost=2.0)]
+    comps = [computation(i, f"gcc -c {i}.c", task="cc") for i in range(3)] + [computation(3, "ld", task="link", cost=2.0)]
     est = estimates.estimate(comps, [0, 1, 2, 3], {}, None,
                              lambda: estimates.Prior.of([], lambda cid: None))
     assert est.unknown == {0, 1, 2}
@@ -39,9 +32,9 @@ def test_nothing_measured_is_no_history_yet_not_a_made_up_number():
 
 
 def test_a_new_task_is_guessed_from_the_same_program_then_from_all():
-    old = [comp(0, "objects", "gcc -c a.c"), comp(1, "objects", "gcc -c b.c"),
-           comp(2, "docs", "pandoc x.md")]
-    new = [comp(3, "tests", "gcc -c t.c"), comp(4, "report", "python3 r.py")]
+    old = [computation(0, "gcc -c a.c", task="objects"), computation(1, "gcc -c b.c", task="objects"),
+           computation(2, "pandoc x.md", task="docs")]
+    new = [computation(3, "gcc -c t.c", task="tests"), computation(4, "python3 r.py", task="report")]
     comps = old + new
     measured = [sample("out/0", "objects", 0.2), sample("out/1", "objects", 0.4),
                 sample("out/2", "docs", 9.0)]
@@ -54,7 +47,7 @@ def test_a_new_task_is_guessed_from_the_same_program_then_from_all():
 
 
 def test_the_prior_is_not_made_when_every_computation_has_an_estimate():
-    comps = [comp(0, "t", "gcc", cost=1.5)]
+    comps = [computation(0, "gcc", task="t", cost=1.5)]
     def fail():
         raise AssertionError("prior made for nothing")
     assert estimates.estimate(comps, [0], {}, None, fail) == {0: 1.5}
@@ -68,7 +61,7 @@ def test_remaining_of_a_running_computation_never_reaches_zero():
 
 
 def test_unknown_estimates_are_filled_from_what_this_build_measured():
-    comps = [comp(i, "cc", f"gcc -c {i}.c") for i in range(4)] + [comp(4, "other", "zip x")]
+    comps = [computation(i, f"gcc -c {i}.c", task="cc") for i in range(4)] + [computation(4, "zip x", task="other")]
     est = {i: 1.0 for i in range(5)}
     filled = estimates.fill_unknown(est, {1, 2, 3, 4}, comps, {0: 0.05})
     assert filled[1] == filled[2] == filled[3] == 0.05
@@ -86,7 +79,7 @@ def test_the_live_countdown_never_reads_zero_while_work_runs():
     live = LiveReporter(3)
     live.start()
     try:
-        live.progress(1, 3, [comp(0, "t", "sleep 9")], 4.0)
+        live.progress(1, 3, [computation(0, "sleep 9", task="t")], 4.0)
         live.eta_at -= 60  # a minute without a new estimate: the countdown has run out
         console = Console(record=True, width=100, file=io.StringIO())
         console.print(live.__rich__())

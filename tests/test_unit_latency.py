@@ -7,24 +7,7 @@ import pytest
 
 from farmer.plan.latency import critical, estimates, simulate
 from farmer.store.state import Sample
-from farmer.graph.graph import Computation
-
-
-def make_comps(n: int, edges=(), task=None, cost=None, cpus=None, pools=None, kinds=None):
-    task, cost, cpus, pools, kinds = task or {}, cost or {}, cpus or {}, pools or {}, kinds or {}
-    comps = [
-        Computation(
-            index=i, id=f"c{i}.out", task=task.get(i, f"t{i}"), wildcards={}, inputs=[],
-            outputs=[f"c{i}.out"], depfile=None, kind=kinds.get(i, "cmd"), action=f"make c{i}",
-            env={}, world=None, cost=cost.get(i), cpus=cpus.get(i, 1), pool=pools.get(i),
-            timeout=None, always=False, cache=True)
-        for i in range(n)
-    ]
-    for p, c in edges:
-        comps[c].inputs.append(comps[p].outputs[0])
-        comps[c].producers.append(p)
-        comps[p].consumers.append(c)
-    return comps
+from helpers import computation_graph
 
 
 def samples(cid: str, walls, task: str = "t", input_bytes=None) -> list[Sample]:
@@ -74,24 +57,24 @@ def test_from_history_one_outlier_among_three_or_more_does_not_swing(walls):
 
 
 def test_estimate_history_beats_cost():
-    comps = make_comps(1, cost={0: 9.0})
+    comps = computation_graph(1, cost={0: 9.0})
     assert estimates.estimate(comps, [0], {"c0.out": samples("c0.out", [2.0], task="t0")}) == {0: 2.0}
 
 
 def test_estimate_cost_without_history():
-    comps = make_comps(1, cost={0: 9.0})
+    comps = computation_graph(1, cost={0: 9.0})
     assert estimates.estimate(comps, [0], {}) == {0: 9.0}
 
 
 def test_estimate_cost_beats_task_model():
-    comps = make_comps(2, task={0: "cc", 1: "cc"}, cost={1: 0.25})
+    comps = computation_graph(2, task={0: "cc", 1: "cc"}, cost={1: 0.25})
     history = {"c0.out": samples("c0.out", [5.0], task="cc")}
     assert estimates.estimate(comps, [1], history) == {1: 0.25}
 
 
 def test_estimate_task_fit_by_input_size():
     # Four measured computations of task `cc` whose time is 0.1 s + 1 s per 1000 bytes.
-    comps = make_comps(6, task={i: "cc" for i in range(6)})
+    comps = computation_graph(6, task={i: "cc" for i in range(6)})
     history = {
         f"c{i}.out": samples(f"c{i}.out", [0.1 + size / 1000], task="cc", input_bytes=size)
         for i, size in enumerate([1000, 2000, 3000, 4000])
@@ -102,7 +85,7 @@ def test_estimate_task_fit_by_input_size():
 
 
 def test_estimate_task_mean_when_size_does_not_explain():
-    comps = make_comps(5, task={i: "cc" for i in range(5)})
+    comps = computation_graph(5, task={i: "cc" for i in range(5)})
     walls = [4.0, 1.0, 3.0, 2.0]
     sizes = [1000, 2000, 3000, 4000]  # no relation to durations
     history = {
@@ -114,7 +97,7 @@ def test_estimate_task_mean_when_size_does_not_explain():
 
 
 def test_estimate_task_mean_with_few_points():
-    comps = make_comps(3, task={0: "cc", 1: "cc", 2: "cc"})
+    comps = computation_graph(3, task={0: "cc", 1: "cc", 2: "cc"})
     history = {
         "c0.out": samples("c0.out", [1.0], task="cc", input_bytes=100),
         "c1.out": samples("c1.out", [3.0], task="cc", input_bytes=300),
@@ -123,25 +106,25 @@ def test_estimate_task_mean_with_few_points():
 
 
 def test_estimate_task_mean_without_input_sizes():
-    comps = make_comps(4, task={i: "cc" for i in range(4)})
+    comps = computation_graph(4, task={i: "cc" for i in range(4)})
     history = {f"c{i}.out": samples(f"c{i}.out", [float(i + 1)], task="cc", input_bytes=(i + 1) * 10)
                for i in range(3)}
     assert estimates.estimate(comps, [3], history) == {3: pytest.approx(2.0)}
 
 
 def test_estimate_other_tasks_history_not_used():
-    comps = make_comps(2, task={0: "link", 1: "cc"})
+    comps = computation_graph(2, task={0: "link", 1: "cc"})
     history = {"c0.out": samples("c0.out", [7.0], task="link")}
     assert estimates.estimate(comps, [1], history) == {1: 1.0}
 
 
 def test_estimate_default_one_second():
-    comps = make_comps(2)
+    comps = computation_graph(2)
     assert estimates.estimate(comps, [0, 1], {}) == {0: 1.0, 1: 1.0}
 
 
 def test_estimate_alias_is_free():
-    comps = make_comps(1, kinds={0: None})
+    comps = computation_graph(1, kinds={0: None})
     assert estimates.estimate(comps, [0], {}) == {0: 0.0}
 
 
@@ -150,7 +133,7 @@ def test_estimate_alias_is_free():
 
 def diamond():
     # c0 -> c1 -> c3, c0 -> c2 -> c3
-    return make_comps(4, edges=[(0, 1), (0, 2), (1, 3), (2, 3)])
+    return computation_graph(4, edges=[(0, 1), (0, 2), (1, 3), (2, 3)])
 
 
 def test_expected_latency_diamond():
@@ -168,13 +151,13 @@ def test_expected_latency_ignores_consumers_outside_order():
 
 
 def test_expected_latency_missing_duration_is_zero():
-    comps = make_comps(2, edges=[(0, 1)])
+    comps = computation_graph(2, edges=[(0, 1)])
     assert critical.expected_latency(comps, [0, 1], {1: 2.0}) == {0: 2.0, 1: 2.0}
 
 
 def test_critical_path_of_independent_and_chain():
     # a chain c0->c1->c2 of 1 s each and a lone c3 of 2.5 s
-    comps = make_comps(4, edges=[(0, 1), (1, 2)])
+    comps = computation_graph(4, edges=[(0, 1), (1, 2)])
     lat = critical.expected_latency(comps, [0, 1, 2, 3], {0: 1.0, 1: 1.0, 2: 1.0, 3: 2.5})
     assert lat == {0: 3.0, 1: 2.0, 2: 1.0, 3: 2.5}
     assert critical.critical_path(comps, lat) == [0, 1, 2]
@@ -207,7 +190,7 @@ def check_timeline(s, comps, jobs, duration):
 
 
 def test_simulate_independent_tasks():
-    comps = make_comps(4)
+    comps = computation_graph(4)
     duration = {i: 1.0 for i in range(4)}
     s = sim(comps, duration, jobs=2)
     assert s.makespan_s == pytest.approx(2.0)
@@ -217,7 +200,7 @@ def test_simulate_independent_tasks():
 
 
 def test_simulate_chain_is_sum():
-    comps = make_comps(3, edges=[(0, 1), (1, 2)])
+    comps = computation_graph(3, edges=[(0, 1), (1, 2)])
     duration = {0: 1.0, 1: 2.0, 2: 3.0}
     s = sim(comps, duration, jobs=8)
     assert s.makespan_s == pytest.approx(6.0)
@@ -225,7 +208,7 @@ def test_simulate_chain_is_sum():
 
 
 def test_simulate_starts_by_latency():
-    comps = make_comps(4)
+    comps = computation_graph(4)
     duration = {0: 1.0, 1: 4.0, 2: 2.0, 3: 3.0}
     s = sim(comps, duration, jobs=1)
     assert s.start_order == [1, 3, 2, 0]
@@ -235,7 +218,7 @@ def test_simulate_starts_by_latency():
 def test_simulate_critical_path_first_reaches_lower_bound():
     # c0 (1 s) -> c1 (3 s); c2, c3 2 s each; -j 2. Latency-first starts c0 and then c1
     # before c3, finishing at max(critical path 4, work 8 / 2) = 4 s.
-    comps = make_comps(4, edges=[(0, 1)])
+    comps = computation_graph(4, edges=[(0, 1)])
     duration = {0: 1.0, 1: 3.0, 2: 2.0, 3: 2.0}
     s = sim(comps, duration, jobs=2)
     assert s.start_order[:2] == [0, 2]
@@ -245,7 +228,7 @@ def test_simulate_critical_path_first_reaches_lower_bound():
 
 
 def test_simulate_only_what_runs_takes_time():
-    comps = make_comps(3, edges=[(0, 1), (1, 2)])
+    comps = computation_graph(3, edges=[(0, 1), (1, 2)])
     duration = {0: 5.0, 1: 2.0, 2: 1.0}
     s = sim(comps, duration, jobs=2, to_run={1: "command changed", 2: "input c1.out will be rebuilt"})
     assert s.makespan_s == pytest.approx(3.0)
@@ -253,13 +236,13 @@ def test_simulate_only_what_runs_takes_time():
 
 
 def test_simulate_nothing_to_run():
-    comps = make_comps(2, edges=[(0, 1)])
+    comps = computation_graph(2, edges=[(0, 1)])
     s = sim(comps, {0: 1.0, 1: 1.0}, jobs=2, to_run={})
     assert s.makespan_s == 0.0 and s.start_order == [] and s.timeline == []
 
 
 def test_simulate_respects_cpus_and_pools():
-    comps = make_comps(4, cpus={0: 2}, pools={2: "one", 3: "one"})
+    comps = computation_graph(4, cpus={0: 2}, pools={2: "one", 3: "one"})
     duration = {0: 2.0, 1: 1.0, 2: 1.0, 3: 1.0}
     s = sim(comps, duration, jobs=2, pools={"one": 1})
     # c0 takes both slots for 2 s; then c1 with c2; then c3.
@@ -268,7 +251,7 @@ def test_simulate_respects_cpus_and_pools():
 
 
 def test_simulate_makespan_at_least_lower_bound():
-    comps = make_comps(8, edges=[(0, 1), (1, 2), (3, 4)])
+    comps = computation_graph(8, edges=[(0, 1), (1, 2), (3, 4)])
     duration = {i: float(1 + i % 3) for i in range(8)}
     for jobs in (1, 2, 3, 8):
         s = sim(comps, duration, jobs=jobs)
@@ -284,7 +267,7 @@ def test_a_makespan_asked_for_alone_is_that_of_the_whole_simulation():
     it is the full simulation's, which is still made when asked for."""
     from farmer.plan.latency.predict import predict
 
-    comps = make_comps(5, edges=[(0, 2), (1, 2), (2, 3)])
+    comps = computation_graph(5, edges=[(0, 2), (1, 2), (2, 3)])
     to_run = {i: "never built" for i in range(5)}
     durations = {0: 1.0, 1: 2.5, 2: 0.5, 3: 3.0, 4: 4.0}
     alone = predict(comps, list(range(5)), to_run, durations, 2, {})
@@ -323,7 +306,7 @@ def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same(
 
     from farmer.plan.latency.simulate import _SimHooks
 
-    comps = make_comps(6, edges=[(0, 2), (1, 2), (2, 3)], cpus={4: 2}, pools={5: "p"})
+    comps = computation_graph(6, edges=[(0, 2), (1, 2), (2, 3)], cpus={4: 2}, pools={5: "p"})
     comps[3].world = "w"
     duration = {0: 1.0, 1: 2.5, 2: 0.5, 3: 3.0, 4: 4.0, 5: 1.5}
     to_run = {i: "never built" for i in range(6)}
@@ -346,7 +329,7 @@ def test_a_prediction_that_keeps_its_makespan_drops_its_tables():
     """A build's end needs only the predicted makespan and whether it had history."""
     from farmer.plan.latency.predict import predict
 
-    comps = make_comps(3, edges=[(0, 1)])
+    comps = computation_graph(3, edges=[(0, 1)])
     to_run = {i: "never built" for i in range(3)}
     guessed = estimates.estimate(comps, [0, 1, 2], {})  # no history: all unknown
     p = predict(comps, [0, 1, 2], to_run, guessed, 2, {})
@@ -360,7 +343,7 @@ def test_latencies_by_index_are_the_expected_latencies():
     """What a build's prediction holds (by index, not dicts) reads as the dicts would."""
     from farmer.plan.latency.seconds import Seconds
 
-    comps = make_comps(6, edges=[(0, 1), (0, 2), (1, 3), (2, 3), (4, 5)])
+    comps = computation_graph(6, edges=[(0, 1), (0, 2), (1, 3), (2, 3), (4, 5)])
     order = [0, 1, 2, 3, 5]  # 4 left out: its consumer 5 counts it as absent
     durations = {0: 1.0, 1: 5.0, 2: 2.0, 3: 1.0, 5: 0.5}
     by_index = Seconds(len(comps), order)
@@ -380,7 +363,7 @@ def test_latencies_by_index_are_the_expected_latencies():
 def test_a_prediction_knows_which_computations_that_run_have_no_history():
     from farmer.plan.latency.predict import predict
 
-    comps = make_comps(3, edges=[(0, 1)])
+    comps = computation_graph(3, edges=[(0, 1)])
     to_run = {i: "never built" for i in range(3)}
     first = predict(comps, [0, 1, 2], to_run, estimates.estimate(comps, [0, 1, 2], {}), 2, {})
     assert set(first.unknown) == {0, 1, 2} and 1 in first.unknown and not first.known

@@ -10,7 +10,7 @@ import random
 from farmer.store import proof as noop
 from farmer.files import stattable
 
-from test_noop_fastpath import imported, PROFILE
+from helpers import PROFILE, imported
 
 
 def test_a_flat_table_and_its_transpose_hold_the_rows():
@@ -71,14 +71,14 @@ def test_a_file_newly_discovered_that_another_computation_rests_on(project):
     project.write("one.txt", "one\n")
     project.write("two.txt", "plain\n")
     project.write("h.txt", "header\n")
-    assert project.build().summary()["ran"] == 2
+    assert project.build_in_process().summary()["ran"] == 2
     project.write("two.txt", "use-h\n")
-    assert project.build().summary()["ran"] == 1
+    assert project.build_in_process().summary()["ran"] == 1
     r = project.build(env=PROFILE)
     assert r.summary()["ran"] == 0, r
     assert "farmer.build.run" not in imported(r)
     project.write("h.txt", "header 2\n")
-    r = project.build()
+    r = project.build_in_process()
     assert r.summary()["ran"] == 2, r
     assert project.read("out/one.txt") == "one\nheader 2\n"
     r = project.build(env=PROFILE)

@@ -9,11 +9,7 @@ import time
 import pytest
 
 from farmer.run.executors.process import ProcessExecutor, log_path
-from farmer.graph.graph import Computation
-
-
-def comp(index: int, cmd: str, cid: str | None = None, timeout=None, env=None) -> Computation:
-    return Computation(index, cid or f"out/c{index}.txt", "t", action=cmd, env=env, timeout=timeout)
+from helpers import computation
 
 
 @pytest.fixture
@@ -35,7 +31,7 @@ def wait_all(ex: ProcessExecutor, deadline_s: float = 10.0):
 
 
 def test_success_and_log(executor, tmp_path):
-    c = comp(0, "echo to-stdout; echo to-stderr >&2")
+    c = computation(0, "echo to-stdout; echo to-stderr >&2")
     executor.start(c)
     assert executor.running() == 1
     o = wait_all(executor)[0]
@@ -48,20 +44,20 @@ def test_success_and_log(executor, tmp_path):
 
 
 def test_exit_code(executor):
-    executor.start(comp(0, "exit 3"))
+    executor.start(computation(0, "exit 3"))
     o = wait_all(executor)[0]
     assert (o.ok, o.reason, o.exit_code) == (False, "exit 3", 3)
 
 
 def test_signal(executor):
-    executor.start(comp(0, "kill -9 $$"))
+    executor.start(computation(0, "kill -9 $$"))
     o = wait_all(executor)[0]
     assert not o.ok and o.reason == "signal 9"
 
 
 def test_timeout_kills(executor):
     t = time.monotonic()
-    executor.start(comp(0, "sleep 20", timeout=0.2))
+    executor.start(computation(0, "sleep 20", timeout=0.2))
     o = wait_all(executor)[0]
     assert time.monotonic() - t < 5
     assert not o.ok and o.reason == "timeout after 0.2 s"
@@ -70,8 +66,8 @@ def test_timeout_kills(executor):
 def test_default_timeout(tmp_path):
     ex = ProcessExecutor(tmp_path, time.monotonic(), 0.3, None)
     try:
-        ex.start(comp(0, "sleep 20"))
-        ex.start(comp(1, "true"))
+        ex.start(computation(0, "sleep 20"))
+        ex.start(computation(1, "true"))
         got = wait_all(ex)
         assert got[0].reason == "timeout after 0.3 s"
         assert got[1].ok
@@ -80,7 +76,7 @@ def test_default_timeout(tmp_path):
 
 
 def test_env_added(executor, tmp_path):
-    c = comp(0, 'echo "[$FARMER_UNIT_X]"', env={"FARMER_UNIT_X": "a b"})
+    c = computation(0, 'echo "[$FARMER_UNIT_X]"', env={"FARMER_UNIT_X": "a b"})
     executor.start(c)
     assert wait_all(executor)[0].ok
     with open(log_path(tmp_path / "logs", c.id)) as f:
@@ -88,14 +84,14 @@ def test_env_added(executor, tmp_path):
 
 
 def test_stdin_is_empty(executor, tmp_path):
-    c = comp(0, "cat; echo done")
+    c = computation(0, "cat; echo done")
     executor.start(c)
     assert wait_all(executor, 5)[0].ok
 
 
 def test_several_at_once(executor):
     for i in range(4):
-        executor.start(comp(i, f"sleep 0.{i}; exit {i}"))
+        executor.start(computation(i, f"sleep 0.{i}; exit {i}"))
     got = wait_all(executor)
     assert {i: o.exit_code for i, o in got.items()} == {0: 0, 1: 1, 2: 2, 3: 3}
 
@@ -110,7 +106,7 @@ def _alive(pid: int) -> bool:
 
 def test_stop_kills_process_group(executor, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
-    executor.start(comp(0, f"sleep 30 & echo $! > {pidfile}; wait"))
+    executor.start(computation(0, f"sleep 30 & echo $! > {pidfile}; wait"))
     deadline = time.monotonic() + 5
     while not (pidfile.exists() and pidfile.read_text().strip()):
         assert time.monotonic() < deadline
@@ -139,7 +135,7 @@ def test_output_reaches_the_log_when_the_run_ends(executor, tmp_path):
     """What a command prints is kept in memory while it runs (no file made per command) and
     written to its log when it ends, stdout and stderr in the order they were written."""
     flag = tmp_path / "go"
-    c = comp(0, f"echo first; echo second >&2; while [ ! -e {flag} ]; do sleep 0.01; done; echo third")
+    c = computation(0, f"echo first; echo second >&2; while [ ! -e {flag} ]; do sleep 0.01; done; echo third")
     executor.start(c)
     log = log_path(tmp_path / "logs", c.id)
     time.sleep(0.2)
@@ -151,7 +147,7 @@ def test_output_reaches_the_log_when_the_run_ends(executor, tmp_path):
 
 
 def test_silent_success_leaves_no_log_and_removes_an_older_one(executor, tmp_path):
-    c = comp(0, "true", cid="out/quiet.txt")
+    c = computation(0, "true", id="out/quiet.txt")
     log = log_path(tmp_path / "logs", c.id)
     with open(log, "w") as f:
         f.write("what an earlier run printed\n")
@@ -161,7 +157,7 @@ def test_silent_success_leaves_no_log_and_removes_an_older_one(executor, tmp_pat
 
 
 def test_silent_failure_keeps_an_empty_log(executor, tmp_path):
-    c = comp(0, "exit 4")
+    c = computation(0, "exit 4")
     executor.start(c)
     assert wait_all(executor)[0].reason == "exit 4"
     with open(log_path(tmp_path / "logs", c.id)) as f:
@@ -171,7 +167,7 @@ def test_silent_failure_keeps_an_empty_log(executor, tmp_path):
 def test_a_redirected_command_logs_its_stderr(executor, tmp_path):
     """`cmd > FILE` runs without a shell: stdout to the file, stderr still to the log."""
     out = tmp_path / "o.txt"
-    c = comp(0, f"ls {tmp_path / 'missing'} {tmp_path / 'logs'} > {out}")
+    c = computation(0, f"ls {tmp_path / 'missing'} {tmp_path / 'logs'} > {out}")
     executor.start(c)
     assert not wait_all(executor)[0].ok
     with open(log_path(tmp_path / "logs", c.id)) as f:
@@ -182,7 +178,7 @@ def test_a_redirected_command_logs_its_stderr(executor, tmp_path):
 def test_a_planted_link_at_a_silent_runs_log_is_removed_not_followed(executor, tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
-    c = comp(0, "true")
+    c = computation(0, "true")
     log = log_path(tmp_path / "logs", c.id)
     os.symlink(victim, log)
     executor.start(c)
@@ -200,8 +196,8 @@ def test_programs_are_found_on_path_as_execvp_finds_them(executor, tmp_path, mon
     (second / "farmer-unit-tool").write_text("#!/bin/sh\necho from second\n")
     (second / "farmer-unit-tool").chmod(0o755)
     monkeypatch.setenv("PATH", f"{first}:{second}:{os.environ['PATH']}")
-    ok = comp(0, f"farmer-unit-tool > {tmp_path / 'o.txt'}")
-    missing = comp(1, "farmer-unit-no-such-tool x")
+    ok = computation(0, f"farmer-unit-tool > {tmp_path / 'o.txt'}")
+    missing = computation(1, "farmer-unit-no-such-tool x")
     executor.start(ok)
     executor.start(missing)
     got = wait_all(executor)

@@ -6,25 +6,8 @@ from __future__ import annotations
 import pytest
 
 from farmer.run.executors.simulated import SimulatedExecutor
-from farmer.run.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Outcome, Scheduler
-from farmer.graph.graph import Computation
-
-
-def make_comps(n: int, edges=(), cpus=None, pools=None) -> list[Computation]:
-    """`n` computations `c0..c{n-1}`, each with one output `cI.out`; an edge (p, c) makes
-    `c` read `p`'s output."""
-    cpus = cpus or {}
-    pools = pools or {}
-    comps = [
-        Computation(i, f"c{i}.out", f"t{i}", outputs=[f"c{i}.out"], action=f"make c{i}",
-                    cpus=cpus.get(i, 1), pool=pools.get(i))
-        for i in range(n)
-    ]
-    for p, c in edges:
-        comps[c].inputs.append(comps[p].outputs[0])
-        comps[c].producers.append(p)
-        comps[p].consumers.append(c)
-    return comps
+from farmer.run.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler
+from helpers import computation_graph
 
 
 class FakeExecutor(SimulatedExecutor):
@@ -105,7 +88,7 @@ def statuses(settled):
 
 
 def test_highest_expected_latency_first_ties_by_index():
-    comps = make_comps(5)
+    comps = computation_graph(5)
     sched, settled, ex, _ = run(comps, latency={0: 1.0, 1: 5.0, 2: 3.0, 3: 5.0, 4: 0.5}, jobs=1)
     assert sched.start_order == [1, 3, 2, 0, 4]
     assert all(s.status == RAN for s in settled.values())
@@ -113,7 +96,7 @@ def test_highest_expected_latency_first_ties_by_index():
 
 def test_priority_uses_latency_not_duration():
     # c0 is short but heads a long chain: it goes first.
-    comps = make_comps(4, edges=[(0, 1)])
+    comps = computation_graph(4, edges=[(0, 1)])
     durations = {0: 0.1, 1: 10.0, 2: 2.0, 3: 3.0}
     latency = {0: 10.1, 1: 10.0, 2: 2.0, 3: 3.0}
     sched, _, ex, _ = run(comps, latency, jobs=1, durations=durations)
@@ -121,7 +104,7 @@ def test_priority_uses_latency_not_duration():
 
 
 def test_jobs_limit_concurrency():
-    comps = make_comps(6)
+    comps = computation_graph(6)
     _, settled, ex, _ = run(comps, jobs=2)
     assert max(len(s) for s in ex.samples) == 2
     assert ex.clock == pytest.approx(3.0)
@@ -130,7 +113,7 @@ def test_jobs_limit_concurrency():
 
 def test_newly_ready_consumer_competes_by_latency():
     # When c0 finishes its consumer c1 (latency 4) beats the waiting c2 (latency 2).
-    comps = make_comps(3, edges=[(0, 1)])
+    comps = computation_graph(3, edges=[(0, 1)])
     latency = {0: 5.0, 1: 4.0, 2: 2.0}
     sched, _, _, _ = run(comps, latency, jobs=1)
     assert sched.start_order == [0, 1, 2]
@@ -141,7 +124,7 @@ def test_newly_ready_consumer_competes_by_latency():
 
 def test_cpus_highest_latency_that_fits():
     # jobs 4: c0 (2 cpus) starts; c1 (3 cpus) does not fit in the 2 left, c2 (1 cpu) does.
-    comps = make_comps(3, cpus={0: 2, 1: 3, 2: 1})
+    comps = computation_graph(3, cpus={0: 2, 1: 3, 2: 1})
     durations = {0: 5.0, 1: 1.0, 2: 1.0}
     latency = {0: 10.0, 1: 8.0, 2: 1.0}
     sched, settled, ex, _ = run(comps, latency, jobs=4, durations=durations)
@@ -153,7 +136,7 @@ def test_cpus_highest_latency_that_fits():
 
 
 def test_cpus_above_jobs_is_clamped_and_takes_everything():
-    comps = make_comps(2, cpus={0: 8})
+    comps = computation_graph(2, cpus={0: 8})
     durations = {0: 2.0, 1: 1.0}
     latency = {0: 3.0, 1: 1.0}
     _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations)
@@ -162,7 +145,7 @@ def test_cpus_above_jobs_is_clamped_and_takes_everything():
 
 
 def test_pool_limits_concurrency():
-    comps = make_comps(4, pools={0: "link", 1: "link", 2: "link"})
+    comps = computation_graph(4, pools={0: "link", 1: "link", 2: "link"})
     durations = {0: 1.0, 1: 1.0, 2: 1.0, 3: 3.0}
     latency = {0: 5.0, 1: 4.0, 2: 3.0, 3: 1.0}
     _, settled, ex, _ = run(comps, latency, jobs=4, pools={"link": 1}, durations=durations)
@@ -173,14 +156,14 @@ def test_pool_limits_concurrency():
 
 
 def test_pool_of_two():
-    comps = make_comps(5, pools={i: "p" for i in range(5)})
+    comps = computation_graph(5, pools={i: "p" for i in range(5)})
     _, _, ex, _ = run(comps, jobs=8, pools={"p": 2})
     assert max(len(s) for s in ex.samples) == 2
     assert ex.clock == pytest.approx(3.0)
 
 
 def test_load_limit_holds_back_new_starts():
-    comps = make_comps(3)
+    comps = computation_graph(3)
     _, settled, ex, _ = run(comps, jobs=3, can_start=lambda running: running == 0)
     assert max(len(s) for s in ex.samples) == 1
     assert all(s.status == RAN for s in settled.values())
@@ -190,7 +173,7 @@ def test_load_limit_holds_back_new_starts():
 
 
 def test_fan_in_waits_for_all_producers():
-    comps = make_comps(3, edges=[(0, 2), (1, 2)])
+    comps = computation_graph(3, edges=[(0, 2), (1, 2)])
     durations = {0: 1.0, 1: 3.0, 2: 1.0}
     _, settled, ex, hooks = run(comps, jobs=4, durations=durations)
     assert ex.started[2] == pytest.approx(3.0)
@@ -200,7 +183,7 @@ def test_fan_in_waits_for_all_producers():
 
 
 def test_up_to_date_settles_without_starting_and_releases_consumers():
-    comps = make_comps(4, edges=[(0, 1), (1, 2), (0, 3)])
+    comps = computation_graph(4, edges=[(0, 1), (1, 2), (0, 3)])
     _, settled, ex, hooks = run(comps, jobs=2, up_to_date={0, 1})
     assert statuses(settled)[0] == (UP_TO_DATE, "up to date")
     assert statuses(settled)[1] == (UP_TO_DATE, "up to date")
@@ -212,13 +195,13 @@ def test_up_to_date_settles_without_starting_and_releases_consumers():
 
 def test_producers_ran_flag():
     # c2 reads c0 (ran) and c1 (up to date): its check learns a producer ran.
-    comps = make_comps(3, edges=[(0, 2), (1, 2)])
+    comps = computation_graph(3, edges=[(0, 2), (1, 2)])
     _, _, _, hooks = run(comps, jobs=2, up_to_date={1})
     assert [(i, ran) for i, ran, _ in hooks.checks if i == 2] == [(2, True)]
 
 
 def test_everything_up_to_date_runs_nothing():
-    comps = make_comps(3, edges=[(0, 1), (1, 2)])
+    comps = computation_graph(3, edges=[(0, 1), (1, 2)])
     sched, settled, ex, _ = run(comps, jobs=2, up_to_date={0, 1, 2})
     assert ex.started == {}
     assert sched.done == 3
@@ -226,14 +209,14 @@ def test_everything_up_to_date_runs_nothing():
 
 
 def test_producer_outside_selection_counts_as_finished():
-    comps = make_comps(2, edges=[(0, 1)])
+    comps = computation_graph(2, edges=[(0, 1)])
     _, settled, ex, _ = run(comps, jobs=1, selected=[1])
     assert set(settled) == {1}
     assert settled[1].status == RAN and set(ex.started) == {1}
 
 
 def test_consumer_released_exactly_once_with_many_producers():
-    comps = make_comps(6, edges=[(i, 5) for i in range(5)])
+    comps = computation_graph(6, edges=[(i, 5) for i in range(5)])
     _, settled, ex, hooks = run(comps, jobs=3, up_to_date={0, 2})
     assert [i for i, _, _ in hooks.checks].count(5) == 1
     assert ex.started[5] == max(ex.ended[i] for i in (1, 3, 4))
@@ -245,7 +228,7 @@ def test_consumer_released_exactly_once_with_many_producers():
 def failure_graph():
     # c0 fails at t=1; c1 runs alongside until t=3; c2 waits for a slot; c3 reads c0;
     # c4 reads c3.
-    comps = make_comps(5, edges=[(0, 3), (3, 4)])
+    comps = computation_graph(5, edges=[(0, 3), (3, 4)])
     durations = {0: 1.0, 1: 3.0, 2: 1.0, 3: 1.0, 4: 1.0}
     latency = {0: 10.0, 1: 9.0, 2: 1.0, 3: 2.0, 4: 1.0}
     return comps, durations, latency
@@ -276,7 +259,7 @@ def test_keep_going_completes_independent_work():
 
 
 def test_keep_going_consumer_with_one_failed_producer_of_several():
-    comps = make_comps(3, edges=[(0, 2), (1, 2)])
+    comps = computation_graph(3, edges=[(0, 2), (1, 2)])
     _, settled, ex, _ = run(comps, jobs=2, fail={1}, keep_going=True)
     assert statuses(settled)[2] == (SKIPPED, "input c1.out failed")
     assert 2 not in ex.started
@@ -284,7 +267,7 @@ def test_keep_going_consumer_with_one_failed_producer_of_several():
 
 def test_ok_outcome_after_failure_does_not_release_consumers():
     # c1 finishes fine after c0 failed: its consumer c2 must not start (build stopping).
-    comps = make_comps(3, edges=[(1, 2)])
+    comps = computation_graph(3, edges=[(1, 2)])
     durations = {0: 1.0, 1: 2.0, 2: 1.0}
     latency = {0: 5.0, 1: 4.0, 2: 1.0}
     _, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, fail={0})
@@ -294,7 +277,7 @@ def test_ok_outcome_after_failure_does_not_release_consumers():
 
 
 def test_hooks_finished_can_turn_success_into_failure():
-    comps = make_comps(2, edges=[(0, 1)])
+    comps = computation_graph(2, edges=[(0, 1)])
     ex = FakeExecutor(comps, {})
     hooks = FakeHooks(ex)
 
@@ -312,7 +295,7 @@ def test_hooks_finished_can_turn_success_into_failure():
 
 
 def test_interrupt_stops_everything():
-    comps = make_comps(4, edges=[(1, 3)])
+    comps = computation_graph(4, edges=[(1, 3)])
     durations = {0: 10.0, 1: 2.0, 2: 5.0, 3: 1.0}
     latency = {0: 10.0, 1: 9.0, 2: 5.0, 3: 1.0}
     sched, settled, ex, _ = run(comps, latency, jobs=2, durations=durations, interrupt_at=1.0)
@@ -327,7 +310,7 @@ def test_interrupt_stops_everything():
 
 
 def test_interrupt_with_keep_going_still_stops():
-    comps = make_comps(3)
+    comps = computation_graph(3)
     durations = {0: 3.0, 1: 1.0, 2: 1.0}
     sched, settled, ex, _ = run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, jobs=2, durations=durations,
                                 keep_going=True, interrupt_at=0.5)
@@ -338,7 +321,7 @@ def test_interrupt_with_keep_going_still_stops():
 
 
 def test_interrupt_before_anything_starts():
-    comps = make_comps(2)
+    comps = computation_graph(2)
     sched, settled, ex, _ = run(comps, jobs=2, interrupt_at=0.0)
     assert ex.started == {}
     assert all(s == (SKIPPED, "build stopped") for s in statuses(settled).values())
@@ -378,7 +361,7 @@ def ordered_run(comps, latency, jobs=1, keep_going=False, unrecordable=(), warns
 
 
 def test_what_is_ready_starts_before_the_run_that_ended_is_recorded():
-    comps = make_comps(3)
+    comps = computation_graph(3)
     sched, settled, _, hooks = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0})
     assert hooks.events == [("start", 0), ("start", 1), ("record", 0), ("start", 2),
                             ("record", 1), ("record", 2)]
@@ -388,7 +371,7 @@ def test_what_is_ready_starts_before_the_run_that_ended_is_recorded():
 
 def test_a_consumer_ahead_of_what_is_ready_waits_for_its_producers_recording():
     # c1, c0's consumer, comes before the ready c2: c0 is recorded first, then c1 starts.
-    comps = make_comps(3, edges=[(0, 1)])
+    comps = computation_graph(3, edges=[(0, 1)])
     sched, _, _, hooks = ordered_run(comps, {0: 5.0, 1: 4.0, 2: 2.0})
     assert hooks.events[:3] == [("start", 0), ("record", 0), ("start", 1)]
     assert sched.start_order == [0, 1, 2]
@@ -399,7 +382,7 @@ def test_a_consumer_ahead_of_what_is_ready_waits_for_its_producers_recording():
 
 
 def test_a_run_its_recording_fails_starts_nothing_more_without_keep_going():
-    comps = make_comps(3)
+    comps = computation_graph(3)
     _, settled, ex, hooks = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, unrecordable={0})
     assert hooks.events == [("start", 0), ("record", 0)]
     assert statuses(settled) == {0: (FAILED, "declared output c0.out missing"),
@@ -408,7 +391,7 @@ def test_a_run_its_recording_fails_starts_nothing_more_without_keep_going():
 
 
 def test_a_run_its_recording_fails_with_keep_going_the_rest_goes_on():
-    comps = make_comps(3, edges=[(0, 2)])
+    comps = computation_graph(3, edges=[(0, 2)])
     _, settled, ex, hooks = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, keep_going=True,
                                         unrecordable={0})
     assert hooks.events[:3] == [("start", 0), ("start", 1), ("record", 0)]
@@ -419,7 +402,7 @@ def test_a_run_its_recording_fails_with_keep_going_the_rest_goes_on():
 
 def test_a_hook_that_does_not_say_its_recording_fails_lets_one_more_start():
     # what `will_succeed` is for: without it, the next ready run starts before the failure is known
-    comps = make_comps(3)
+    comps = computation_graph(3)
     _, settled, ex, _ = ordered_run(comps, {0: 3.0, 1: 2.0, 2: 1.0}, unrecordable={0}, warns=False)
     assert set(ex.started) == {0, 1}
     assert statuses(settled)[2] == (SKIPPED, "build stopped")
@@ -427,7 +410,7 @@ def test_a_hook_that_does_not_say_its_recording_fails_lets_one_more_start():
 
 def test_runs_ending_together_free_their_slots_before_either_is_recorded():
     # -j 2: c0 and c1 end at once; c2 and c3 take both slots before either is recorded
-    comps = make_comps(4)
+    comps = computation_graph(4)
     _, _, _, hooks = ordered_run(comps, {0: 4.0, 1: 3.0, 2: 2.0, 3: 1.0}, jobs=2)
     assert hooks.events == [("start", 0), ("start", 1), ("start", 2), ("start", 3),
                             ("record", 0), ("record", 1), ("record", 2), ("record", 3)]
@@ -456,7 +439,7 @@ def test_starting_before_recording_changes_no_schedule():
         jobs, keep_going = rng.randint(1, 4), rng.random() < 0.5
         seen = []
         for hooks_class in (FakeHooks, _NeverSure):
-            comps = make_comps(n, edges, cpus, pools)
+            comps = computation_graph(n, edges, cpus, pools)
             ex = FakeExecutor(comps, durations, fail)
             sched = Scheduler(comps, list(range(n)), latency, jobs, {"p": 1}, keep_going, ex,
                               hooks_class(ex, up_to_date))

@@ -122,33 +122,70 @@ HOSTILE = ["$(touch PWNED)", "`touch PWNED`", "';touch PWNED;'", "a'b\"c\\d$(tou
            "\"$(touch PWNED)\"", "$'\\'$(touch PWNED)", ")$(touch PWNED)", "x`;touch PWNED;`y",
            " ;touch PWNED;#", "x\\", "EOF", "a b"]
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash") if os.path.exists(s)]
+BARE_CASES = [t for t, found in SHELL_CASES if not any(found)]
+REFUSED_CASES = ["cat 'src/@.c'", 'cat "src/@.c"', "echo `echo @`", "cat <<EOF\n@\nEOF", "echo $((@))",
+                 "echo \\@"]
+
+# Each command is read as `SHELL -c COMMAND` reads it (eval reads a string as a script does), in
+# a subshell and a folder (1, 2...) of its own, all in one process a shell: a process each
+# made hundreds of runs take seconds.
+EACH = 'i=0; for c in "$@"; do i=$((i+1)); (cd "$i" && set -- && eval "$c") </dev/null >/dev/null 2>&1; done'
 
 
-def _runs_code(shell: str, command: str, cwd) -> bool:
-    subprocess.run([shell, "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
-    pwned = (cwd / "PWNED").exists()
-    for entry in cwd.iterdir():
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    return pwned
+def run_each(shell: str, commands: list[str], where) -> list[bool]:
+    """Whether each command, run by `shell` as above, made a file PWNED."""
+    for i in range(1, len(commands) + 1):
+        (where / str(i)).mkdir()
+    subprocess.run([shell, "-c", EACH, "each", *commands], cwd=where, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    return [(where / str(i) / "PWNED").exists() for i in range(1, len(commands) + 1)]
 
 
-@pytest.mark.parametrize("text", [t for t, found in SHELL_CASES if not any(found)])
-def test_bare_placeholders_run_no_name_as_code(tmp_path, text):
+@pytest.fixture(scope="module")
+def runs_code(tmp_path_factory) -> dict[tuple[str, str], bool]:
+    """(shell, command) -> whether the command, run by that shell, made a file PWNED: for every
+    case below with every hostile name quoted into it as farmer renders it."""
+    commands = [t.replace("@", shell_quote(name)) for t in BARE_CASES + REFUSED_CASES for name in HOSTILE]
+    found = {}
+    for shell in SHELLS:
+        pwned = run_each(shell, commands, tmp_path_factory.mktemp("shell"))
+        found.update(((shell, c), p) for c, p in zip(commands, pwned))
+    return found
+
+
+@pytest.mark.parametrize("text", BARE_CASES)
+def test_bare_placeholders_run_no_name_as_code(runs_code, text):
     """Each command found all bare, each hostile name quoted into it as farmer renders it:
     dash and bash run none of the names."""
     for name in HOSTILE:
         command = text.replace("@", shell_quote(name))
         for shell in SHELLS:
-            assert not _runs_code(shell, command, tmp_path), (shell, command)
+            assert not runs_code[shell, command], (shell, command)
 
 
-@pytest.mark.parametrize("text", ["cat 'src/@.c'", 'cat "src/@.c"', "echo `echo @`",
-                                  "cat <<EOF\n@\nEOF", "echo $((@))", "echo \\@"])
-def test_what_is_refused_does_run_names(tmp_path, text):
+@pytest.mark.parametrize("text", REFUSED_CASES)
+def test_what_is_refused_does_run_names(runs_code, text):
     """The refusals are real: in each of these places some name runs in some shell."""
     commands = [text.replace("@", shell_quote(name)) for name in HOSTILE]
-    assert any(_runs_code(shell, c, tmp_path) for c in commands for shell in SHELLS), text
+    assert any(runs_code[shell, c] for c in commands for shell in SHELLS), text
+
+
+def test_the_batch_reads_a_command_as_sh_c_does(tmp_path):
+    """The batched runs above against `sh -c`, a process a command, for a few commands."""
+    samples = {"touch PWNED": True, "echo $(touch PWNED)": True, "echo '$(touch PWNED)'": False,
+               "cat <<EOF\n$(touch PWNED)\nEOF": True, "cat <<'EOF'\n$(touch PWNED)\nEOF": False,
+               "exit 3; touch PWNED": False, "echo 'never closed; touch PWNED": False}
+    for shell in SHELLS:
+        where = tmp_path / shell.replace("/", "-")
+        where.mkdir()
+        batched = run_each(shell, list(samples), where)
+        for (command, pwns), in_batch in zip(samples.items(), batched):
+            alone = tmp_path / "alone"
+            alone.mkdir()
+            subprocess.run([shell, "-c", command], cwd=alone, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+            assert in_batch == (alone / "PWNED").exists() == pwns, (shell, command)
+            shutil.rmtree(alone)
 
 
 def test_bare_in_a_python_line_stays_one_argument():

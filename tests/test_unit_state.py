@@ -105,6 +105,11 @@ def test_what_may_wait_is_read_back_and_written_with_the_first_batch(farmer_dir)
     assert not (dead / "state.db").exists() and State(dead).traces() == {}
 
 
+def state_files(farmer_dir) -> list[str]:
+    """What the folder holds but its .gitignore (tests/test_farmer_dir_gitignore.py)."""
+    return sorted(p.name for p in farmer_dir.iterdir() if p.name != ".gitignore")
+
+
 def test_a_first_batch_prepared_while_commands_run_is_finished_by_the_first_save(farmer_dir):
     """`prepare` (a build's first idle moment) begins the first batch: the database appears
     only once that batch is committed; a build that writes nothing leaves nothing, and one
@@ -113,7 +118,7 @@ def test_a_first_batch_prepared_while_commands_run_is_finished_by_the_first_save
     s.prepare()
     assert not (farmer_dir / "state.db").exists() and s.traces() == {}
     s.save([trace("out/a")], [], [sample("out/a", 1.0)], {"src/a": ((1, 2, 3, 4), "d")})
-    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    assert state_files(farmer_dir) == ["state.db"]
     s.prepare()  # there is a database now: nothing to begin
     s.save([trace("out/b")], [], [], {})
     s.close()
@@ -125,19 +130,19 @@ def test_a_first_batch_prepared_while_commands_run_is_finished_by_the_first_save
     s = State(idle)
     s.prepare()
     s.close()
-    assert list(idle.iterdir()) == []
+    assert state_files(idle) == []
 
     killed = farmer_dir.parent / "killed" / ".farmer"
     s = State(killed)
     s.prepare()
     s._making.close()  # as a farmer killed now leaves it
-    assert [p.name for p in killed.iterdir()] == ["state.db.new"]
+    assert state_files(killed) == ["state.db.new"]
     s = State(killed)
     assert s.traces() == {}
     s.prepare()
     s.save([trace("out/c")], [], [], {})
     s.close()
-    assert sorted(p.name for p in killed.iterdir()) == ["state.db"] and set(State(killed).traces()) == {"out/c"}
+    assert state_files(killed) == ["state.db"] and set(State(killed).traces()) == {"out/c"}
 
 
 def test_the_first_batch_makes_state_db_whole_or_not_at_all(farmer_dir):
@@ -148,11 +153,11 @@ def test_the_first_batch_makes_state_db_whole_or_not_at_all(farmer_dir):
     s = State(farmer_dir)
     s.set_declared("/p/Farmfile", {}, {"out/a": "out/a"}, "k1", [])
     s.save([trace("out/a")], [], [sample("out/a", 1.0)], {"src/a": ((1, 2, 3, 4), "d")})
-    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    assert state_files(farmer_dir) == ["state.db"]
     assert journal_mode(farmer_dir) == "delete"
     s.save([trace("out/b")], [], [], {})  # the next batch connects again
     s.close()
-    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    assert state_files(farmer_dir) == ["state.db"]
     s = State(farmer_dir)
     assert sorted(s.traces()) == ["out/a", "out/b"] and s.declared("/p/Farmfile") == {"out/a": "out/a"}
     assert set(s.history()) == {"out/a"} and set(s.stat_cache()) == {"src/a"}
@@ -280,9 +285,18 @@ def test_racy_stat_key_round_trips(farmer_dir):
     s.close()
 
 
-def test_save_nothing_is_fine(farmer_dir):
+def test_saving_nothing_writes_nothing(farmer_dir):
+    """An empty batch makes no database where there is none, and leaves one as it was."""
     s = State(farmer_dir)
     s.save([], [], [], {})
+    s.close()
+    assert not (farmer_dir / "state.db").exists()
+    s = State(farmer_dir)
+    s.save([trace("x")], [], [sample("x", 1.0)], {})
+    s = reopen(s)
+    s.save([], [], [], {})
+    s = reopen(s)
+    assert set(s.traces()) == {"x"} and [h.wall_s for h in s.history()["x"]] == [1.0]
     s.close()
 
 
@@ -385,7 +399,7 @@ def test_readonly_corrupt_db_warns_and_is_not_moved(farmer_dir):
     assert len(r.warnings) == 1
     assert r.traces() == {}
     r.close()
-    assert sorted(p.name for p in farmer_dir.iterdir()) == ["state.db"]
+    assert state_files(farmer_dir) == ["state.db"]
     assert (farmer_dir / "state.db").read_bytes() == b"garbage" * 100
 
 
@@ -410,7 +424,7 @@ def journal_mode(farmer_dir) -> str:
 
 
 def leftovers(farmer_dir) -> list[str]:
-    return sorted(p.name for p in farmer_dir.iterdir() if p.name != "state.db")
+    return [name for name in state_files(farmer_dir) if name != "state.db"]
 
 
 @pytest.mark.parametrize("batches", [0, 1, 2, 3, 5])

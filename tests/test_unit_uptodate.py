@@ -14,6 +14,7 @@ from farmer.files.digests import Digests, hash_file
 from farmer.store.state import Trace
 from farmer.graph.traversal import traverse
 from farmer.plan.uptodate import action_fingerprint, out_of_date, to_run
+from helpers import computation_of
 
 FARMFILE = """
 [task.compile]
@@ -64,10 +65,6 @@ def proj(tmp_path, monkeypatch):
     return graph
 
 
-def comp(graph, cid):
-    return graph.computations[graph.by_id[cid]]
-
-
 def good_trace(c, world=None) -> Trace:
     """The trace a successful run of `c` leaves with the files as they are now."""
     discovered = [("inc/x.h", hash_file("inc/x.h"))] if c.id == "build/a.o" else []
@@ -88,87 +85,87 @@ def check(c, trace, world=None):
 
 def test_up_to_date_when_everything_matches(proj):
     for cid in ("build/a.o", "build/app", "out/report.txt", "out/wc.txt"):
-        c = comp(proj, cid)
+        c = computation_of(proj, cid)
         assert check(c, good_trace(c)) is None, cid
 
 
 def test_never_built(proj):
-    assert check(comp(proj, "build/a.o"), None) == "never built"
+    assert check(computation_of(proj, "build/a.o"), None) == "never built"
 
 
 def test_always(proj):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     c.always = True
     assert check(c, good_trace(c)) == "always"
     assert check(c, None) == "always"
 
 
 def test_command_changed(proj):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     c.action = c.action + " -O2"
     assert check(c, t) == "command changed"
 
 
 def test_env_change_is_command_changed(proj):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     c.env = {"MODE": "slow"}
     assert check(c, t) == "command changed"
 
 
 def test_outputs_change_is_command_changed(proj):
-    c = comp(proj, "out/wc.txt")
+    c = computation_of(proj, "out/wc.txt")
     t = good_trace(c)
     c.outputs = ["out/wc.txt", "out/extra.txt"]
     assert check(c, t) == "command changed"
 
 
 def test_action_fingerprint_is_stable_and_sensitive(proj):
-    c = comp(proj, "build/a.o")
-    assert action_fingerprint(c) == action_fingerprint(comp(proj, "build/a.o"))
-    assert action_fingerprint(c) != action_fingerprint(comp(proj, "build/app"))
+    c = computation_of(proj, "build/a.o")
+    assert action_fingerprint(c) == action_fingerprint(computation_of(proj, "build/a.o"))
+    assert action_fingerprint(c) != action_fingerprint(computation_of(proj, "build/app"))
 
 
 def test_world_changed(proj):
-    c = comp(proj, "out/wc.txt")
+    c = computation_of(proj, "out/wc.txt")
     c.world = "sci"
     assert check(c, good_trace(c, world="fp1"), world="fp1") is None
     assert check(c, good_trace(c, world="fp1"), world="fp2") == "world sci changed"
 
 
 def test_inputs_changed_when_glob_matches_more(proj, tmp_path):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     (tmp_path / "src/b.h").write_text("#define B\n")
-    c2 = comp(traverse(farmfile.load(tmp_path / "Farmfile")), "build/a.o")
+    c2 = computation_of(traverse(farmfile.load(tmp_path / "Farmfile")), "build/a.o")
     assert c2.inputs == ["src/a.c", "src/a.h", "src/b.h"]
     assert check(c2, t) == "inputs changed"
 
 
 def test_inputs_changed_when_declared_set_shrinks(proj):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     c.inputs = ["src/a.c"]
     assert check(c, t) == "inputs changed"
 
 
 def test_inputs_changed_when_order_differs(proj):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     c.inputs = list(reversed(c.inputs))
     assert check(c, t) == "inputs changed"
 
 
 def test_input_path_changed(proj, tmp_path):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     (tmp_path / "src/a.h").write_text("#define A 2\n")
     assert check(c, t) == "input src/a.h changed"
 
 
 def test_input_touched_is_not_changed(proj, tmp_path):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     p = tmp_path / "src/a.c"
     st = p.stat()
@@ -177,28 +174,28 @@ def test_input_touched_is_not_changed(proj, tmp_path):
 
 
 def test_input_deleted_is_changed(proj, tmp_path):
-    c = comp(proj, "build/app")
+    c = computation_of(proj, "build/app")
     t = good_trace(c)
     (tmp_path / "build/a.o").unlink()
     assert check(c, t) == "input build/a.o changed"
 
 
 def test_discovered_input_changed(proj, tmp_path):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     (tmp_path / "inc/x.h").write_text("#define X 2\n")
     assert check(c, t) == "input inc/x.h changed"
 
 
 def test_discovered_input_deleted(proj, tmp_path):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     (tmp_path / "inc/x.h").unlink()
     assert check(c, t) == "input inc/x.h changed"
 
 
 def test_discovered_input_replaced_by_directory(proj, tmp_path):
-    c = comp(proj, "build/a.o")
+    c = computation_of(proj, "build/a.o")
     t = good_trace(c)
     (tmp_path / "inc/x.h").unlink()
     (tmp_path / "inc/x.h").mkdir()
@@ -206,21 +203,21 @@ def test_discovered_input_replaced_by_directory(proj, tmp_path):
 
 
 def test_output_missing(proj, tmp_path):
-    c = comp(proj, "build/app")
+    c = computation_of(proj, "build/app")
     t = good_trace(c)
     (tmp_path / "build/app").unlink()
     assert check(c, t) == "output build/app missing"
 
 
 def test_output_edited(proj, tmp_path):
-    c = comp(proj, "build/app")
+    c = computation_of(proj, "build/app")
     t = good_trace(c)
     (tmp_path / "build/app").write_text("hand edited\n")
     assert check(c, t) == "output build/app edited"
 
 
 def test_input_change_reported_before_output_problems(proj, tmp_path):
-    c = comp(proj, "build/app")
+    c = computation_of(proj, "build/app")
     t = good_trace(c)
     (tmp_path / "build/a.o").write_text("OBJ2\n")
     (tmp_path / "build/app").unlink()

@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import farmer_env, pids_matching, wait_no_process_in
+from conftest import farmer_env, pids_matching, start_farmer, wait_no_process_in
 
 COPY = """
 [task.copy]
@@ -32,10 +31,8 @@ class Watching:
         self.runtime = tmp / "run"
         self.runtime.mkdir(mode=0o700, exist_ok=True)
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "farmer", "watch", *args], cwd=project.root,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                env=farmer_env({"XDG_RUNTIME_DIR": str(self.runtime), **(env or {})}))
+            self.proc = start_farmer(project.root, "watch", *args, stdout=out, stderr=err, start_new_session=True,
+                                     env={"XDG_RUNTIME_DIR": str(self.runtime), **(env or {})})
         project.procs.append(self.proc)
 
     @property

@@ -4,12 +4,10 @@ duration, learnt from history, on the critical path, in the simulation and in th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_farmer
 from farmer.run.executors.simulated import WorldSetups
 from farmer.graph.graph import Computation
 from farmer.plan.latency.predict import predict, remaining
@@ -70,23 +68,17 @@ python = '''-c "import sys, time; time.sleep(0.2); open(sys.argv[1], 'w').write(
 """
 
 
-def farmer(root, *args):
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    return subprocess.run([sys.executable, "-m", "farmer", *args], cwd=root, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
-
-
 def test_after_one_build_plan_simulate_counts_the_measured_set_up(tmp_path):
     (tmp_path / "Farmfile").write_text(WORLD_HEAVY)
     (tmp_path / "src").mkdir()
     for n in "abcd":
         (tmp_path / "src" / f"{n}.txt").write_text(n)
-    before = json.loads(farmer(tmp_path, "plan", "--simulate", "--json", "-j", "2").stdout)
+    before = json.loads(run_farmer(tmp_path, "plan", "--simulate", "--json", "-j", "2").stdout)
     assert "world_setups" not in before  # nothing measured yet: no made-up set-up
-    r = farmer(tmp_path, "build", "-j", "2")
+    r = run_farmer(tmp_path, "build", "-j", "2")
     assert r.returncode == 0, r.stderr
     wall = json.loads((tmp_path / ".farmer" / "last-build.json").read_text())["wall_s"]
-    r = farmer(tmp_path, "plan", "--simulate", "--from-scratch", "--json", "-j", "2")
+    r = run_farmer(tmp_path, "plan", "--simulate", "--from-scratch", "--json", "-j", "2")
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     [setup] = plan["world_setups"]
@@ -96,6 +88,6 @@ def test_after_one_build_plan_simulate_counts_the_measured_set_up(tmp_path):
     # The set-up, then two rounds of two tasks: no longer the tasks alone.
     assert plan["makespan_s"] == pytest.approx(setup["setup_s"] + tasks[-1] + tasks[-3], abs=0.05)
     assert plan["makespan_s"] > tasks[-1] + tasks[-3] + 0.9
-    text = farmer(tmp_path, "plan", "--simulate", "--from-scratch", "-j", "2").stdout
+    text = run_farmer(tmp_path, "plan", "--simulate", "--from-scratch", "-j", "2").stdout
     assert "world slow set-up -> " in text
     assert "world set-up" in text

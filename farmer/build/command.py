@@ -1,5 +1,5 @@
 """What a command names and the ends of a build: `-C`, the Farmfile found upwards (or a
-build.ninja), the project loaded into its graph; the no-op of a build.ninja; what a build
+build.ninja here), the project loaded into its graph; the no-op of a build.ninja; what a build
 that wrote last-build.json ends with. The flow of a build is build/workspace.py's
 `Workspace.build`; how every command ends (exit statuses, signals) is farmer/cli/exit.py."""
 
@@ -27,9 +27,14 @@ def enter(directory: str | None) -> None:
             raise UsageError(f"-C {directory}: {e.strerror}") from None
 
 
-def find_farmfile(farmfile: str, given: bool) -> str:
+NINJA_MANIFEST = "build.ninja"
+
+
+def find_farmfile(farmfile: str, given: bool, ninja_here: bool = False) -> str:
     """The Farmfile's absolute path: `-f FILE` as given, else `Farmfile` in the current
-    directory or the nearest parent that has one (SPEC §3, as git, cargo and just do)."""
+    directory or the nearest parent that has one (SPEC §3, as git, cargo and just do).
+    `ninja_here`: a build.ninja in the current directory, when it has no Farmfile, is the
+    manifest (`named_manifest`)."""
     if given:
         return os.path.abspath(farmfile)
     start = here = os.getcwd()
@@ -37,15 +42,31 @@ def find_farmfile(farmfile: str, given: bool) -> str:
         path = os.path.join(here, farmfile)
         if os.path.exists(path):
             return path
+        if ninja_here and here == start:
+            manifest = os.path.join(here, NINJA_MANIFEST)
+            if os.path.isfile(manifest):
+                return manifest
         parent = os.path.dirname(here)
         if parent == here:
             raise UsageError(f"no {farmfile} in {start} nor in any directory above it (up to "
-                             f"{here}); write one, cd into the project, or pass -f FILE")
+                             f"{here}); write one (farmer init starts one), cd into the project, or pass -f FILE")
         here = parent
 
 
 def is_ninja(farmfile: str, ninja: bool) -> bool:
     return ninja or farmfile.endswith(".ninja")
+
+
+def named_manifest(directory: str | None, farmfile: str, given: bool, ninja: bool) -> tuple[str, bool]:
+    """`-C DIR` entered, the manifest a command names and whether it is named now (-f, or
+    found: its absolute path). Without -f or --ninja: `Farmfile` here, else `build.ninja`
+    here, else the nearest `Farmfile` above (docs/cli.md). A build.ninja here wins over a
+    Farmfile above: in a CMake or Meson build folder inside a project that has a Farmfile,
+    the manifest beside the user is the one they mean, as `ninja` there would build it."""
+    enter(directory)
+    if given or ninja:
+        return farmfile, given
+    return find_farmfile(farmfile, False, ninja_here=True), True
 
 
 def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja: bool = False,
@@ -55,7 +76,7 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
     the project root becomes the working directory. `base_dir`: --base-dir (a manifest's).
     `deferred`: where the graph cache's write goes instead of being done now (a build's
     first commands need not wait for it)."""
-    enter(directory)
+    farmfile, farmfile_given = named_manifest(directory, farmfile, farmfile_given, ninja)
     if is_ninja(farmfile, ninja):
         from farmer.build import ninja as manifest
 

@@ -120,6 +120,10 @@ class _Build:
             return self.finish({i: Settled(SKIPPED, "build stopped") for i in session.selected},
                                {}, self.early[0], {})
         if opts.dry_run:
+            from farmer.plan.stale import would_remove
+
+            for path in would_remove(session.spec, session.graph, session.state):  # a build's first step
+                print(f"farmer: would remove stale output {path} (no computation declares it now)")
             for i in prediction.simulation.start_order:
                 print(f"{comps[i].task} {comps[i].id}: {to_run[i]}")
             predicted = f"predicted {prediction.makespan_s:.2f} s" if prediction.known else "no history yet"
@@ -266,7 +270,7 @@ class _Build:
             status, code = "failed", 1
         else:
             status, code = "ok", 0
-        counts = lastbuild.tally(len(session.selected), [s.status for s in settled.values()])
+        counts = lastbuild.tally(len(session.selected), [(s.status, s.reason) for s in settled.values()])
         head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,
                                 self.prediction.makespan_s)
         lastbuild.write(self.farmer_dir, head, session.last_build_tasks(settled, outcomes))

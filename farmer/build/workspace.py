@@ -89,6 +89,9 @@ class Workspace:
     def _build(self, request: BuildRequest, progress: Progress | None) -> int:
         """The flow of `build`."""
         request = request.checked()
+        if not (request.farmfile_given or request.ninja):  # which manifest depends on what is there
+            farmfile, given = command.named_manifest(request.directory, request.farmfile, False, False)
+            request = request.replace(directory=None, farmfile=farmfile, farmfile_given=given)
         targets, slots, dry_run, trace_file = request.targets, request.jobs, request.dry_run, request.trace_file
         directory, farmfile, farmfile_given = request.directory, request.farmfile, request.farmfile_given
         ninja = request.is_ninja()

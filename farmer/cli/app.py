@@ -53,11 +53,15 @@ def _project_options(f):
     return _option(_PROJECT["ninja"])(f)
 
 
+def _farmfile_given() -> bool:
+    """Whether -f was given: without it, the manifest is found (build/command.py)."""
+    return click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+
+
 def _load(directory: str | None, farmfile: str, ninja: bool):
     """Read the Farmfile (or the ninja manifest) and traverse it; the project root becomes
     the working directory."""
-    given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
-    return command.load_project(directory, farmfile, False, ninja, given)
+    return command.load_project(directory, farmfile, False, ninja, _farmfile_given())
 
 
 def _remote_flags(given: dict) -> dict | None:
@@ -91,7 +95,7 @@ def cli() -> None:
 
 def _request(targets: tuple[str, ...], options: dict) -> BuildRequest:
     """The build request of `farmer build`'s (or `farmer watch`'s) arguments."""
-    given = click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
+    given = _farmfile_given()
     remote = _remote_flags(options)
     return BuildRequest(list(targets), farmfile_given=given, cache=options.pop("use_cache"), remote=remote,
                         **options)
@@ -175,9 +179,10 @@ def clean(targets, dead, ninja, directory, farmfile) -> None:
 
         if targets:
             raise UsageError("clean --dead takes no targets: it removes every stale output")
+        farmfile, given = command.named_manifest(directory, farmfile, _farmfile_given(), ninja)
         if command.is_ninja(farmfile, ninja):
             raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
-        spec, g = _load(directory, farmfile, ninja)
+        spec, g = command.load_project(None, farmfile, False, ninja, given)
         path = os.fspath(spec.path)
         click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
         return
@@ -185,6 +190,20 @@ def clean(targets, dead, ninja, directory, farmfile) -> None:
 
     spec, g = _load(directory, farmfile, ninja)
     click.echo(inspection.clean(spec, g, list(targets)))
+
+
+@cli.command()
+@click.option("--python", "python", is_flag=True, help="A Python data pipeline with a world (the default).")
+@click.option("--c", "c", is_flag=True, help="A C program: compile with depfiles, link, run.")
+@_option(_PROJECT["directory"])
+def init(python, c, directory) -> None:
+    """Write a commented starter Farmfile here (never over an existing one)."""
+    from farmer.cli.starter import write_starter
+
+    if python and c:
+        raise UsageError("init takes one of --python and --c")
+    command.enter(directory)
+    click.echo(write_starter("c" if c else "python"))
 
 
 @cli.group()

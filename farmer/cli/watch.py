@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+from farmer.build import command
 from farmer.build.workspace import Workspace
 from farmer.errors import UsageError
 from farmer.files.digests import hash_bytes, hash_file, stat_key
@@ -343,8 +344,12 @@ def watch(request: BuildRequest) -> int:
     """`farmer watch`: a build of `request`, then one more after each change, in one
     workspace that holds the lock, state.db, the graph and the worlds until the watch
     ends. Returns the exit status when a signal (or a build's) ends the watch."""
+    farmfile, given = command.named_manifest(request.directory, request.farmfile, request.farmfile_given,
+                                             request.ninja)
+    request = request.replace(directory=None, farmfile=farmfile, farmfile_given=given)
     if request.is_ninja():
-        raise UsageError(f"{request.farmfile}: farmer watch reads Farmfiles, not ninja manifests; "
+        name = os.path.relpath(farmfile) if os.path.isabs(farmfile) else farmfile
+        raise UsageError(f"{name}: farmer watch reads Farmfiles, not ninja manifests; "
                          "run `farmer build -f` on it after each change")
     signals = _Signals()
     signals.install()

@@ -12,7 +12,7 @@ import fcntl
 import os
 import time
 from farmer.errors import LockHeld
-from farmer.files.private import open_file, make_dir
+from farmer.files.private import make_state_dir, open_file
 
 # In the lock's folder while its holder has a folder for its worlds' FIFOs (made before the
 # folder, removed after it: `mark_fifos`, `unmark_fifos`): found by the next holder, it was
@@ -62,7 +62,7 @@ class ProjectLock:
         self.early: list[int] = []  # signals that came while `defer_signals` held them
 
     def acquire(self) -> None:
-        make_dir(self.dir)
+        make_state_dir(self.dir)
         fd = open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

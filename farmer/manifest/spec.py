@@ -177,8 +177,7 @@ def read(path: str | os.PathLike) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise UsageError(
-            f"{path}: no such Farmfile; check the -f path, or write one (docs/farmfile.md in "
-            "farmer's repository says how)"
+            f"{path}: no such Farmfile; check the -f path, or write one (farmer init starts one)"
         ) from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror}") from None

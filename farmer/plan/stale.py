@@ -2,7 +2,8 @@
 outputs, which no computation of the current graph declares. A build removes them at its
 start, each named on stderr, before its graph is final: a glob or a foreach that matched one
 is matched again without it, so an incremental build sees the files a clean build would.
-`farmer clean --dead` removes only those.
+`farmer clean --dead` removes only those; `farmer build -n` and `farmer plan` list those a
+build would remove first.
 
 state.db keeps, per Farmfile, the outputs its graph declared when it was last made, with the
 computation that declared each. A file is removed only if that computation's trace says
@@ -44,40 +45,69 @@ def remove_stale(spec: Spec, graph: Graph, state: State, force: bool = False) ->
     if not force and state.declared_key(farmfile) == key:
         return []
     before = state.declared(farmfile)
-    comps = graph.computations
-    producer = graph.producer
-    now = {path: comps[i].id for path, i in producer.items() if comps[i].kind is not None}
-    gone = [(path, cid) for path, cid in before.items() if path not in now]
+    now = _declared_now(graph)
+    stale, forget = _stale(spec, graph, state, before, now)
     removed: list[str] = []
-    forget: set[str] = set()
-    if gone:
-        real_root = os.path.realpath(spec.root)
-        digests = Digests({})
-        traces: dict[str, dict[str, str]] = {}
-        for path, cid in gone:
-            if cid not in traces:
-                trace = state.trace(cid)
-                traces[cid] = dict(trace.outputs) if trace is not None else {}
-            if cid not in graph.by_id:
-                forget.add(cid)  # its computation is gone: nothing will match its trace
-            written = traces[cid].get(path)
-            if written is None:
-                continue
-            folder = os.path.realpath(os.path.dirname(os.path.join(spec.root, path)))
-            if folder != real_root and not folder.startswith(real_root + os.sep):
-                raise UsageError(f"stale output {path!r} leads outside the project root through "
-                                 "a symlink; remove it by hand if it is yours")
-            try:
-                if digests.digest(path) != written:
-                    continue  # missing, or edited since farmer wrote it: not farmer's to remove
-            except NotAFile:
-                continue
-            os.unlink(path)
-            removed.append(path)
-            print(f"farmer: removed stale output {path} (no computation declares it now)",
-                  file=sys.stderr)
+    for path in stale:
+        os.unlink(path)
+        removed.append(path)
+        print(f"farmer: removed stale output {path} (no computation declares it now)", file=sys.stderr)
     state.set_declared(farmfile, before, now, key, sorted(forget))
     return removed
+
+
+def would_remove(spec: Spec, graph: Graph, state: State) -> list[str]:
+    """The stale outputs a build of `graph` would remove first (`-n`, `plan`), reading
+    `state` only. Removing them may make more stale (a foreach that matched one matches
+    again without it): the build removes those too, which this cannot know beforehand.
+    A build.ninja's graph has none (its stale outputs are ninja -t cleandead's)."""
+    if graph.paths_first:
+        return []
+    farmfile = os.fspath(spec.path)
+    if state.declared_key(farmfile) == graph_key(spec, graph):
+        return []
+    return _stale(spec, graph, state, state.declared(farmfile), _declared_now(graph))[0]
+
+
+def _declared_now(graph: Graph) -> dict[str, str]:
+    """Each output the graph declares, with the id of the computation that declares it."""
+    comps = graph.computations
+    return {path: comps[i].id for path, i in graph.producer.items() if comps[i].kind is not None}
+
+
+def _stale(spec: Spec, graph: Graph, state: State, before: dict[str, str],
+           now: dict[str, str]) -> tuple[list[str], set[str]]:
+    """The outputs declared `before` and not `now` that farmer wrote with the content they
+    have today (the files to remove), and the computations gone from the graph (whose
+    traces to forget)."""
+    gone = [(path, cid) for path, cid in before.items() if path not in now]
+    stale: list[str] = []
+    forget: set[str] = set()
+    if not gone:
+        return stale, forget
+    real_root = os.path.realpath(spec.root)
+    digests = Digests({})
+    traces: dict[str, dict[str, str]] = {}
+    for path, cid in gone:
+        if cid not in traces:
+            trace = state.trace(cid)
+            traces[cid] = dict(trace.outputs) if trace is not None else {}
+        if cid not in graph.by_id:
+            forget.add(cid)  # its computation is gone: nothing will match its trace
+        written = traces[cid].get(path)
+        if written is None:
+            continue
+        folder = os.path.realpath(os.path.dirname(os.path.join(spec.root, path)))
+        if folder != real_root and not folder.startswith(real_root + os.sep):
+            raise UsageError(f"stale output {path!r} leads outside the project root through "
+                             "a symlink; remove it by hand if it is yours")
+        try:
+            if digests.digest(path) != written:
+                continue  # missing, or edited since farmer wrote it: not farmer's to remove
+        except NotAFile:
+            continue
+        stale.append(path)
+    return stale, forget
 
 
 def sweep(spec: Spec, graph: Graph, reload: Callable[[], tuple[Spec, Graph]], state: State,

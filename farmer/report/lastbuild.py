@@ -18,38 +18,53 @@ NAME = "last-build.json"
 
 
 class Counts:
-    __slots__ = ("ran", "up_to_date", "cached", "failed", "skipped")
+    """The summary line's counts. `interrupted`: the computations a signal stopped, apart
+    from those that failed on their own (last-build.json has them as `failed`, with the
+    reason `interrupted`)."""
+
+    __slots__ = ("ran", "up_to_date", "cached", "failed", "interrupted", "skipped")
 
     def __init__(self, ran: int = 0, up_to_date: int = 0, cached: int = 0, failed: int = 0,
-                 skipped: int = 0) -> None:
+                 skipped: int = 0, interrupted: int = 0) -> None:
         self.ran, self.up_to_date, self.cached = ran, up_to_date, cached
-        self.failed, self.skipped = failed, skipped
+        self.failed, self.interrupted, self.skipped = failed, interrupted, skipped
 
 
-def tally(selected: int, statuses: list[str]) -> Counts:
-    """The summary's counts: one status per settled computation, as farmer/run/scheduler.py
-    names them (not imported: the no-op path stays light); every one of the `selected` not
-    settled is up to date."""
-    counts = Counts(up_to_date=selected - len(statuses))
-    for status in statuses:
+INTERRUPTED = "interrupted"  # the reason of a computation a signal stopped (the executors')
+
+
+def tally(selected: int, settled: Iterable[tuple[str, str]]) -> Counts:
+    """The summary's counts: a (status, reason) pair per settled computation, as
+    farmer/run/scheduler.py names them (not imported: the no-op path stays light); every
+    one of the `selected` not settled is up to date."""
+    counts = Counts()
+    seen = 0
+    for status, reason in settled:
+        seen += 1
         if status == "ran":
             counts.ran += 1
         elif status == "up-to-date":
             counts.up_to_date += 1
         elif status == "failed":
-            counts.failed += 1
+            if reason == INTERRUPTED:
+                counts.interrupted += 1
+            else:
+                counts.failed += 1
         elif status == "cached":
             counts.cached += 1
         elif status == "skipped":
             counts.skipped += 1
+    counts.up_to_date += selected - seen
     return counts
 
 
 def summary_line(counts: Counts, wall_s: float, critical_s: float, status: str) -> str:
+    """`farmer: [FAILED|INTERRUPTED] ran R, up to date U, cached C, failed F, interrupted I,
+    skipped S in W s; critical path P s` (docs/cli.md: scripts read it)."""
     word = {"ok": "", "failed": " FAILED", "interrupted": " INTERRUPTED"}.get(status, "")
     return (f"farmer:{word} ran {counts.ran}, up to date {counts.up_to_date}, cached {counts.cached}, "
-            f"failed {counts.failed}, skipped {counts.skipped} in {wall_s:.2f} s; "
-            f"critical path {critical_s:.2f} s")
+            f"failed {counts.failed}, interrupted {counts.interrupted}, skipped {counts.skipped} "
+            f"in {wall_s:.2f} s; critical path {critical_s:.2f} s")
 
 
 def header(started_at: float, jobs: int, status: str, wall_s: float, critical_path_s: float,

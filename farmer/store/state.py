@@ -25,7 +25,7 @@ import sys
 import time
 
 from farmer.files.digests import StatKey
-from farmer.files.private import make_dir, unlink_link
+from farmer.files.private import keep_out_of_git, make_state_dir, unlink_link
 from farmer.startup.cheap import FUNCTOOLS_FOR_SQLITE3, load_sqlite3
 
 
@@ -162,7 +162,7 @@ class State:
 
     def _open(self) -> sqlite3.Connection | None:
         """The database, or None when there is none yet (made by the first write)."""
-        make_dir(self.dir)
+        make_state_dir(self.dir)
         for suffix in ("", "-wal", "-shm"):  # SQLite follows links: a planted one is removed
             unlink_link(self.path + suffix)
         if not (os.path.lexists(self.path) or os.path.lexists(self.path + "-wal")):
@@ -256,6 +256,7 @@ class State:
         finally:
             db.close()
         os.replace(self.path + ".new", self.path)
+        keep_out_of_git(self.dir)  # (a .farmer/ an older farmer made has none yet)
         self._committed()
         self._fresh = False
         self._reopen = True
@@ -386,7 +387,11 @@ class State:
     # -- writing ----------------------------------------------------------------------
 
     def _begin_writing(self, db: sqlite3.Connection, many: bool = False) -> None:
-        """Before each write transaction: from the third one on (or with `many`), WAL."""
+        """Before each write transaction: from the third one on (or with `many`), WAL. Before
+        the first, `.farmer/` kept out of git, if a farmer older than that left it without
+        its .gitignore (one open per build that writes)."""
+        if not self.batches:
+            keep_out_of_git(self.dir)
         self.batches += 1
         if not self.wal and (many or self.batches > 2):
             db.execute("PRAGMA journal_mode=WAL")

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 
 import pytest
+
+from conftest import Result, run_farmer, start_farmer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,15 +32,42 @@ def unavailable(why: str):
     pytest.skip(f"no REAPI server: {why}")
 
 
-def c_sources(path, tag: str = "") -> None:
-    """A small C program under path/src (main.c and util.c, which includes util.h) that prints 42;
-    `tag` goes into util.c's object, so a test can have bytes no other test uploaded."""
-    (path / "src").mkdir(parents=True, exist_ok=True)
-    (path / "src" / "util.h").write_text("int twice(int);\n")
-    (path / "src" / "util.c").write_text(f'#include "util.h"\nconst char *tag = "{tag}";\n'
-                                         'int twice(int x) { return 2 * x; }\n')
-    (path / "src" / "main.c").write_text('#include <stdio.h>\n#include "util.h"\n'
-                                         'int main(void) { printf("%d\\n", twice(21)); return 0; }\n')
+class Farmer:
+    """`farmer build ARGS` in a project, each command counting its local runs in $RUNS: a worker
+    gets only the task's env, so a command that ran remotely (or was restored) leaves no mark
+    there. The remote and cache settings of the environment are left out."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, tmp_path) -> None:
+        self.runs = str(tmp_path / "runs.txt")
+
+    def __call__(self, root: str, *args: str, env: dict | None = None, timeout: float = 180) -> Result:
+        return run_farmer(root, "build", *args, env={"RUNS": self.runs, **(env or {})}, timeout=timeout,
+                          unset=("FARMER_REMOTE", "FARMER_CACHE"))
+
+    def start(self, root: str, *args: str) -> subprocess.Popen:
+        """`farmer build ARGS` started and left running (with the environment's remote settings)."""
+        return start_farmer(root, "build", *args, env={"RUNS": self.runs})
+
+    def ran(self) -> list[str]:
+        """The commands that ran locally since the last call."""
+        if not os.path.exists(self.runs):
+            return []
+        with open(self.runs) as f:
+            out = f.read().split()
+        os.unlink(self.runs)
+        return sorted(out)
+
+
+@pytest.fixture
+def farmer(tmp_path):
+    return Farmer(tmp_path)
+
+
+@pytest.fixture
+def salt():
+    return os.urandom(8).hex()  # a key space of the test's own on the shared server
 
 
 class Server:

@@ -5,25 +5,20 @@ headers never written anywhere, and no grpc import when nothing has to run."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
-from .conftest import c_sources
+from conftest import start_farmer
+from helpers import PROFILE, c_program, imported, last_build_tasks, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# Each command counts its local runs in $RUNS: a worker gets only the task's env, so a command
-# that ran remotely (or was restored) leaves no mark there.
+# Each command counts its local runs in $RUNS (the `farmer` fixture's ran())
 FARMFILE = """\
 [remote]
 salt = "{salt}"
@@ -42,48 +37,7 @@ cmd = "cc {{inputs}} -o {{outputs}} && {{{{ [ -z \\"$RUNS\\" ] || echo app >> \\
 
 
 def checkout(path, salt: str, tag: str = "") -> str:
-    (path / "src").mkdir(parents=True)
-    (path / "Farmfile").write_text(FARMFILE.format(salt=salt))
-    c_sources(path, tag)
-    return str(path)
-
-
-class Farmer:
-    def __init__(self, tmp_path) -> None:
-        self.runs = str(tmp_path / "runs.txt")
-
-    def __call__(self, root: str, *args: str, env: dict | None = None, timeout: float = 180):
-        e = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE"))}
-        e.update({"PYTHONPATH": REPO, "RUNS": self.runs, **(env or {})})
-        t0 = time.monotonic()
-        cp = subprocess.run([sys.executable, "-m", "farmer", "build", *args], cwd=root, capture_output=True,
-                            text=True, timeout=timeout, env=e, stdin=subprocess.DEVNULL)
-        cp.elapsed = time.monotonic() - t0
-        return cp
-
-    def ran(self) -> list[str]:
-        """The commands that ran locally since the last call."""
-        if not os.path.exists(self.runs):
-            return []
-        with open(self.runs) as f:
-            out = f.read().split()
-        os.unlink(self.runs)
-        return sorted(out)
-
-
-def tasks(root: str) -> dict[str, dict]:
-    with open(os.path.join(root, ".farmer", "last-build.json")) as f:
-        return {t["id"]: t for t in json.load(f)["tasks"]}
-
-
-@pytest.fixture
-def farmer(tmp_path):
-    return Farmer(tmp_path)
-
-
-@pytest.fixture
-def salt():
-    return os.urandom(8).hex()  # a key space of the test's own on the shared server
+    return str(write_files(path, {"Farmfile": FARMFILE.format(salt=salt), **c_program(tag)}))
 
 
 def test_a_second_checkout_at_another_path_restores_everything(tmp_path, farmer, reapi, salt):
@@ -98,7 +52,7 @@ def test_a_second_checkout_at_another_path_restores_everything(tmp_path, farmer,
     assert farmer.ran() == []  # nothing ran: everything came from the remote
     assert "warning" not in r.stdout + r.stderr
     assert subprocess.run([os.path.join(second, "build/app")], capture_output=True, text=True).stdout == "42\n"
-    for cid, t in tasks(second).items():
+    for cid, t in last_build_tasks(second).items():
         assert t["status"] == "cached" and t["cache"] == "remote" and t["executor"] is None, t
     assert "restored from the remote cache" in r.stdout + r.stderr
     r = farmer(second, *remote)  # restored with traces: a no-op
@@ -119,7 +73,7 @@ def test_remote_exec_compiles_and_links_on_the_workers(tmp_path, farmer, reapi, 
     assert r.returncode == 0, r.stderr
     assert farmer.ran() == []  # none ran here
     assert subprocess.run([os.path.join(root, "build/app")], capture_output=True, text=True).stdout == "42\n"
-    assert {t["executor"] for t in tasks(root).values()} == {"remote"}
+    assert {t["executor"] for t in last_build_tasks(root).values()} == {"remote"}
     assert "warning" not in r.stdout + r.stderr
     import sqlite3  # remote durations are kept apart from local ones (the latency model's history)
     db = sqlite3.connect(os.path.join(root, ".farmer", "state.db"))
@@ -136,7 +90,7 @@ def test_remote_false_runs_locally_but_is_cached(tmp_path, farmer, reapi, salt):
     r = farmer(root, "--remote", reapi.url, "--remote-exec")
     assert r.returncode == 0, r.stderr
     assert farmer.ran() == ["app"]
-    assert tasks(root)["build/app"]["executor"] == "local"
+    assert last_build_tasks(root)["build/app"]["executor"] == "local"
 
 
 def test_a_server_killed_mid_build_is_one_warning_and_a_good_build(tmp_path, farmer, own_cache_server, salt):
@@ -145,9 +99,7 @@ def test_a_server_killed_mid_build_is_one_warning_and_a_good_build(tmp_path, far
         f.write('\n[task.slow]\ninputs = ["build/app"]\noutputs = ["build/slow"]\n'
                 'cmd = "sleep 2 && cp build/app build/slow"\n'
                 '\n[task.last]\ninputs = ["build/slow"]\noutputs = ["build/last"]\ncmd = "cp build/slow build/last"\n')
-    e = {**os.environ, "PYTHONPATH": REPO, "RUNS": farmer.runs}
-    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "--remote", own_cache_server.url], cwd=root,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
+    p = farmer.start(root, "--remote", own_cache_server.url)
     for line in p.stdout:
         if "build/app" in line:
             own_cache_server.kill()  # while slow runs
@@ -199,10 +151,9 @@ def test_no_grpc_import_when_nothing_has_to_run(tmp_path, farmer, reapi, salt):
             for name in ("noop.snapshot", "noop.stats"):
                 if os.path.exists(os.path.join(root, ".farmer", name)):
                     os.remove(os.path.join(root, ".farmer", name))
-        r = farmer(root, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        r = farmer(root, env=PROFILE)
         assert r.returncode == 0 and "up to date 3" in r.stdout, (what, r.stdout, r.stderr[-2000:])
-        imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-        assert not {m for m in imported if m == "grpc" or m.startswith(("grpc.", "google.protobuf", "farmer.remote.client"))}, what
+        assert not {m for m in imported(r) if m == "grpc" or m.startswith(("grpc.", "google.protobuf", "farmer.remote.client"))}, what
 
 
 def test_ctrl_c_during_remote_execution_stops_at_once_and_leaves_nothing_half_written(tmp_path, farmer, reapi, salt):
@@ -211,10 +162,7 @@ def test_ctrl_c_during_remote_execution_stops_at_once_and_leaves_nothing_half_wr
     root = checkout(tmp_path / "one", salt)
     with open(os.path.join(root, "Farmfile"), "a") as f:
         f.write('\n[task.slow]\ninputs = ["src/util.h"]\noutputs = ["build/slow"]\ncmd = "sleep 8 && cp src/util.h build/slow"\n')
-    e = {**os.environ, "PYTHONPATH": REPO}
-    p = subprocess.Popen([sys.executable, "-m", "farmer", "build", "build/slow", "--remote", reapi.url, "--remote-exec"],
-                         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
-                         stdin=subprocess.DEVNULL)
+    p = start_farmer(root, "build", "build/slow", "--remote", reapi.url, "--remote-exec")
     time.sleep(2.5)  # the action is on a worker by now
     t0 = time.monotonic()
     p.send_signal(signal.SIGINT)
@@ -224,7 +172,7 @@ def test_ctrl_c_during_remote_execution_stops_at_once_and_leaves_nothing_half_wr
     assert not os.path.exists(os.path.join(root, "build/slow"))
     left = [f for _, _, files in os.walk(root) for f in files if "remote-tmp" in f]
     assert not left
-    assert tasks(root)["build/slow"]["status"] == "failed"
+    assert last_build_tasks(root)["build/slow"]["status"] == "failed"
 
 
 NINJA = """\
@@ -245,15 +193,15 @@ def test_a_restored_deps_gcc_edge_still_tracks_its_headers(tmp_path, farmer, rea
     roots = []
     for name in ("one", "two"):
         root = tmp_path / name
-        c_sources(root, salt)  # bytes of this test's own
+        write_files(root, c_program(salt))  # bytes of this test's own
         (root / "build.ninja").write_text(NINJA)
         roots.append(str(root))
     assert farmer(roots[0], *remote).returncode == 0
     r = farmer(roots[1], *remote)
-    assert r.returncode == 0 and {t["status"] for t in tasks(roots[1]).values()} == {"cached"}, r.stdout
+    assert r.returncode == 0 and {t["status"] for t in last_build_tasks(roots[1]).values()} == {"cached"}, r.stdout
     with open(os.path.join(roots[1], "src", "util.h"), "a") as f:
         f.write("int thrice(int);\n")  # a header only the depfile names
     r = farmer(roots[1], *remote, "--explain")
     assert r.returncode == 0
-    ran = {cid for cid, t in tasks(roots[1]).items() if t["status"] in ("ran", "cached")}
+    ran = {cid for cid, t in last_build_tasks(roots[1]).items() if t["status"] in ("ran", "cached")}
     assert {"build/main.o", "build/util.o"} <= ran, r.stdout

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from .conftest import c_sources
+from helpers import c_program, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
@@ -19,7 +19,7 @@ from farmer.record.cache.key import Programs, describe  # noqa: E402
 from farmer.files.digests import Digests  # noqa: E402
 from farmer.graph.load import load  # noqa: E402
 from farmer.remote.cache import RemoteCache  # noqa: E402
-from farmer.remote.client import Blob, digest_of  # noqa: E402
+from farmer.remote.client import digest_of  # noqa: E402
 from farmer.remote.config import Endpoint, RemoteSettings  # noqa: E402
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
 from farmer.store.state import State  # noqa: E402
@@ -41,10 +41,7 @@ cmd = "cc {inputs} -o {outputs}"
 
 
 def checkout(path, tag: str = "") -> str:
-    (path / "src").mkdir(parents=True)
-    (path / "Farmfile").write_text(FARMFILE)
-    c_sources(path, tag)
-    return str(path)
+    return str(write_files(path, {"Farmfile": FARMFILE, **c_program(tag)}))
 
 
 class Build:

@@ -6,14 +6,15 @@ third from the local cache; without a base directory nothing is shared nor sent.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from conftest import Result, run_farmer
+from helpers import cmake_checkout, last_build_tasks
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
@@ -21,8 +22,6 @@ if not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")):
     if os.environ.get("CI") == "true":
         pytest.fail("CI=true and cmake, ninja or cc is missing (.ci/run installs them)", pytrace=False)
     pytest.skip("needs cmake, ninja and cc", allow_module_level=True)
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CMAKELISTS = """\
 cmake_minimum_required(VERSION 3.16)
@@ -55,29 +54,18 @@ def checkout(top, salt: str) -> str:
             """),
         "version.h.in": '#define VERSION "v1"\n',
     }
-    for rel, text in files.items():
-        path = top / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    build = top / "build"
-    build.mkdir()
-    subprocess.run(["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(top)], cwd=build, check=True,
-                   capture_output=True)
-    return str(build)
+    return str(cmake_checkout(top, files, "-DCMAKE_BUILD_TYPE=Release"))
 
 
-def farmer(build: str, *args: str, env: dict | None = None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("FARMER_REMOTE", "FARMER_CACHE", "FARMER_BASE"))}
-    e.update({"PYTHONPATH": REPO, **(env or {})})
-    cp = subprocess.run([sys.executable, "-m", "farmer", "build", "-f", "build.ninja", *args], cwd=build,
-                        capture_output=True, text=True, timeout=300, env=e, stdin=subprocess.DEVNULL)
-    assert cp.returncode == 0, cp.stdout + cp.stderr
-    return cp
+def farmer(build: str, *args: str, env: dict | None = None) -> Result:
+    r = run_farmer(build, "build", "-f", "build.ninja", *args, env=env, timeout=300,
+                   unset=("FARMER_REMOTE", "FARMER_CACHE", "FARMER_BASE"))
+    assert r.returncode == 0, r
+    return r
 
 
 def tasks(build: str) -> dict[str, dict]:
-    with open(os.path.join(build, ".farmer", "last-build.json")) as f:
-        return {t["id"]: t for t in json.load(f)["tasks"] if t["status"] != "up-to-date"}
+    return {cid: t for cid, t in last_build_tasks(build).items() if t["status"] != "up-to-date"}
 
 
 def program(build: str) -> str:

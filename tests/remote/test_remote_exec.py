@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from .conftest import c_sources
+from helpers import c_program, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
@@ -62,10 +62,7 @@ cmd = "echo {root} > build/here.txt"
 
 
 def project(path, tag: str) -> str:
-    (path / "src").mkdir(parents=True)
-    (path / "Farmfile").write_text(FARMFILE.replace("{root}", str(path)))
-    c_sources(path, tag)
-    return str(path)
+    return str(write_files(path, {"Farmfile": FARMFILE.replace("{root}", str(path)), **c_program(tag)}))
 
 
 class Run:

@@ -8,14 +8,15 @@ import hashlib
 import importlib.util
 import os
 import subprocess
-import sys
 
 import pytest
+
+from conftest import start_farmer
+from helpers import last_build_tasks, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-from .test_cli_remote import REPO, Farmer, tasks  # noqa: E402
 
 N = 120  # enough computations that many are looked up and restored at once
 
@@ -42,11 +43,8 @@ cmd = "cat {{inputs}} | sha256sum > {{outputs}}"
 
 
 def checkout(path, salt: str) -> str:
-    (path / "src").mkdir(parents=True)
-    (path / "Farmfile").write_text(FARMFILE.format(salt=salt))
-    for i in range(N):
-        (path / "src" / f"s{i}.txt").write_text(f"source {i} {salt}\n" * (1 + i % 7))
-    return str(path)
+    sources = {f"src/s{i}.txt": f"source {i} {salt}\n" * (1 + i % 7) for i in range(N)}
+    return str(write_files(path, {"Farmfile": FARMFILE.format(salt=salt), **sources}))
 
 
 def outputs(root: str) -> dict[str, tuple[str, bool]]:
@@ -63,16 +61,6 @@ def leftovers(root: str) -> list[str]:
     return [f for _, _, files in os.walk(root) for f in files if "remote-tmp" in f]
 
 
-@pytest.fixture
-def farmer(tmp_path):
-    return Farmer(tmp_path)
-
-
-@pytest.fixture
-def salt():
-    return os.urandom(8).hex()
-
-
 def test_many_restores_at_once_are_all_verified_and_right(tmp_path, farmer, reapi, salt):
     remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance]
     first = checkout(tmp_path / "one", salt)
@@ -85,7 +73,7 @@ def test_many_restores_at_once_are_all_verified_and_right(tmp_path, farmer, reap
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stdout + r.stderr
     assert farmer.ran() == []  # nothing ran here
-    statuses = tasks(second)
+    statuses = last_build_tasks(second)
     assert len(statuses) == N + 2
     assert all(t["status"] == "cached" and t["cache"] == "remote" for t in statuses.values()), statuses
     assert outputs(second) == outputs(first)  # the 3 MB one came by ByteStream, the script kept its x bit
@@ -103,11 +91,8 @@ def test_a_server_killed_during_restores_leaves_whole_files_and_the_build_goes_o
     assert farmer(first, "--remote", own_cache_server.url).returncode == 0
     farmer.ran()
     second = checkout(tmp_path / "two", salt)
-    e = {**os.environ, "PYTHONPATH": REPO, "RUNS": farmer.runs}
     # -j 2 whatever the machine's CPUs: a few lookups in flight at the kill, so most run here
-    build = ["build", "-j", "2", "--remote", own_cache_server.url]
-    p = subprocess.Popen([sys.executable, "-m", "farmer", *build], cwd=second,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
+    p = farmer.start(second, "-j", "2", "--remote", own_cache_server.url)
     for line in p.stdout:
         if line.startswith("["):  # the first restore is in; more are in flight
             own_cache_server.kill()
@@ -117,9 +102,9 @@ def test_a_server_killed_during_restores_leaves_whole_files_and_the_build_goes_o
     said = out + err
     assert said.count("farmer: warning") <= 1, said
     assert outputs(second) == outputs(first)
-    statuses = {t["status"] for t in tasks(second).values()}
+    statuses = {t["status"] for t in last_build_tasks(second).values()}
     assert statuses <= {"cached", "ran"} and "ran" in statuses, statuses
-    ran_here = sorted(os.path.basename(i)[:-4] for i, t in tasks(second).items()
+    ran_here = sorted(os.path.basename(i)[:-4] for i, t in last_build_tasks(second).items()
                       if t["status"] == "ran" and i.startswith("out/s"))
     assert sorted(farmer.ran()) == ran_here  # what was not restored ran here, once
     assert len(ran_here) >= N // 2
@@ -136,14 +121,14 @@ def test_a_remote_hit_lands_in_the_local_cache(tmp_path, farmer, own_cache_serve
     second = checkout(tmp_path / "two", salt)
     r = farmer(second, *local)
     assert r.returncode == 0, r.stderr
-    assert {t["cache"] for t in tasks(second).values()} == {"remote"}
+    assert {t["cache"] for t in last_build_tasks(second).values()} == {"remote"}
     own_cache_server.kill()  # no network from here on
     third = checkout(tmp_path / "three", salt)
     r = farmer(third, *local)
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stdout + r.stderr  # the server was never asked
     assert farmer.ran() == []
-    assert all(t["status"] == "cached" and t["cache"] == "local" for t in tasks(third).values()), tasks(third)
+    assert all(t["status"] == "cached" and t["cache"] == "local" for t in last_build_tasks(third).values()), last_build_tasks(third)
     assert outputs(third) == outputs(first)
 
 
@@ -153,7 +138,7 @@ def test_read_only_with_a_local_cache_keeps_runs_locally_and_uploads_nothing(tmp
     first = checkout(tmp_path / "one", salt)
     r = farmer(first, *read_only)
     assert r.returncode == 0, r.stderr
-    assert len(farmer.ran()) == N and {t["status"] for t in tasks(first).values()} == {"ran"}
+    assert len(farmer.ran()) == N and {t["status"] for t in last_build_tasks(first).values()} == {"ran"}
     from farmer.remote.client import digest_of
 
     client = client_of(reapi.cache_instance)
@@ -163,12 +148,12 @@ def test_read_only_with_a_local_cache_keeps_runs_locally_and_uploads_nothing(tmp
     second = checkout(tmp_path / "two", salt)
     r = farmer(second, *remote, "--cache", "--cache-dir", str(tmp_path / "other-cache"))
     assert r.returncode == 0, r.stderr
-    assert {t["status"] for t in tasks(second).values()} == {"ran"}  # nothing on the server to restore
+    assert {t["status"] for t in last_build_tasks(second).values()} == {"ran"}  # nothing on the server to restore
     assert len(farmer.ran()) == N
     third = checkout(tmp_path / "three", salt)
     r = farmer(third, *read_only)  # but the first's local cache has everything
     assert r.returncode == 0, r.stderr
-    assert farmer.ran() == [] and {t["cache"] for t in tasks(third).values()} == {"local"}
+    assert farmer.ran() == [] and {t["cache"] for t in last_build_tasks(third).values()} == {"local"}
     assert outputs(third) == outputs(first)
 
 
@@ -179,13 +164,11 @@ def test_ctrl_c_while_restores_hang_stops_at_once_and_leaves_nothing_half_writte
     first = checkout(tmp_path / "one", salt)
     assert farmer(first, "--remote", own_cache_server.url).returncode == 0
     second = checkout(tmp_path / "two", salt)
-    e = {**os.environ, "PYTHONPATH": REPO}
     # -j 64: more lookups in flight than a call_many keeps going at once (client.MANY_AT_ONCE), so
     # a cancelled call makes room for the next, which must be cancelled as it starts (whatever
     # the machine's CPUs: the default -j follows them)
     build = ["build", "-j", "64", "--remote", own_cache_server.url]
-    p = subprocess.Popen([sys.executable, "-m", "farmer", *build], cwd=second,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
+    p = start_farmer(second, *build)
     try:
         for line in p.stdout:
             if line.startswith("["):  # restores are in flight: the server stops answering
