@@ -1,4 +1,4 @@
-"""The command line (SPEC §3): parse, call, print. Nothing here decides what a build does."""
+"""The command line: parse, call, print. Nothing here decides what a build does."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ cli.add_command(click.Command(
 @click.option("--simulate", is_flag=True, help="Predict the build on a simulated clock.")
 @click.option("--from-scratch", is_flag=True, help="Plan a clean build, as if nothing was built.")
 @click.option("-j", "jobs", type=int, default=None, help="CPU slots (default: ceil(1.25 x CPUs)).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (SPEC section 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the fields are in docs/reference.md).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
               help="Write the simulated schedule as Chrome trace-event JSON to FILE.")
 def plan(targets, ninja, directory, farmfile, simulate, from_scratch, jobs, as_json, trace_file) -> None:

@@ -66,7 +66,7 @@ def require() -> None:
         import grpc  # noqa: F401
     except ImportError:
         raise RemoteConfigError("a remote needs grpcio and protobuf, which are not installed: "
-                                "pip install 'farmer[remote]'") from None
+                                "pip install 'farmer-build[remote]'") from None
 
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the PATH remote commands get (Bazel's strict env)
