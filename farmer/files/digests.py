@@ -51,26 +51,32 @@ THIN_PREFIX = "thin:"  # a content digest so marked is a thin archive's (see `Di
 def hash_file(path: str, size: int = -1) -> str:
     """The digest of the file's bytes; a thin archive's is marked with THIN_PREFIX. Read
     through os.read: `open()` adds an fstat, an ioctl, an lseek and a third read to each
-    small file (8 system calls against 4), and every run's outputs are hashed. `size`: the
+    small file (8 system calls against 4), and every run's outputs are hashed. `size`: as
+    `hash_fd`'s."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return hash_fd(fd, size)
+    finally:
+        os.close(fd)
+
+
+def hash_fd(fd: int, size: int = -1) -> str:
+    """`hash_file`'s digest of the file open as `fd`, read from its position. `size`: the
     file's as a stat just before said it: a first read that returns that many bytes, fewer
     than it asked for, stopped at the end of the file, so the read that would return
     nothing is not made (3 system calls; a file that grew since the stat returns more, or a
     full chunk, and is read on to its end)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        # Asked for no more than `size` needs (a page at least): a read of 1 MB is a buffer
-        # of 1 MB, which the allocator maps, shrinks and unmaps (three system calls a file).
-        first = chunk = os.read(fd, min(max(size + 1, 4096), _CHUNK) if size >= 0 else _CHUNK)
-        if len(first) == size < _CHUNK:
-            digest = xxhash.xxh3_128_hexdigest(first)
-        else:
-            h = xxhash.xxh3_128()
-            while chunk:
-                h.update(chunk)
-                chunk = os.read(fd, _CHUNK)
-            digest = h.hexdigest()
-    finally:
-        os.close(fd)
+    # Asked for no more than `size` needs (a page at least): a read of 1 MB is a buffer
+    # of 1 MB, which the allocator maps, shrinks and unmaps (three system calls a file).
+    first = chunk = os.read(fd, min(max(size + 1, 4096), _CHUNK) if size >= 0 else _CHUNK)
+    if len(first) == size < _CHUNK:
+        digest = xxhash.xxh3_128_hexdigest(first)
+    else:
+        h = xxhash.xxh3_128()
+        while chunk:
+            h.update(chunk)
+            chunk = os.read(fd, _CHUNK)
+        digest = h.hexdigest()
     return THIN_PREFIX + digest if first.startswith(_THIN) else digest
 
 

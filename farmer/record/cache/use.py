@@ -16,13 +16,11 @@ import threading
 import time
 from stat import S_ISREG
 
-import xxhash
-
 from farmer.record.cache.leftovers import sweep
 from farmer.record.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
 from farmer.record.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
-from farmer.files.digests import THIN_PREFIX, digest_or_changed
+from farmer.files.digests import digest_or_changed, hash_fd
 from farmer.files.queued import take_queued
 from farmer.files.stattable import stat_key
 from farmer.record.runcache import RunCache
@@ -42,7 +40,6 @@ if TYPE_CHECKING:
 _CHANGE_MARGIN_NS = 20_000_000
 _GC_TO = 0.9  # a build that finds the cache over its limit evicts down to this fraction
 _BATCH = 256  # stores written in one transaction, at most
-_CHUNK = 1 << 20
 
 
 class _Job:
@@ -344,19 +341,8 @@ def _digest_now(path: str) -> tuple[str, tuple]:
         st = os.fstat(fd)
         if not S_ISREG(st.st_mode):
             raise Changed(path)
-        return _hash_fd(fd), stat_key(st)
+        return hash_fd(fd, st.st_size), stat_key(st)
     finally:
         os.close(fd)
 
 
-_THIN = b"!<thin>\n"  # a thin archive's first bytes, which grains.hash_file marks its digest for
-
-
-def _hash_fd(fd: int) -> str:
-    """`grains.hash_file`'s digest of the open file `fd`."""
-    h = xxhash.xxh3_128()
-    first = b""
-    while chunk := os.read(fd, _CHUNK):
-        first = first or chunk
-        h.update(chunk)
-    return THIN_PREFIX + h.hexdigest() if first.startswith(_THIN) else h.hexdigest()
