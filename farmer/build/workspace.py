@@ -142,7 +142,7 @@ class Workspace:
                 spec, graph = warm
             else:
                 spec, graph = command.load_project(directory, farmfile, not dry_run, ninja, farmfile_given,
-                                           request.base_dir, deferred)
+                                                   request.base_dir, deferred)
             state = None
             if not dry_run:
                 from farmer.plan import stale
@@ -192,17 +192,14 @@ class Workspace:
             paused.__exit__()  # (a build that started commands resumed it then)
             self.end_build()
 
-
     def _run(self, spec: Spec, graph: Graph, opts: BuildRequest, state: State | None,
              proof: Proof | None, deferred: Deferred, progress: Progress | None) -> int:
-        """The build itself (build/run.py) with what the workspace holds; then, unless the
-        workspace keeps them, state.db is closed and the lock released."""
+        """The build itself (build/run.py) with what the workspace holds (`_build` ends it:
+        `end_build`)."""
         from farmer.build.run import run_build
 
-        code = run_build(spec, graph, opts, self.lock, state, proof, self.engines.executor, self.engines.cache,
+        return run_build(spec, graph, opts, self.lock, state, proof, self.engines.executor, self.engines.cache,
                          self.worlds, self.digests_for(state), deferred, progress)
-        self.end_build()
-        return code
 
     # -- the lock --------------------------------------------------------------------
 
