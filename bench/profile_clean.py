@@ -359,8 +359,8 @@ def memory() -> None:
     tracemalloc.start(1)
     import farmer.build.run as build_mod
     import farmer.graph.load as project_mod
-    import farmer.run.scheduler as scheduler_mod
     import farmer.plan.session as session_mod
+    import farmer.run.scheduler as scheduler_mod
 
     marks, at_end = [], []
 

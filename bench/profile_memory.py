@@ -51,13 +51,13 @@ def main() -> int:
     if args.trace:
         tracemalloc.start(1)
     import farmer.build.run as build_mod
-    import farmer.manifest.farmfile as farmfile_mod
     import farmer.graph.cache as graphcache_mod
-    import farmer.report.lastbuild as lastbuild_mod
-    import farmer.store.proof as noop_mod
-    import farmer.run.scheduler as scheduler_mod
-    import farmer.plan.session as session_mod
     import farmer.graph.traversal as traversal_mod
+    import farmer.manifest.farmfile as farmfile_mod
+    import farmer.plan.session as session_mod
+    import farmer.report.lastbuild as lastbuild_mod
+    import farmer.run.scheduler as scheduler_mod
+    import farmer.store.proof as noop_mod
     marks, snaps = [], {}
 
     def mark(label: str) -> None:

@@ -185,9 +185,10 @@ class Project:
         --cache), and `cache`, a run cache handed to the workspace. The result's `runner`
         says what ran. A usage error (a graph error...) is raised, not printed: the command
         line's own words for it are its tests' to check."""
+        from fakes import FakeRunner
+
         from farmer.build.request import BuildRequest
         from farmer.build.workspace import Engines, Workspace
-        from fakes import FakeRunner
 
         flags = {"-k": "keep_going", "--keep-going": "keep_going", "-n": "dry_run",
                  "--dry-run": "dry_run", "--explain": "explain", "--no-worlds": "no_worlds"}

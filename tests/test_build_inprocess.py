@@ -9,11 +9,11 @@ import os
 import time
 
 import pytest
+from helpers import with_chain
 
 from farmer.errors import UsageError
 from farmer.record.runcache import RunCache
 from farmer.run.executors.base import Restored
-from helpers import with_chain
 
 
 @pytest.fixture

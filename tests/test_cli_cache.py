@@ -18,7 +18,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import Project
 from helpers import can_drop_dac, drop_dac, mounted_tmpfs
 

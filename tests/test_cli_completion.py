@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, farmer_env
+
 
 def completion(where, **env) -> subprocess.CompletedProcess:
     """The installed `farmer` script (bin/farmer), as a shell's completion calls it in

@@ -4,7 +4,6 @@ line reports, and paths a real shell must read as quoted."""
 
 from conftest import assert_error
 
-
 # ---------------------------------------------------------------- foreach --
 
 def test_foreach_over_files(project):

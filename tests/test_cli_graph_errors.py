@@ -3,7 +3,6 @@ what to do (issue 16 item 6), with or without the graph cache; TOML strings left
 their line."""
 
 import pytest
-
 from conftest import assert_error
 
 CASES = [

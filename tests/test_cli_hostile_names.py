@@ -3,7 +3,6 @@
 anything, whether the task is rendered one computation at a time or compiled (many)."""
 
 import pytest
-
 from conftest import assert_error
 
 HOSTILE = ["a;touch PWNED;b", "$(touch PWNED)", "`touch PWNED`", "x&touch PWNED&y",

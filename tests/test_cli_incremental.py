@@ -6,7 +6,6 @@ against its wall time)."""
 import shutil
 
 import pytest
-
 from helpers import CHAIN, with_chain
 
 

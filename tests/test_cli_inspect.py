@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import assert_error, farmer_env
 
 FF = """

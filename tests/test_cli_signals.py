@@ -8,7 +8,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import pids_matching, processes_in, wait_no_process, wait_no_process_in
 
 

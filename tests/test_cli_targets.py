@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-
 from conftest import assert_error
 
 FF = """

@@ -7,7 +7,6 @@ match."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_error
 
 TASKS = {

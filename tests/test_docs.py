@@ -12,7 +12,6 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md")])

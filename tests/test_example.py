@@ -5,7 +5,6 @@ import json
 import shutil
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the example compiles C with gcc")

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import pids_matching, wait_no_process, wait_no_process_in
 
 FILLERS = 40  # more computations to run than build.py's _FORK_FROM

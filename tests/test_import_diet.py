@@ -11,7 +11,6 @@ import sys
 import time
 
 import xxhash
-
 from conftest import REPO, Result, farmer_env
 
 # `signal` is the Python wrapper (it imports enum); farmer uses `_signal`, the C module under it.

@@ -1,9 +1,12 @@
 """No import circle among farmer's modules, counting every import: at module top, inside a
 function and under `if TYPE_CHECKING:`."""
 from __future__ import annotations
+
 import ast
 from pathlib import Path
+
 import networkx as nx
+
 PACKAGE = Path(__file__).resolve().parent.parent / "farmer"
 def _module(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -46,6 +49,8 @@ UPWARD = {
     ("farmer.files.confine", "farmer.graph.graph"): "for typing only: the check reads computations' outputs",
     ("farmer.files.lock", "farmer.run.worlds.sweep"):
         "the lock sweeps what a killed holder's worlds left, imported only when their mark is found",
+    ("farmer.record.engine", "farmer.build.request"):
+        "for typing only: the engines read the build's options, a BuildRequest",
     ("farmer.plan.session", "farmer.report.console"):
         "the session renders last-build.json's tasks beside the proof (to move with the Workspace)",
 }

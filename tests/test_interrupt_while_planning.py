@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import farmer_env, run_farmer
 
 # Runs farmer in a child whose planning step signals its own process first.

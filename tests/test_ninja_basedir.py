@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import Result, run_farmer
 from helpers import cmake_checkout
 

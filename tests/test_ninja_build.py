@@ -15,7 +15,6 @@ import os
 import shutil
 
 import pytest
-
 from conftest import assert_error
 
 NINJA = ("-f", "build.ninja")

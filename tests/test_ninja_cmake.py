@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import Result, run_farmer
 from helpers import write_files
 

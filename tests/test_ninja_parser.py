@@ -15,12 +15,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import computation_of
 
 from farmer.build import ninja
 from farmer.errors import UsageError
 from farmer.graph.graph import select
 from farmer.plan.uptodate import action_fingerprint
-from helpers import computation_of
 
 
 @pytest.fixture

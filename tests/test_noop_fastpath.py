@@ -8,12 +8,12 @@ import json
 import os
 
 import pytest
+from helpers import HEAVY, PROFILE, imported
 
 from farmer.cli.quick import quick_build_args
-from helpers import HEAVY, PROFILE, imported
 from farmer.files import digests as grains
-from farmer.store import proof as noop
 from farmer.files import stattable
+from farmer.store import proof as noop
 
 CHAIN = """
 [task.a]
@@ -168,9 +168,9 @@ def test_version_imports_neither_click_nor_networkx_nor_rich(project):
 def test_a_proof_of_another_graph_is_never_used(tmp_path, monkeypatch):
     """The proof names computations by their index in the graph: it is used only with a
     graph whose computations have the same ids at the same indices."""
-    from farmer.plan.session import proven_selection
-    from farmer.manifest.farmfile import parse_text
     from farmer.graph.traversal import traverse
+    from farmer.manifest.farmfile import parse_text
+    from farmer.plan.session import proven_selection
 
     (tmp_path / "src.txt").write_text("one\n")
     spec = parse_text(tmp_path / "Farmfile", CHAIN.encode())

@@ -34,14 +34,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
-
-from hypothesis import strategies as st
-
 from conftest import Project, Result, run_farmer
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+from prop_helpers import CONTENT, KINDS, Model, Scenario, apply_mutation, out_path, scenarios, src_path
+
 from farmer.errors import UsageError
-from prop_helpers import (CONTENT, KINDS, Model, Scenario, apply_mutation, out_path, scenarios,
-                          src_path)
 
 
 def in_process(root: str) -> tuple[Result, str | None]:

@@ -14,7 +14,6 @@ import signal
 import time
 
 import pytest
-
 from conftest import assert_error, wait_no_process, wait_no_process_in
 
 

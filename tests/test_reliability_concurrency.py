@@ -18,7 +18,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import pids_matching, wait_no_process, wait_no_process_in
 from helpers import state_integrity
 

@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import HarnessCounts, processes_in, start_farmer, wait_no_process_under
 from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
 

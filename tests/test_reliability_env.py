@@ -23,7 +23,6 @@ import signal
 import subprocess
 
 import pytest
-
 from conftest import Result, wait_no_process_in
 from helpers import can_drop_dac, drop_dac, mounted_tmpfs, state_integrity
 

@@ -37,10 +37,9 @@ import traceback
 from pathlib import Path
 
 import pytest
+from conftest import HarnessCounts, assert_error, processes_in, wait_no_process_under
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import HarnessCounts, assert_error, processes_in, wait_no_process_under
 
 FAST_EXAMPLES = int(os.environ.get("FARMER_FUZZ_EXAMPLES", "40"))
 SLOW_EXAMPLES = int(os.environ.get("FARMER_FUZZ_SLOW_EXAMPLES", "600"))

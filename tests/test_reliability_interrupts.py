@@ -19,7 +19,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import HarnessCounts, pids_matching, wait_no_process, wait_no_process_in
 from helpers import CRASH_FARMFILE, crash_expected_outputs, read_outputs, state_integrity
 

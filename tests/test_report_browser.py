@@ -9,9 +9,8 @@ import json
 import os
 import shutil
 
-import pytest
-
 import chromium
+import pytest
 from conftest import REPO
 
 BINARY = chromium.find()

@@ -8,7 +8,6 @@ import os
 import shutil
 
 import pytest
-
 from conftest import assert_error
 
 FARMFILE = """\

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
+from farmer.errors import UsageError
 from farmer.graph.basedir import BaseDir, cmake_base, resolve, rewritable, tagged
 from farmer.record.cache.key import debug_workdir
-from farmer.errors import UsageError
 from farmer.remote.depscan import scan_argv
 
 B = BaseDir("/x/src", "/x/src", "build")

@@ -10,17 +10,16 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import REPO
 from helpers import computation
-from farmer.record.cache.key import ActionDescription, Programs, command_words, describe, variant_key
-from farmer.record.cache.restore import BadBlob, NotHere, restore_files
-from farmer.manifest.spec import parse_size
-from farmer.record.cache.settings import DEFAULT_MAX_SIZE, resolve
-from farmer.record.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
+
 from farmer.files.digests import Digests, hash_bytes
 from farmer.graph.graph import Computation
-from farmer.manifest.spec import CacheSpec
+from farmer.manifest.spec import CacheSpec, parse_size
+from farmer.record.cache.key import ActionDescription, Programs, command_words, describe, variant_key
+from farmer.record.cache.restore import BadBlob, NotHere, restore_files
+from farmer.record.cache.settings import DEFAULT_MAX_SIZE, resolve
+from farmer.record.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
 
 
 def comp(action: str = "gcc -c a.c -o a.o", **fields) -> Computation:
@@ -612,9 +611,9 @@ def test_a_fifo_at_a_stores_temporary_name_does_not_block_it(tmp_path, no_hang):
 def test_a_depfile_or_log_that_became_a_fifo_does_not_block_the_writer(tmp_path, no_hang):
     """The writer digests a run's depfile and log itself: a FIFO put at that path after the run
     would have blocked it, and the build's end that waits for it."""
+    from farmer.files.digests import hash_file
     from farmer.record.cache.store import Changed
     from farmer.record.cache.use import _digest_now
-    from farmer.files.digests import hash_file
 
     for content in (b"out.o: a.h\n", b"!<thin>\n" + b"x" * 3000000):
         path = tmp_path / "f.d"

@@ -12,16 +12,14 @@ import textwrap
 
 import pytest
 
-from farmer.graph import expander
-from farmer.manifest import farmfile
-from farmer.manifest import template
-from farmer.graph import traversal
 from farmer.errors import UsageError
-from farmer.graph.expander import all_normal, all_plain_inputs, all_shell_safe
 from farmer.files.digests import hash_text
+from farmer.graph import expander, traversal
+from farmer.graph.expander import all_normal, all_plain_inputs, all_shell_safe
 from farmer.graph.graph import Computation, NinjaEdge
 from farmer.graph.matching import Files, list_files
 from farmer.graph.traversal import glob_start
+from farmer.manifest import farmfile, template
 from farmer.plan.uptodate import action_fingerprint
 
 TEMPLATES = [

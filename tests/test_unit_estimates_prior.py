@@ -4,10 +4,11 @@ has "no history yet"; an ETA never reads 0 while work runs."""
 
 from __future__ import annotations
 
+from helpers import computation
+
 from farmer.plan.latency import estimates
 from farmer.plan.latency.predict import predict
 from farmer.store.state import Sample
-from helpers import computation
 
 
 def sample(cid: str, task: str, wall: float) -> Sample:

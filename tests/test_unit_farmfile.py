@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from farmer.manifest import farmfile
 from farmer.errors import UsageError
 from farmer.graph.traversal import traverse
+from farmer.manifest import farmfile
 
 
 def write(tmp_path, *lines: str):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import textwrap
 
-from farmer.manifest import farmfile
 from farmer.graph import cache as graphcache
 from farmer.graph.graph import Computation
 from farmer.graph.traversal import traverse
+from farmer.manifest import farmfile
 
 FARMFILE = """
 [task.plain]

@@ -4,10 +4,10 @@ and the simulated schedule (SPEC §2 "Scheduling", §3 `plan --simulate`)."""
 from __future__ import annotations
 
 import pytest
+from helpers import computation_graph
 
 from farmer.plan.latency import critical, estimates, simulate
 from farmer.store.state import Sample
-from helpers import computation_graph
 
 
 def samples(cid: str, walls, task: str = "t", input_bytes=None) -> list[Sample]:
@@ -301,10 +301,9 @@ def test_the_longest_latency_at_a_builds_end_is_the_largest_expected_latency(ord
 def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same():
     """Without a timeline, the simulated clock keeps no start or end per computation, and
     the run is the same: world set-ups, CPU slots and pools included."""
+    from farmer.plan.latency.simulate import _SimHooks
     from farmer.run.executors.simulated import SimulatedExecutor, WorldSetups
     from farmer.run.scheduler import Scheduler
-
-    from farmer.plan.latency.simulate import _SimHooks
 
     comps = computation_graph(6, edges=[(0, 2), (1, 2), (2, 3)], cpus={4: 2}, pools={5: "p"})
     comps[3].world = "w"

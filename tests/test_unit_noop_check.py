@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from farmer.store import proof as noop
 from farmer.files import stattable
+from farmer.store import proof as noop
 from farmer.store import proof_check as statcheck
 
 

@@ -7,10 +7,10 @@ import json
 import os
 import random
 
-from farmer.store import proof as noop
-from farmer.files import stattable
-
 from helpers import PROFILE, imported
+
+from farmer.files import stattable
+from farmer.store import proof as noop
 
 
 def test_a_flat_table_and_its_transpose_hold_the_rows():

@@ -7,9 +7,9 @@ import os
 import time
 
 import pytest
+from helpers import computation
 
 from farmer.run.executors.process import ProcessExecutor, log_path
-from helpers import computation
 
 
 @pytest.fixture

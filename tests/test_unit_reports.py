@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from farmer.report.pages import github
-from farmer.report.pages import model
+from farmer.report.pages import github, model
 
 
 def entries(*spans):
@@ -65,8 +64,8 @@ def test_seconds():
 def test_last_build_tasks_rendered_in_parts_are_the_whole_rendered(count):
     """last-build.json's tasks are made a thousand at a time (memory at 100k), byte for byte
     what rendering them all at once gives."""
-    from farmer.report import console as report
     from farmer.graph.graph import Computation
+    from farmer.report import console as report
     from farmer.run.scheduler import Settled
 
     comps = [Computation(i, f"out/é{i}.txt", 't"x', outputs=[f"out/{i}"]) for i in range(count)]

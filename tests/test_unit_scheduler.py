@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers import computation_graph
 
 from farmer.run.executors.simulated import SimulatedExecutor
 from farmer.run.scheduler import FAILED, RAN, SKIPPED, UP_TO_DATE, Hooks, Scheduler
-from helpers import computation_graph
 
 
 class FakeExecutor(SimulatedExecutor):

@@ -10,8 +10,18 @@ import subprocess
 
 import pytest
 
-from farmer.manifest.shellscan import (ANSI, ARITHMETIC, BACKSLASH, BACKTICK, BARE, DOLLAR, DOUBLE,
-                              HEREDOC, SINGLE, contexts)
+from farmer.manifest.shellscan import (
+    ANSI,
+    ARITHMETIC,
+    BACKSLASH,
+    BACKTICK,
+    BARE,
+    DOLLAR,
+    DOUBLE,
+    HEREDOC,
+    SINGLE,
+    contexts,
+)
 from farmer.manifest.template import shell_quote
 
 SHELL_CASES = [

@@ -477,7 +477,6 @@ def test_a_state_db_error_is_one_line_without_the_sqlite3_package():
     import sys
 
     import xxhash
-
     from conftest import REPO, farmer_env
 
     code = ("import sys\n"
@@ -524,7 +523,6 @@ def test_state_db_works_without_importing_functools(tmp_path, setup, had):
     import sys
 
     import xxhash
-
     from conftest import REPO, farmer_env
 
     path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])

@@ -8,9 +8,8 @@ import tomllib
 
 import pytest
 
-from farmer.manifest import farmfile
-from farmer.manifest import tomlparse
 from farmer.errors import UsageError
+from farmer.manifest import farmfile, tomlparse
 
 EVERY_KIND = '''
 title = "farmer"

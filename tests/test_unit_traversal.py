@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from farmer.manifest import farmfile
 from farmer.errors import UsageError
 from farmer.graph.graph import Graph, select
 from farmer.graph.traversal import traverse
+from farmer.manifest import farmfile
 
 
 def make(tmp_path, text: str, files=()) -> Graph:

@@ -8,13 +8,13 @@ import os
 import textwrap
 
 import pytest
-
-from farmer.manifest import farmfile
-from farmer.files.digests import Digests, hash_file
-from farmer.store.state import Trace
-from farmer.graph.traversal import traverse
-from farmer.plan.uptodate import action_fingerprint, out_of_date, to_run
 from helpers import computation_of
+
+from farmer.files.digests import Digests, hash_file
+from farmer.graph.traversal import traverse
+from farmer.manifest import farmfile
+from farmer.plan.uptodate import action_fingerprint, out_of_date, to_run
+from farmer.store.state import Trace
 
 FARMFILE = """
 [task.compile]

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import farmer_env, pids_matching, start_farmer, wait_no_process_in
 
 COPY = """

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_farmer
-from farmer.run.executors.simulated import WorldSetups
+
 from farmer.graph.graph import Computation
 from farmer.plan.latency.predict import predict, remaining
+from farmer.run.executors.simulated import WorldSetups
 
 
 def world_tasks(n: int, world: str = "w", start: int = 0) -> list[Computation]:

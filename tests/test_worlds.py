@@ -8,7 +8,6 @@ import os
 import uuid
 
 import pytest
-
 from conftest import pids_matching, wait_no_process
 
 # A task that finds the FIFOs of its world: in /proc of the world (its parent, for a

@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import pids_matching, wait_no_process, wait_no_process_in
 
 # Kills the world from a fork-job (its parent), or from the execute-job (itself).

@@ -95,8 +95,8 @@ def load_project(directory: str | None, farmfile: str, write_cache: bool, ninja:
 def interrupted_before_planning(lock: ProjectLock, started_at: float, jobs: int) -> None:
     """A signal while the graph was read, under the lock: last-build.json says interrupted
     (no computation was known yet), as SPEC §4 asks of every build that got the lock."""
-    from farmer.report import lastbuild
     from farmer.files.atomic import write_atomically
+    from farmer.report import lastbuild
 
     head = lastbuild.header(started_at, jobs, "interrupted", time.time() - started_at, 0.0, 0.0)
     try:
@@ -122,8 +122,8 @@ def ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock 
     neither it nor what regenerates it changed (farmer/store/ninja_stamp.py) and the no-op proof
     holds; None: the build goes the full way."""
     from farmer.build import noop
-    from farmer.store import ninja_stamp as ninjastamp
     from farmer.files.lock import ProjectLock
+    from farmer.store import ninja_stamp as ninjastamp
 
     root = os.path.dirname(manifest)
     farmer_dir = os.path.join(root, ".farmer")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
+from farmer.plan.latency.predict import Prediction, eta
+from farmer.plan.session import Session
+from farmer.record.recorder import Recorder
 from farmer.report import console as report
 from farmer.run.executors.base import Executor, Outcome
 from farmer.run.executors.process import keep_log, log_path
-from farmer.plan.latency.predict import Prediction, eta
-from farmer.record.recorder import Recorder
 from farmer.run.scheduler import Hooks, Scheduler
-from farmer.plan.session import Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

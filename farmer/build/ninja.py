@@ -12,16 +12,16 @@ from __future__ import annotations
 import os
 import sys
 
-from farmer.startup.cheap import collector_paused
 from farmer.errors import UsageError
-from farmer.manifest.spec import Spec
 from farmer.graph.graph import Graph
+from farmer.manifest.spec import Spec
+from farmer.startup.cheap import collector_paused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.deferred import Deferred
-    from farmer.graph.graph import Computation
     from farmer.files.lock import ProjectLock
+    from farmer.graph.graph import Computation
     from farmer.store.state import State
 
 _MAX_REGENERATIONS = 3
@@ -138,8 +138,8 @@ def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | N
 def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
     """What a build's no-op proof rests on besides itself (written once its first commands
     have started: without the proof, which only a good build writes, it proves nothing)."""
-    from farmer.store import ninja_stamp as ninjastamp
     from farmer.graph import ninja_cache as cache
+    from farmer.store import ninja_stamp as ninjastamp
 
     farmer_dir = os.path.join(spec.root, ".farmer")
     files = cache.manifest_files(farmer_dir, spec.path)
@@ -199,8 +199,8 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
 def _record_now(graph: Graph, comp: Computation, state: State) -> None:
     """Save `comp`'s trace as its inputs and outputs are now."""
     from farmer.files.digests import Digests, NotAFile
-    from farmer.store.state import Trace
     from farmer.plan.uptodate import timed_outputs
+    from farmer.store.state import Trace
 
     digests = Digests(state.stat_cache())
     digests.timed = timed_outputs(graph)

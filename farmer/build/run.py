@@ -10,33 +10,33 @@ whatever its outcome; the no-op proof only after a good one.
 
 from __future__ import annotations
 
-from farmer.startup.cheap import signal
 import os
 import sys
 import time
 
-from farmer.report import lastbuild
-from farmer.store import proof as noop
-from farmer.run import orphans
-from farmer.report import console as report
-from farmer.run.executors.base import Executor, Outcome
-from farmer.report.lastbuild import summary_line
+from farmer.build.deferred import Deferred
+from farmer.files.lock import ProjectLock
+from farmer.files.private import make_dir
 from farmer.plan.latency import critical
 from farmer.plan.latency.predict import Prediction
 from farmer.plan.latency.seconds import Seconds
-from farmer.files.lock import ProjectLock
-from farmer.files.private import make_dir
-from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
 from farmer.plan.session import Session, open_session
-from farmer.build.deferred import Deferred
+from farmer.report import console as report
+from farmer.report import lastbuild
+from farmer.report.lastbuild import summary_line
+from farmer.run import orphans
+from farmer.run.executors.base import Executor, Outcome
+from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
+from farmer.startup.cheap import signal
+from farmer.store import proof as noop
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.build.request import BuildRequest
     from farmer.files.digests import Digests
     from farmer.graph.graph import Graph
-    from farmer.record.runcache import RunCache
     from farmer.manifest.spec import Spec
+    from farmer.record.runcache import RunCache
     from farmer.report.console import Progress
     from farmer.run.worlds.manager import WarmWorlds
     from farmer.store.state import State

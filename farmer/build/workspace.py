@@ -157,7 +157,8 @@ class Workspace:
             if not ninja and graph is not self.graph:
                 self.keep_graph(spec, graph)
             live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
-            opts = request.replace(live=live, cache_dir=os.path.abspath(request.cache_dir) if request.cache_dir else None)
+            cache_dir = os.path.abspath(request.cache_dir) if request.cache_dir else None
+            opts = request.replace(live=live, cache_dir=cache_dir)
             deferred.collector = paused.__exit__
             if not ninja or dry_run:
                 code = self._run(spec, graph, opts, state, proof, deferred, progress)

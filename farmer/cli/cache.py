@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
+from farmer.errors import UsageError
 from farmer.manifest.spec import parse_size
 from farmer.record.cache.settings import CacheSettings, format_size, resolve
 from farmer.record.cache.store import CacheError, LocalCache
-from farmer.errors import UsageError
 
 
 def settings_for(directory: str | None, farmfile: str, cache_dir: str | None) -> CacheSettings:

@@ -5,11 +5,11 @@ through it."""
 
 from __future__ import annotations
 
-from farmer.startup.cheap import signal
 import os
 import sys
 
 from farmer.errors import LockHeld, UsageError
+from farmer.startup.cheap import signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

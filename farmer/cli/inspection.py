@@ -6,12 +6,12 @@ import json
 import os
 
 from farmer.errors import UsageError
-from farmer.run.executors.process import log_path
-from farmer.manifest.spec import Spec
-from farmer.files.lock import ProjectLock
-from farmer.store.state import State
-from farmer.graph.graph import Graph, select
 from farmer.files.confine import check_inside
+from farmer.files.lock import ProjectLock
+from farmer.graph.graph import Graph, select
+from farmer.manifest.spec import Spec
+from farmer.run.executors.process import log_path
+from farmer.store.state import State
 
 
 def _edges(graph: Graph, selected: list[int]) -> list[tuple[int, int]]:

@@ -8,10 +8,10 @@ import json
 import os
 from pathlib import Path
 
+from farmer.graph.graph import Graph
+from farmer.manifest.spec import Spec
 from farmer.plan.session import open_session
 from farmer.plan.stale import would_remove
-from farmer.manifest.spec import Spec
-from farmer.graph.graph import Graph
 from farmer.report.timeline import prediction_json, prediction_text, write_chrome_trace
 
 

@@ -28,8 +28,8 @@ _CHUNK = 1 << 20
 RACY_NS = 100_000_000
 
 # farmer's own sources that decide what a Farmfile expands to and what is up to date.
-_SOURCES = ("manifest/spec.py", "manifest/farmfile.py", "manifest/shellscan.py", "graph/traversal.py", "graph/expander.py",
-            "manifest/template.py", "graph/matching.py", "graph/graph.py", "plan/uptodate.py",
+_SOURCES = ("manifest/spec.py", "manifest/farmfile.py", "manifest/shellscan.py", "graph/traversal.py",
+            "graph/expander.py", "manifest/template.py", "graph/matching.py", "graph/graph.py", "plan/uptodate.py",
             "graph/cache.py", "files/digests.py", "store/proof.py", "build/run.py")
 
 

@@ -7,12 +7,13 @@ second farmer can name it.
 
 from __future__ import annotations
 
-from farmer.startup.cheap import signal
 import fcntl
 import os
 import time
+
 from farmer.errors import LockHeld
 from farmer.files.private import make_state_dir, open_file
+from farmer.startup.cheap import signal
 
 # In the lock's folder while its holder has a folder for its worlds' FIFOs (made before the
 # folder, removed after it: `mark_fifos`, `unmark_fifos`): found by the next holder, it was
@@ -38,10 +39,10 @@ def unmark_fifos(farmer_dir: str) -> None:
 
 
 def _holder(fd: int) -> tuple[str, str]:
-    """The holder's pid and role (`watch`, or "" for a build) as written in the lock file. A holder that has just taken the lock
-    writes it within microseconds, so an empty file is read again for a moment (a new
-    project's file is empty until its first holder writes): up to half a second, which a
-    holder descheduled on a loaded machine may take."""
+    """The holder's pid and role (`watch`, or "" for a build) as written in the lock file.
+    A holder that has just taken the lock writes it within microseconds, so an empty file
+    is read again for a moment (a new project's file is empty until its first holder
+    writes): up to half a second, which a holder descheduled on a loaded machine may take."""
     for _ in range(100):
         first, _, rest = os.pread(fd, 64, 0).partition(b"\n")
         if first.strip():
@@ -93,10 +94,7 @@ class ProjectLock:
         from farmer.run.worlds.sweep import sweep
 
         sweep()
-        try:
-            os.unlink(mark)
-        except OSError:
-            pass
+        unmark_fifos(self.dir)
 
     def defer_signals(self, stop_now: bool = False) -> None:
         """From now until a build installs its own handlers, SIGINT, SIGTERM and SIGHUP are

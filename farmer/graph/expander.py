@@ -13,11 +13,11 @@ from __future__ import annotations
 import itertools
 import os
 
-from farmer.manifest import template
 from farmer.errors import TaskError, UsageError
-from farmer.manifest.farmfile import Spec, TaskSpec
 from farmer.graph.graph import NO_NAMES
 from farmer.graph.matching import Files, has_control, pattern_regex
+from farmer.manifest import template
+from farmer.manifest.farmfile import Spec, TaskSpec
 
 _new = object.__new__
 

@@ -55,8 +55,8 @@ class NinjaEdge:
 class _Settings:
     """The fields of a computation that are nearly always their defaults: the computations
     whose are all defaults share one (`_PLAIN`), so that each holds 15 slots, not 25 (see
-    bench/results/issue17-passes.md#memory-of-a-100k-clean-build). Never changed once shared: `Computation`'s setters copy
-    it first."""
+    bench/results/issue17-passes.md#memory-of-a-100k-clean-build). Never changed once shared:
+    `Computation`'s setters copy it first."""
 
     __slots__ = ("env", "world", "cost", "cpus", "pool", "timeout", "always", "cache",
                  "world_setup", "validates", "remote")

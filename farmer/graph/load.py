@@ -45,8 +45,8 @@ def load_later(path: str | os.PathLike) -> tuple[Spec, Graph, Callable[[], None]
         cached[0].digest = hash_bytes(text)
         return cached[0], cached[1], None
     # Here: a build from the graph cache never parses (farmfile.py, tomllib) nor traverses.
-    from farmer.manifest import farmfile
     from farmer.graph.traversal import traverse
+    from farmer.manifest import farmfile
 
     with collector_paused():  # parsing and traversing make objects and free almost none
         spec = farmfile.parse_text(path, text)

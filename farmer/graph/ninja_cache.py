@@ -20,10 +20,10 @@ import sys
 
 from farmer import __version__
 from farmer.files.atomic import save_marshalled
-from farmer.manifest.spec import Spec
-from farmer.graph.graph import Computation, Graph, NinjaEdge
 from farmer.files.digests import RACY_NS, hash_text, stat_key
+from farmer.graph.graph import Computation, Graph, NinjaEdge
 from farmer.graph.ninja_edges import FileChecks, apply_file_checks
+from farmer.manifest.spec import Spec
 
 NAME = "ninja-graph.cache"
 _FORMAT = 2

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 
 from farmer.errors import UsageError
-from farmer.manifest.spec import Spec
+from farmer.graph.graph import Computation, Graph, NinjaEdge, action_fingerprint, topological_order
 from farmer.manifest.ninja_lexer import evaluate
 from farmer.manifest.ninja_parser import Edge, Manifest, shell_escape
-from farmer.graph.graph import Computation, Graph, NinjaEdge, action_fingerprint, topological_order
+from farmer.manifest.spec import Spec
 
 CONSOLE = "console"
 

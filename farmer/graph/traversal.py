@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import sys
 
-from farmer.manifest import template
 from farmer.errors import TaskError, UsageError
-from farmer.graph.expander import Expanders, Instance, TaskExpander, expand_tasks, normalize, render_list
-from farmer.manifest.farmfile import Spec
-from farmer.graph.graph import NO_NAMES, Computation, Graph, action_fingerprint, topological_order
 from farmer.files.confine import check_inside
+from farmer.graph.expander import Expanders, Instance, TaskExpander, expand_tasks, normalize, render_list
+from farmer.graph.graph import NO_NAMES, Computation, Graph, action_fingerprint, topological_order
 from farmer.graph.matching import Files, glob_regex
+from farmer.manifest import template
+from farmer.manifest.farmfile import Spec
 
 
 def glob_start(path: str) -> int:

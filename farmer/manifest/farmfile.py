@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from farmer.manifest import template
 from farmer.errors import TaskError, UsageError
+from farmer.manifest import template
 from farmer.manifest.spec import CacheSpec, RemoteSpec, Spec, TaskSpec, WorldSpec, parse_size, read  # noqa: F401 - farmfile.Spec etc. as before
 
 TYPE_CHECKING = False

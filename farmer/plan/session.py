@@ -13,26 +13,26 @@ from __future__ import annotations
 import os
 import sys
 
-from farmer.store import proof as noop
-from farmer.report import console as report
 from farmer.files.digests import Digests
 from farmer.graph.graph import Graph, check_inputs, select_targets
 from farmer.plan.latency import estimates
 from farmer.plan.latency.predict import Prediction, predict
+from farmer.plan.uptodate import out_of_date, timed_outputs, to_run
+from farmer.report import console as report
 from farmer.run.scheduler import UP_TO_DATE
 from farmer.startup.cheap import int64s
+from farmer.store import proof as noop
 from farmer.store.state import State, Trace, world_setup_id
-from farmer.plan.uptodate import out_of_date, timed_outputs, to_run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from farmer.files.atomic import Part
-    from farmer.run.executors.simulated import WorldSetups
-    from farmer.run.executors.base import Outcome
-    from farmer.run.scheduler import Settled
     from farmer.manifest.spec import Spec
+    from farmer.run.executors.base import Outcome
+    from farmer.run.executors.simulated import WorldSetups
+    from farmer.run.scheduler import Settled
 
 _UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
 _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is guessed from
@@ -197,8 +197,9 @@ class Session:
 
     def recorded(self, i: int, trace: Trace) -> None:
         """Computation `i` ran (or was restored) and `trace` is on its way to state.db:
-        what the proof will need of it is kept, not the trace (see bench/results/issue17-passes.md#memory-of-a-100k-clean-build):
-        the digests it names in order, and the paths its depfile listed."""
+        what the proof will need of it is kept, not the trace (see
+        bench/results/issue17-passes.md#memory-of-a-100k-clean-build): the digests it names in order,
+        and the paths its depfile listed."""
         self.traces.pop(trace.id, None)  # no longer its trace: only `write_proof` asks again
         if self.fresh_at is None:
             self.fresh_at = int64s(len(self.graph.computations), -1)

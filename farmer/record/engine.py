@@ -14,9 +14,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from farmer.build.request import BuildRequest
     from farmer.graph.graph import Computation
     from farmer.manifest.spec import Spec
-    from farmer.plan.session import BuildOptions, Session
+    from farmer.plan.session import Session
     from farmer.record.runcache import RunCache
     from farmer.run.executors.base import Executor, Outcome
 
@@ -29,7 +30,7 @@ class EngineContext:
 
     __slots__ = ("spec", "session", "options", "logs", "warn", "t0")
 
-    def __init__(self, spec: Spec, session: Session, options: BuildOptions, logs: str,
+    def __init__(self, spec: Spec, session: Session, options: BuildRequest, logs: str,
                  warn: Callable[[str], None], t0: float) -> None:
         self.spec, self.session, self.options = spec, session, options
         self.logs, self.warn, self.t0 = logs, warn, t0

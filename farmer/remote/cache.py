@@ -17,11 +17,11 @@ import threading
 import time
 
 from farmer.files.digests import NotAFile, digest_or_changed
+from farmer.files.queued import take_queued
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
 from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
-from farmer.files.queued import take_queued
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas

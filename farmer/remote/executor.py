@@ -27,8 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from farmer.files.digests import digest_or_changed
 from farmer.record import depfile as depfiles
-from farmer.run.executors.base import Outcome, Ran
-from farmer.run.executors.relay import RelayExecutor
 from farmer.remote import depscan
 from farmer.remote import restore as restoring
 from farmer.remote.action import in_root, root_path
@@ -36,13 +34,15 @@ from farmer.remote.cache import RemoteCache, RemoteLookup
 from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
 from farmer.remote.protos.google.rpc import code_pb2
 from farmer.remote.shas import Changed
+from farmer.run.executors.base import Outcome, Ran
+from farmer.run.executors.relay import RelayExecutor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.run.executors.process import ProcessExecutor
     from farmer.graph.graph import Computation
+    from farmer.run.executors.process import ProcessExecutor
     from farmer.store.state import Trace
 
 DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout waits at most this long

@@ -7,9 +7,9 @@ import os
 import sys
 import time
 
-from farmer.startup import jsontext
 from farmer.files.atomic import write_text_atomically
 from farmer.report.lastbuild import rounded
+from farmer.startup import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -215,7 +215,8 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
 compact_json = jsontext.dumps
 compact_json_each = jsontext.dumps_each
 
-_AT_ONCE = 1000  # tasks made into dicts at a time, not all at once (see bench/results/issue17-passes.md#memory-of-a-100k-clean-build)
+# tasks made into dicts at a time, not all at once (see bench/results/issue17-passes.md#memory-of-a-100k-clean-build)
+_AT_ONCE = 1000
 
 
 def last_build_json_each(comps: list[Computation], selected: list[int], settled: dict[int, Settled],

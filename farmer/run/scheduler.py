@@ -10,8 +10,8 @@ a simulated clock (`plan --simulate`), driven by this same code.
 
 from __future__ import annotations
 
-from farmer.run.executors.base import Executor, Outcome
 from farmer.graph.graph import Computation
+from farmer.run.executors.base import Executor, Outcome
 from farmer.startup.cheap import heapq
 
 UP_TO_DATE = "up-to-date"

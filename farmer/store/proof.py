@@ -29,11 +29,11 @@ import os
 import sys
 
 from farmer import __version__
-from farmer.store import proof_check
 from farmer.files.atomic import FileRange, OpenFile, Part, load_marshalled, unnamed_file, write_all, write_atomically
 from farmer.files.digests import code_stamp, hash_file, hash_text
 from farmer.files.stattable import STAT_BYTES, StatKey, stat_of
 from farmer.startup.cheap import int64s, int64s_of
+from farmer.store import proof_check
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import Result, run_farmer, start_farmer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

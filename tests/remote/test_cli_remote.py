@@ -11,7 +11,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import start_farmer
 from helpers import PROFILE, c_program, imported, last_build_tasks, write_files
 

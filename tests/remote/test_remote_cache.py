@@ -9,21 +9,20 @@ import shutil
 import subprocess
 
 import pytest
-
 from helpers import c_program, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-from farmer.record.cache.key import Programs, describe  # noqa: E402
 from farmer.files.digests import Digests  # noqa: E402
 from farmer.graph.load import load  # noqa: E402
+from farmer.plan.uptodate import digest_or_changed  # noqa: E402
+from farmer.record.cache.key import Programs, describe  # noqa: E402
 from farmer.remote.cache import RemoteCache  # noqa: E402
 from farmer.remote.client import digest_of  # noqa: E402
 from farmer.remote.config import Endpoint, RemoteSettings  # noqa: E402
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
 from farmer.store.state import State  # noqa: E402
-from farmer.plan.uptodate import digest_or_changed  # noqa: E402
 
 FARMFILE = """\
 [task.objects]

@@ -12,7 +12,6 @@ import subprocess
 import textwrap
 
 import pytest
-
 from conftest import Result, run_farmer
 from helpers import cmake_checkout, last_build_tasks
 

@@ -9,20 +9,19 @@ import subprocess
 import time
 
 import pytest
-
 from helpers import c_program, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
     pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
 
-from farmer.record.cache.key import Programs, describe  # noqa: E402
-from farmer.run.executors.base import Ran  # noqa: E402
-from farmer.run.executors.process import ProcessExecutor, log_path  # noqa: E402
 from farmer.files.digests import Digests  # noqa: E402
 from farmer.graph.load import load  # noqa: E402
+from farmer.record.cache.key import Programs, describe  # noqa: E402
 from farmer.remote.cache import RemoteCache  # noqa: E402
 from farmer.remote.config import Endpoint, RemoteSettings  # noqa: E402
 from farmer.remote.executor import RemoteExecutor  # noqa: E402
+from farmer.run.executors.base import Ran  # noqa: E402
+from farmer.run.executors.process import ProcessExecutor, log_path  # noqa: E402
 from farmer.store.state import State, Trace  # noqa: E402
 
 FARMFILE = """\

@@ -10,7 +10,6 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import start_farmer
 from helpers import last_build_tasks, write_files
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from farmer.manifest import farmfile
 from farmer.errors import UsageError
+from farmer.manifest import farmfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -13,10 +13,11 @@ from farmer.plan.latency.seconds import Seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Set as AbstractSet
+    from collections.abc import Callable, Mapping
+    from collections.abc import Set as AbstractSet
 
-    from farmer.run.executors.simulated import WorldSetups
     from farmer.plan.latency import simulate
+    from farmer.run.executors.simulated import WorldSetups
 
 # Start-up rule (docs/performance.md): the simulation (farmer/plan/latency/simulate.py, with the
 # simulated executor) is imported where a prediction is first simulated, which a build does

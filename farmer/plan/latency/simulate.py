@@ -3,8 +3,8 @@ of a build run the real scheduling policy with each computation lasting its esti
 
 from __future__ import annotations
 
-from farmer.run.executors.simulated import SimulatedExecutor, WorldSetups
 from farmer.graph.graph import Computation
+from farmer.run.executors.simulated import SimulatedExecutor, WorldSetups
 from farmer.run.scheduler import Hooks, Scheduler, Span
 
 

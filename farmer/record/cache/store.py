@@ -29,8 +29,8 @@ import stat
 import threading
 import time
 
-from farmer.record.cache.key import variant_key
 from farmer.files.digests import THIN_PREFIX, hash_bytes
+from farmer.record.cache.key import variant_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -16,13 +16,13 @@ import threading
 import time
 from stat import S_ISREG
 
-from farmer.record.cache.leftovers import sweep
-from farmer.record.cache.key import Programs, describe, uncacheable, variant_key
-from farmer.record.cache.restore import BadBlob, NotHere, restore_files
-from farmer.record.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
 from farmer.files.digests import digest_or_changed, hash_fd
 from farmer.files.queued import take_queued
 from farmer.files.stattable import stat_key
+from farmer.record.cache.key import Programs, describe, uncacheable, variant_key
+from farmer.record.cache.leftovers import sweep
+from farmer.record.cache.restore import BadBlob, NotHere, restore_files
+from farmer.record.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
 from farmer.record.runcache import RunCache
 from farmer.run.executors.base import Outcome, Restored
 
@@ -30,9 +30,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from farmer.record.cache.settings import CacheSettings
-    from farmer.graph.graph import Computation
     from farmer.files.digests import Digests
+    from farmer.graph.graph import Computation
+    from farmer.record.cache.settings import CacheSettings
     from farmer.store.state import Trace
 
 # A discovered input whose change time is this close to the run's start may have changed

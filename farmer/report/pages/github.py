@@ -63,8 +63,7 @@ def report_build(farmer_dir: str, graph: Graph | None = None, out: TextIO = sys.
     $GITHUB_STEP_SUMMARY (with the critical path and predictions when `graph` is given).
     A report that cannot be made is a warning, never a failed build."""
     from farmer.errors import UsageError
-    from farmer.report.pages import markdown
-    from farmer.report.pages import model
+    from farmer.report.pages import markdown, model
 
     try:
         build = model.load(farmer_dir)

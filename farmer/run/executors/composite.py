@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import time
 
+from farmer.graph.graph import Computation
+from farmer.manifest.spec import Spec
 from farmer.run.executors.base import Executor, Outcome
 from farmer.run.executors.process import ProcessExecutor
 from farmer.run.executors.world import WorldExecutor
-from farmer.manifest.spec import Spec
-from farmer.graph.graph import Computation
 
 
 class CompositeExecutor(Executor):

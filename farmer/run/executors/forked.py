@@ -32,8 +32,8 @@ from farmer.startup.cheap import signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from farmer.run.executors.process import ProcessExecutor
     from farmer.graph.graph import Computation
+    from farmer.run.executors.process import ProcessExecutor
 
 _STOP = -1  # a request: kill what runs
 _IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # farmer stops the build

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import time
 
+from farmer.files.private import open_file, unlink_link
+from farmer.graph.graph import Computation
 from farmer.run.executors.base import Executor, Outcome
 from farmer.run.executors.events import READ, event_loop
 from farmer.run.executors.shell import Direct, direct
-from farmer.graph.graph import Computation
-from farmer.files.private import open_file, unlink_link
 from farmer.startup.cheap import signal
 
 TYPE_CHECKING = False

@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from farmer.run.executors.base import Executor, Outcome
 from farmer.files.private import make_dir, open_file
-from farmer.run.executors.process import drop_empty_log, log_path
-from farmer.manifest.spec import WorldSpec
 from farmer.graph.graph import Computation
+from farmer.manifest.spec import WorldSpec
+from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.process import drop_empty_log, log_path
 from farmer.run.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
 from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
 from farmer.run.worlds.protocol import ProtocolError

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
+from farmer.files.digests import Digests, digest_or_changed, hash_text
 from farmer.manifest import template
 from farmer.manifest.spec import Spec
-from farmer.files.digests import Digests, digest_or_changed, hash_text
 
 
 def fingerprints(spec: Spec, digests: Digests) -> dict[str, str]:

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from farmer.manifest.spec import WorldSpec
 from farmer.files.lock import mark_fifos, unmark_fifos
+from farmer.manifest.spec import WorldSpec
 from farmer.run.worlds.sweep import PREFIX, fifo_parent, sweep
 
 TYPE_CHECKING = False
