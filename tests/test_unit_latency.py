@@ -311,16 +311,20 @@ def test_a_makespan_simulated_without_a_timeline_keeps_no_table_and_is_the_same(
     to_run = {i: "never built" for i in range(6)}
     latency = critical.expected_latency(comps, list(range(6)), duration)
     worlds = WorldSetups({"w": 2.0}, {"w": None})
+    world_latency = {"w": 2.0 + latency[3]}  # its set-up, then its task
     runs = []
     for record in (True, False):
         executor = SimulatedExecutor(duration, worlds=worlds, record=record)
-        scheduler = Scheduler(comps, list(range(6)), latency, 2, {"p": 1}, True, executor, _SimHooks(to_run))
+        scheduler = Scheduler(comps, list(range(6)), latency, 2, {"p": 1}, True, executor, _SimHooks(to_run),
+                              worlds=worlds, world_latency=world_latency)
         settled = scheduler.run()
         runs.append((executor.clock, scheduler.start_order, {i: s.status for i, s in settled.items()}))
         assert bool(executor.began) == bool(executor.started) == bool(executor.ended) == record
     assert runs[0] == runs[1]
-    full = simulate.simulate(comps, list(range(6)), to_run, duration, latency, 2, {"p": 1}, worlds)
-    alone = simulate.simulate(comps, list(range(6)), to_run, duration, latency, 2, {"p": 1}, worlds, False)
+    full = simulate.simulate(comps, list(range(6)), to_run, duration, latency, 2, {"p": 1}, worlds,
+                             world_latency=world_latency)
+    alone = simulate.simulate(comps, list(range(6)), to_run, duration, latency, 2, {"p": 1}, worlds, False,
+                              world_latency)
     assert alone.makespan_s == full.makespan_s == runs[0][0] and alone.timeline == []
 
 

@@ -26,7 +26,7 @@ from farmer.report import lastbuild
 from farmer.report.lastbuild import summary_line
 from farmer.run import orphans
 from farmer.run.executors.base import Executor, Outcome
-from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span
+from farmer.run.scheduler import FAILED, SKIPPED, Scheduler, Settled, Span, WorldSpan
 from farmer.startup.cheap import signal
 from farmer.store import proof as noop
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from farmer.manifest.spec import Spec
     from farmer.record.runcache import RunCache
     from farmer.report.console import Progress
+    from farmer.run.executors.simulated import WorldSetups
     from farmer.run.worlds.manager import WarmWorlds
     from farmer.store.state import State
 
@@ -118,7 +119,7 @@ class _Build:
         to_run = prediction.to_run
         if self.early:  # interrupted while planning: nothing ran, last-build.json says so
             return self.finish({i: Settled(SKIPPED, "build stopped") for i in session.selected},
-                               {}, self.early[0], {})
+                               {}, self.early[0], {}, [])
         if opts.dry_run:
             from farmer.plan.stale import would_remove
 
@@ -131,7 +132,7 @@ class _Build:
             return 0
         if not to_run:
             # Nothing is out of date: the scheduler would only settle everything as up to date.
-            return self.finish({}, {}, None, {})
+            return self.finish({}, {}, None, {}, [])
         # Start-up rule (docs/performance.md): what runs computations is imported by a build
         # that has some to run.
         from farmer.build.compose import compose
@@ -178,8 +179,10 @@ class _Build:
                                                           live or cache is not None), opts.jobs)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
+        # Each world to set up is a step of the schedule, started as early as a slot is free.
         scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
-                              jobs, session.spec.pools, opts.keep_going, executor, hooks)
+                              jobs, session.spec.pools, opts.keep_going, executor, hooks,
+                              prediction.worlds, prediction.world_latency)
         hooks.scheduler = scheduler
         hooks.executor = executor
         reporter.started(executor.worlds_setting_up)
@@ -193,6 +196,7 @@ class _Build:
                 signal.signal(s, self._late_signal)
             os.close(wake_r)
             os.close(wake_w)
+            scheduler.take_setup_ends()  # those that ended as the executor closed
             hooks.print_finished()
             reporter.close()
             recorder.record_world_setups(executor.worlds_set_up())
@@ -204,11 +208,12 @@ class _Build:
         hooks.scheduler = hooks.executor = None  # no cycles: all of it goes once `run` returns
         outcomes, signum = hooks.outcomes, hooks.signal
         slots_of = scheduler.slots_of if opts.trace_file else {}
+        world_spans = scheduler.world_spans
         # The end needs nothing else of the run, nor of the prediction but its makespan: their
         # tables go before it is made (at 100 000 computations, tens of MB).
         prediction.keep_makespan()
         del scheduler, hooks, recorder, executor, reporter, prediction, to_run
-        return self.finish(settled, outcomes, signum, slots_of)
+        return self.finish(settled, outcomes, signum, slots_of, world_spans)
 
     def _late_signal(self, signum: int, frame: object) -> None:
         """A signal once the outcome is decided: kept for whoever holds the lock next (the
@@ -249,9 +254,10 @@ class _Build:
                                                       for i in to_run)
 
     def finish(self, settled: dict[int, Settled], outcomes: dict[int, Outcome],
-               signum: int | None, slots_of: dict[int, list[int]]) -> int:
+               signum: int | None, slots_of: dict[int, list[int]], world_spans: list[WorldSpan]) -> int:
         """The end of every build that got the lock: last-build.json, the trace, the summary.
-        `settled`: how computations settled; every selected one not in it is up to date."""
+        `settled`: how computations settled; every selected one not in it is up to date;
+        `world_spans`: the worlds set up (or found warm)."""
         session, opts = self.session, self.opts
         comps = session.graph.computations
         if not opts.dry_run:  # what was hashed this build need not be hashed the next
@@ -263,7 +269,12 @@ class _Build:
             outcome = outcomes.get(i)
             if outcome is not None:
                 measured[i] = outcome.end_s - outcome.start_s
-        critical_s = max(critical.latencies(comps, session.affected, measured).values(), default=0.0)
+        setups = self._measured_setups(world_spans)
+        if setups is None:
+            critical_s = max(critical.latencies(comps, session.affected, measured).values(), default=0.0)
+        else:  # a set-up on the longest chain is part of it
+            ran_latency, steps = critical.latencies_with_setups(comps, session.affected, measured, setups)
+            critical_s = max(max(ran_latency.values(), default=0.0), max(steps.latency.values(), default=0.0))
         if signum is not None:
             status, code = "interrupted", 128 + signum
         elif any(s.status == FAILED for s in settled.values()):
@@ -272,19 +283,38 @@ class _Build:
             status, code = "ok", 0
         counts = lastbuild.tally(len(session.selected), [(s.status, s.reason) for s in settled.values()])
         head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,
-                                self.prediction.makespan_s)
+                                self.prediction.makespan_s, lastbuild.world_entries(world_spans))
         lastbuild.write(self.farmer_dir, head, session.last_build_tasks(settled, outcomes))
         if opts.trace_file:
             from farmer.report.timeline import write_chrome_trace
 
             spans = [Span(i, slots_of[i], o.start_s, o.end_s) for i, o in outcomes.items() if i in slots_of]
             measured = {i: o.end_s - o.start_s for i, o in outcomes.items()}
-            ran_latency = critical.expected_latency(comps, session.affected, measured)
-            path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
-            write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
+            ran = [i for i in session.affected if i in outcomes]
+            if setups is None:
+                ran_latency = critical.expected_latency(comps, ran, measured)
+                path: set[int | str] = set(critical.critical_path(comps, ran_latency))
+            else:
+                by_index, steps = critical.latencies_with_setups(comps, ran, measured, setups)
+                path = set(critical.critical_steps(comps, by_index, steps))
+            write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build",
+                               [w for w in world_spans if w.start_s is not None])
         ran = session.ran(outcomes) if status == "ok" else None
         self.ending = (ran, summary_line(counts, wall, critical_s, status))
         return code
+
+    def _measured_setups(self, spans: list[WorldSpan]) -> WorldSetups | None:
+        """The worlds set up in this build as steps with their measured durations (the
+        last set-up of each, if one restarted), for the critical path; None: none."""
+        seconds = {w.world: w.end_s - w.start_s for w in spans
+                   if w.start_s is not None and w.end_s is not None and w.status in ("ok", "failed")}
+        if not seconds:
+            return None
+        from farmer.run.executors.simulated import WorldSetups
+
+        worlds = self.session.spec.worlds
+        return WorldSetups(seconds, {w: worlds[w].parent if w in worlds else None for w in seconds},
+                           self.session.world_producers(seconds))
 
     def conclude(self) -> None:
         """After `run`: a good build's proof, then the summary line. Apart from `finish`, so

@@ -30,8 +30,8 @@ def run_plan(spec: Spec, graph: Graph, targets: list[str], jobs: int, simulated:
     finally:
         session.state.close()
     if trace_file:
-        write_chrome_trace(Path(trace_file), prediction.simulation.timeline, comps, set(prediction.critical_path),
-                           "farmer plan --simulate")
+        write_chrome_trace(Path(trace_file), prediction.simulation.timeline, comps, set(prediction.critical_steps),
+                           "farmer plan --simulate", prediction.simulation.world_spans)
     if as_json:
         print(json.dumps({**prediction_json(prediction, comps, simulated), "stale_outputs": stale}, indent=1))
     else:

@@ -21,7 +21,7 @@ def gather(load_project: Callable[[], tuple]) -> model.LastBuild:
         build.notes.append(f"no critical path nor predictions: {e}")
         return build
     build = model.load(os.path.join(spec.root, ".farmer"))
-    model.add_history_and_graph(build, graph)
+    model.add_history_and_graph(build, graph, {name: w.parent for name, w in spec.worlds.items()})
     return build
 
 

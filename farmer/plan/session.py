@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from farmer.files.atomic import Part
     from farmer.manifest.spec import Spec
     from farmer.run.executors.base import Outcome
-    from farmer.run.executors.simulated import WorldSetups
     from farmer.run.scheduler import Settled
 
 _UNCHECKED = object()  # a verdict not taken yet (None means "up to date")
@@ -170,8 +169,14 @@ class Session:
                        if world_setup_id(w) in history}
             from farmer.run.executors.simulated import WorldSetups
 
-            setups = WorldSetups(seconds, {w: self.spec.worlds[w].parent for w in needed})
+            setups = WorldSetups(seconds, {w: self.spec.worlds[w].parent for w in needed},
+                                 self.world_producers(needed))
         return predict(comps, self.affected, to_run, est, jobs, self.spec.pools, compare, setups)
+
+    def world_producers(self, names: Iterable[str]) -> dict[str, list[int]]:
+        """Per world, the computations that make its inputs (its set-up reads them)."""
+        producer, inputs = self.graph.producer, self.graph.world_inputs
+        return {w: sorted({producer[p] for p in inputs.get(w, ()) if p in producer}) for w in names}
 
     def worlds_needed(self, to_run: dict[int, str]) -> list[str]:
         """The worlds the world tasks in `to_run` run in, with their ancestors."""

@@ -68,15 +68,25 @@ def summary_line(counts: Counts, wall_s: float, critical_s: float, status: str) 
 
 
 def header(started_at: float, jobs: int, status: str, wall_s: float, critical_path_s: float,
-           predicted_makespan_s: float) -> dict:
-    """last-build.json but its tasks; `started_at` in seconds since the epoch."""
+           predicted_makespan_s: float, worlds: Iterable[dict] = ()) -> dict:
+    """last-build.json but its tasks; `started_at` in seconds since the epoch; `worlds`:
+    the worlds set up (`world_entries`)."""
     return {
         "farmer_version": __version__,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
         "jobs": jobs, "status": status, "wall_s": rounded(wall_s),
         "critical_path_s": rounded(critical_path_s),
         "predicted_makespan_s": rounded(predicted_makespan_s),
+        "worlds": list(worlds),
     }
+
+
+def world_entries(spans: Iterable) -> list[dict]:
+    """last-build.json's `worlds`: each world set-up of the build (the scheduler's
+    `WorldSpan`s), in the order they ended; one stopped as no longer needed is left out."""
+    return [{"name": s.world, "start_s": None if s.start_s is None else rounded(s.start_s),
+             "end_s": None if s.end_s is None else rounded(s.end_s), "status": s.status}
+            for s in spans if s.status != "cancelled"]
 
 
 def rounded(x: float) -> float:

@@ -8,23 +8,37 @@ from pathlib import Path
 from farmer.graph.graph import Computation
 from farmer.plan.latency.predict import Prediction
 from farmer.report.console import write_json_atomically
-from farmer.run.scheduler import Span
+from farmer.run.scheduler import Span, WorldSpan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _FILL = "▓▒"  # alternating, so neighbouring computations in a row stay apart
 _CRITICAL = "█"
+_SETUP = "░"  # a world's set-up
 
 
-def gantt(spans: list[Span], comps: list[Computation], jobs: int, critical: set[int],
-          width: int = 64) -> str:
-    """One row per slot; the critical path drawn solid. Short runs may share a cell."""
-    end = max((s.end_s for s in spans), default=0.0)
+def gantt(spans: list[Span], comps: list[Computation], jobs: int, critical: set[int | str],
+          width: int = 64, worlds: Iterable[WorldSpan] = ()) -> str:
+    """One row per slot; the critical path drawn solid, a world's set-up as `_SETUP` on the
+    slot it held. Short runs may share a cell."""
+    setups = [w for w in worlds if w.slots and w.start_s is not None and w.end_s is not None
+              and w.end_s > w.start_s]
+    end = max([s.end_s for s in spans] + [w.end_s for w in setups], default=0.0)
     if end <= 0:
         return "(nothing runs)"
     scale = width / end
     rows = []
     for slot in range(jobs):
         cells = [" "] * width
+        for w in setups:
+            if slot in w.slots:
+                a = int(w.start_s * scale)
+                ch = _CRITICAL if w.world in critical else _SETUP
+                for x in range(a, min(max(a + 1, int(round(w.end_s * scale))), width)):
+                    cells[x] = ch
         mine = sorted((s for s in spans if slot in s.slots), key=lambda s: s.start_s)
         for n, s in enumerate(mine):
             a = int(s.start_s * scale)
@@ -58,22 +72,42 @@ def parallelism(spans: list[Span], comps: list[Computation], width: int = 64) ->
 
 
 def write_chrome_trace(path: Path, spans: list[Span], comps: list[Computation],
-                       critical: set[int], title: str) -> None:
-    """Trace-event JSON: one track per slot, the critical path in its own category."""
+                       critical: set[int | str], title: str, worlds: Iterable[WorldSpan] = ()) -> None:
+    """Trace-event JSON: one track per slot, the critical path in its own category; each
+    world's set-up a span of its own (`world NAME set-up`, category `world_setup`), on the
+    slot it held, or on a track of its own when a task's start began it."""
+    setups = [w for w in worlds if w.start_s is not None and w.end_s is not None]
     events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": title}}]
-    for slot in sorted({s.slot for s in spans}):
+    tracks = {s.slot for s in spans} | {w.slots[0] for w in setups if w.slots}
+    for slot in sorted(tracks):
         events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": slot,
                        "args": {"name": f"slot {slot}"}})
-    for s in sorted(spans, key=lambda s: s.start_s):
+    own_track = max(tracks, default=-1) + 1  # for set-ups that held no slot
+    if any(not w.slots for w in setups):
+        events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": own_track,
+                       "args": {"name": "world set-ups"}})
+    timed: list[tuple[float, dict]] = []
+    for s in spans:
         comp = comps[s.index]
         on_path = s.index in critical
-        events.append({
+        timed.append((s.start_s, {
             "name": comp.id, "cat": "critical_path" if on_path else comp.task, "ph": "X",
             "ts": round(s.start_s * 1e6), "dur": max(1, round((s.end_s - s.start_s) * 1e6)),
             "pid": 1, "tid": s.slot,
             "args": {"task": comp.task, "critical_path": on_path},
             **({"cname": "terrible"} if on_path else {}),
-        })
+        }))
+    for w in setups:
+        on_path = w.world in critical
+        timed.append((w.start_s, {
+            "name": f"world {w.world} set-up", "cat": "critical_path" if on_path else "world_setup",
+            "ph": "X", "ts": round(w.start_s * 1e6), "dur": max(1, round((w.end_s - w.start_s) * 1e6)),
+            "pid": 1, "tid": w.slots[0] if w.slots else own_track,
+            "args": {"world": w.world, "status": w.status, "critical_path": on_path},
+            **({"cname": "terrible"} if on_path else {}),
+        }))
+    timed.sort(key=lambda t: t[0])
+    events += [e for _, e in timed]
     write_json_atomically(path, {"traceEvents": events, "displayTimeUnit": "ms"})
 
 
@@ -98,10 +132,15 @@ def prediction_json(p: Prediction, comps: list[Computation], simulated: bool) ->
             "total_work_s": round(p.total_work_s, 4), "lower_bound_s": round(p.lower_bound_s, 4),
         })
     out["critical_path"] = [comps[i].id for i in p.critical_path]
+    if simulated and any(isinstance(step, str) for step in p.critical_steps):
+        # Beyond SPEC §4: the path with the world set-ups on it, each as `world NAME set-up`.
+        out["critical_steps"] = [_step_name(step, comps) for step in p.critical_steps]
     setups = _measured_setups(p)
     if simulated and setups:
         # Beyond SPEC §4: the worlds' set-up, which heads their tasks' paths.
+        began = {w.world: w.start_s for w in p.simulation.world_spans if w.start_s is not None}
         out["world_setups"] = [{"world": w, "setup_s": round(s, 4),
+                                **({"start_s": round(began[w], 4)} if w in began else {}),
                                 "ready_s": round(p.simulation.world_ready[w], 4)} for w, s in setups.items()]
         out["critical_world"] = p.critical_world
     if simulated:
@@ -109,6 +148,10 @@ def prediction_json(p: Prediction, comps: list[Computation], simulated: bool) ->
                             "end_s": round(s.end_s, 4), "slot": s.slot}
                            for s in sorted(p.simulation.timeline, key=lambda s: (s.start_s, s.slot))]
     return out
+
+
+def _step_name(step: int | str, comps: list[Computation]) -> str:
+    return f"world {step} set-up" if isinstance(step, str) else comps[step].id
 
 
 def prediction_text(p: Prediction, comps: list[Computation], total: int, simulated: bool) -> str:
@@ -125,14 +168,12 @@ def prediction_text(p: Prediction, comps: list[Computation], total: int, simulat
                                   "no cost; build once (or give tasks a cost) to predict"])
     spans = [s for s in p.simulation.timeline if s.end_s > s.start_s]
     setups = _measured_setups(p)
-    on_path = set(p.critical_path)
     lines += [
         "",
         f"predicted makespan  {p.makespan_s:8.2f} s",
         (f"critical path       {p.critical_path_s:8.2f} s  "
-         + " -> ".join(([f"world {p.critical_world} set-up"] if p.critical_world else [])
-                       + [comps[i].id for i in p.critical_path[:12]])
-         + (" -> ..." if len(p.critical_path) > 12 else "")).rstrip(),
+         + " -> ".join(_step_name(step, comps) for step in p.critical_steps[:12])
+         + (" -> ..." if len(p.critical_steps) > 12 else "")).rstrip(),
         f"total work          {p.total_work_s:8.2f} s",
         *([f"world set-up        {sum(setups.values()):8.2f} s  "
            + ", ".join(f"{w} {s:.2f} s" for w, s in setups.items())] if setups else []),
@@ -145,5 +186,6 @@ def prediction_text(p: Prediction, comps: list[Computation], total: int, simulat
         ]
     if spans:
         lines += ["", "parallelism", parallelism(spans, comps), "",
-                  f"timeline ({_CRITICAL} critical path)", gantt(spans, comps, p.jobs, on_path)]
+                  f"timeline ({_CRITICAL} critical path, {_SETUP} world set-up)",
+                  gantt(spans, comps, p.jobs, set(p.critical_steps), worlds=p.simulation.world_spans)]
     return "\n".join(lines)

@@ -6,13 +6,26 @@ stops the ripple (early cutoff). Whenever capacity frees, the ready computation 
 highest expected latency that fits the CPU budget and its pool starts. Executors differ only
 in how a computation runs and how time passes: processes on the wall clock, or estimates on
 a simulated clock (`plan --simulate`), driven by this same code.
+
+A world's set-up is a step of the schedule too: a node after its parent world's set-up and
+after the computations that make its world's inputs, before its tasks, with its own expected
+latency (its estimate plus the largest expected latency among its tasks and its child
+worlds' set-ups). It starts when it is the highest-latency ready thing, as early as a slot is
+free, and holds one CPU slot until the world is ready. A task of a world still being set up
+is checked when its producers finish, as any, and waits off the heap (no slot) for it.
 """
 
 from __future__ import annotations
 
 from farmer.graph.graph import Computation
-from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.base import SETUP_STARTED, SETUP_WARM, Executor, Outcome
 from farmer.startup.cheap import heapq
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from farmer.run.executors.simulated import WorldSetups
 
 UP_TO_DATE = "up-to-date"
 RAN = "ran"
@@ -76,6 +89,22 @@ class Span:
         return self.slots[0]
 
 
+class WorldSpan:
+    """A world's set-up as the build saw it: the CPU slots it held (none when a task's start
+    began it), its start and end in seconds from the build's start (None for a world kept
+    warm from an earlier build), and how it ended ("ok", "failed", "warm", "cancelled")."""
+
+    __slots__ = ("world", "slots", "start_s", "end_s", "status")
+
+    def __init__(self, world: str, slots: tuple[int, ...], start_s: float | None,
+                 end_s: float | None, status: str) -> None:
+        self.world, self.slots, self.start_s, self.end_s = world, slots, start_s, end_s
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"WorldSpan({self.world!r}, {self.slots}, {self.start_s}, {self.end_s}, {self.status!r})"
+
+
 class Settled:
     """How a computation settled, and why. A value, never changed: computations that settled
     alike share one."""
@@ -92,7 +121,11 @@ class Settled:
 class Scheduler:
     def __init__(self, comps: list[Computation], selected: list[int], latency: dict[int, float],
                  jobs: int, pools: dict[str, int], keep_going: bool, executor: Executor,
-                 hooks: Hooks) -> None:
+                 hooks: Hooks, worlds: WorldSetups | None = None,
+                 world_latency: Mapping[str, float] | None = None) -> None:
+        """`worlds`: the worlds to set up as steps of the schedule (their parents, and the
+        computations whose outputs their set-up reads); `world_latency`: each one's
+        expected latency (plan/latency/critical.py)."""
         self.comps = comps
         self.selected = selected
         self.latency = latency
@@ -119,12 +152,18 @@ class Scheduler:
         self._same: dict[tuple[str, str], Settled] = {}  # Settled values met often, shared
         self._discarded: set[int] = set()  # told to the executor as never starting
         self._ended: set[int] = set()  # ended, vacated, not yet recorded (`_end`)
+        self.world_spans: list[WorldSpan] = []  # each world set-up, as it ended
+        self._setups = _Setups(comps, selected, worlds, world_latency or {}) if worlds else None
 
     @property
     def done(self) -> int:
         return len(self.settled)
 
     def run(self) -> dict[int, Settled]:
+        setups = self._setups
+        if setups is not None:  # the set-ups that wait for nothing are ready first
+            for k in setups.initially_ready():
+                heapq.heappush(self._ready, setups.item(k))
         # Taken before any check: an up-to-date computation releases its consumers at once.
         for i in [i for i in self.selected if self._waiting[i] == 0]:
             self._make_ready(i)
@@ -137,15 +176,58 @@ class Scheduler:
             if not self.stopping:
                 self._start_what_fits()
             if self.executor.running() == 0:
-                if self.stopping or not self._ready:
+                # (a set-up still running is left to the executor when the build stops)
+                if self.stopping or not (self._ready or setups is not None and setups.running):
                     break
             held_back = bool(self._ready) and not self.stopping and bool(self._free_slots)
             self.hooks.idle()
             ended = self.executor.wait(0.5 if held_back else None)
+            if setups is not None:
+                self.take_setup_ends()
             if ended:
                 self._end(ended)
         self._settle_rest()
         return self.settled
+
+    def take_setup_ends(self) -> None:
+        """The world set-ups that ended: their slots free, their tasks ready (also after a
+        failed set-up: the executor fails each with the world's reason), their child
+        worlds' set-ups released. Once more after the executor closed, for the spans."""
+        setups = self._setups
+        for end in self.executor.setups_ended():
+            slots = setups.running.pop(end.world, None) if setups is not None else None
+            if slots is not None:
+                self._free_slots.extend(slots)
+            self.world_spans.append(WorldSpan(end.world, slots or (), end.start_s, end.end_s, end.status))
+            if slots is not None:
+                self._setup_done(end.world)
+
+    def _setup_done(self, world: str) -> None:
+        """`world`'s set-up step is over (or not needed): what waited for it is ready."""
+        setups = self._setups
+        parked = setups.done(world)
+        if not self.stopping:
+            for i in parked:
+                heapq.heappush(self._ready, (-self.latency.get(i, 0.0), i))
+        for k in setups.released_by_world(world):
+            heapq.heappush(self._ready, setups.item(k))
+
+    def _start_setup(self, k: int) -> None:
+        """Set-up step `k` is the first ready thing and a slot is free."""
+        setups = self._setups
+        world = setups.names[k]
+        if not setups.needed(world, self.settled, self._discarded):
+            self._setup_done(world)  # every task of it and below was found up to date
+            return
+        self._free_slots.sort()
+        slot = self._free_slots.pop(0)
+        setups.running[world] = (slot,)
+        started = self.executor.start_setup(world)
+        if started != SETUP_STARTED:
+            self._free_slots.append(setups.running.pop(world)[0])
+            if started == SETUP_WARM:
+                self.world_spans.append(WorldSpan(world, (), None, None, "warm"))
+            self._setup_done(world)
 
     def _end(self, ended: list[Outcome]) -> None:
         """Runs ended: what they held is free, and what is ready starts before they are
@@ -214,13 +296,18 @@ class Scheduler:
                 self._discard([i])
                 stack.extend(self._release(i, ran=False))
             else:
-                heapq.heappush(self._ready, (-self.latency.get(i, 0.0), i))
                 self._reasons[i] = reason
+                world = self.comps[i].world
+                if world is None or self._setups is None or not self._setups.park(world, i):
+                    heapq.heappush(self._ready, (-self.latency.get(i, 0.0), i))
 
     def _release(self, i: int, ran: bool) -> list[int]:
         """Count `i` as finished for each consumer; return the consumers now ready."""
         now_ready = []
         waiting = self._waiting
+        if self._setups is not None:  # a world's set-up may read what it made
+            for k in self._setups.released_by(i):
+                heapq.heappush(self._ready, self._setups.item(k))
         for c in self.comps[i].consumers:
             if c in waiting:
                 if ran:
@@ -243,6 +330,9 @@ class Scheduler:
                 break
             item = heapq.heappop(self._ready)
             i = item[1]
+            if i < 0:  # a world's set-up
+                self._start_setup(-1 - i)
+                continue
             comp = self.comps[i]
             cpus = min(comp.cpus, self.jobs)
             pool = comp.pool
@@ -332,3 +422,80 @@ class Scheduler:
                     reason = f"input {path} failed"
                     break
             self.settled[i] = Settled(SKIPPED, reason)
+
+
+class _Setups:
+    """The world set-ups of one schedule: each a node numbered `k` (on the ready heap as
+    index -1-k, ahead of computations of the same latency), waiting for its parent world's
+    set-up and for the computations that make its world's inputs."""
+
+    __slots__ = ("names", "latency", "waiting", "readers", "children", "pending", "parked",
+                 "running", "tasks")
+
+    def __init__(self, comps: list[Computation], selected: list[int], worlds: WorldSetups,
+                 latency: Mapping[str, float]) -> None:
+        self.names = list(worlds.parents)
+        self.latency = latency
+        at = {name: k for k, name in enumerate(self.names)}
+        inside = set(selected)
+        self.waiting = [0] * len(self.names)
+        self.children: dict[str, list[int]] = {}
+        self.readers: dict[int, list[int]] = {}  # computation -> the set-ups reading its outputs
+        for k, name in enumerate(self.names):
+            parent = worlds.parents[name]
+            if parent in at:
+                self.children.setdefault(parent, []).append(k)
+                self.waiting[k] += 1
+            for p in worlds.after.get(name, ()):
+                if p in inside:
+                    self.readers.setdefault(p, []).append(k)
+                    self.waiting[k] += 1
+        self.pending = set(self.names)  # set-ups not over yet
+        self.parked: dict[str, list[int]] = {}  # world -> its tasks ready to run, waiting for it
+        self.running: dict[str, tuple[int, ...]] = {}  # world -> the slot its set-up holds
+        # World -> the selected tasks of it and of the worlds below it (whether it is needed).
+        self.tasks: dict[str, list[int]] = {name: [] for name in self.names}
+        for i in selected:
+            world = comps[i].world
+            while world is not None and world in self.tasks:
+                self.tasks[world].append(i)
+                world = worlds.parents.get(world)
+
+    def item(self, k: int) -> tuple[float, int]:
+        return (-self.latency.get(self.names[k], 0.0), -1 - k)
+
+    def initially_ready(self) -> list[int]:
+        return [k for k, n in enumerate(self.waiting) if n == 0]
+
+    def released_by(self, i: int) -> list[int]:
+        """Computation `i` finished: the set-ups now waiting for nothing."""
+        ready = []
+        for k in self.readers.get(i, ()):
+            self.waiting[k] -= 1
+            if self.waiting[k] == 0:
+                ready.append(k)
+        return ready
+
+    def released_by_world(self, world: str) -> list[int]:
+        ready = []
+        for k in self.children.get(world, ()):
+            self.waiting[k] -= 1
+            if self.waiting[k] == 0:
+                ready.append(k)
+        return ready
+
+    def park(self, world: str, i: int) -> bool:
+        """Whether task `i` must wait for `world`'s set-up (kept until `done`)."""
+        if world not in self.pending:
+            return False
+        self.parked.setdefault(world, []).append(i)
+        return True
+
+    def done(self, world: str) -> list[int]:
+        """`world`'s set-up is over: the tasks parked on it."""
+        self.pending.discard(world)
+        return self.parked.pop(world, [])
+
+    def needed(self, world: str, settled: Mapping[int, object], discarded: set[int]) -> bool:
+        """Whether a task of `world` or of a world below it may still run."""
+        return any(i not in settled and i not in discarded for i in self.tasks.get(world, ()))

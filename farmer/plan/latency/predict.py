@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 class Prediction:
     __slots__ = ("jobs", "to_run", "estimates", "latency", "_simulation", "critical_path",
                  "critical_path_s", "_total_work_s", "fifo_makespan_s", "unit_makespan_s",
-                 "unknown", "worlds", "critical_world", "_makespan_s")
+                 "unknown", "worlds", "critical_world", "_makespan_s", "world_latency",
+                 "critical_steps")
 
     def __init__(
         self,
@@ -53,7 +54,10 @@ class Prediction:
         self.fifo_makespan_s, self.unit_makespan_s = fifo_makespan_s, unit_makespan_s
         self.unknown = set() if unknown is None else unknown
         self.worlds: WorldSetups | None = None  # the worlds' set-up, as simulated
-        self.critical_world: str | None = None  # the world whose set-up heads the critical path
+        self.critical_world: str | None = None  # the first world whose set-up is on the critical path
+        self.world_latency: dict[str, float] = {}  # each world set-up's expected latency
+        # The critical path with the world set-ups on it (a world by its name), as shown.
+        self.critical_steps: list[int | str] = critical_path
         self._makespan_s: float | None = None  # simulated for it alone (`makespan_s`)
 
     @property
@@ -96,6 +100,7 @@ class Prediction:
         self.to_run, self.estimates, self.latency = {}, {}, {}
         self.unknown = set(islice(self.unknown, 1))
         self.critical_path = []
+        self.critical_steps = []
         self._total_work_s = 0.0
 
     @property
@@ -124,44 +129,49 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
     # What does not run takes no time and lies on no path between things that run (every
     # consumer of something that runs runs too): leave it out of the simulation.
     running = [i for i in selected if i in to_run]
-    latency = critical.latencies(comps, running, durations)
+    # A world's set-up is a step of its own, before its tasks and after its parent world's
+    # set-up and its inputs' producers: it heads its tasks' paths.
+    steps = None
+    if worlds is not None and worlds.parents:
+        latency, steps = critical.latencies_with_setups(comps, running, durations, worlds)
+    else:
+        latency = critical.latencies(comps, running, durations)
+    world_latency = steps.latency if steps is not None else {}
     # Nothing changes to_run, durations or latency once made (the scheduler and the ETA only
     # read them), so the simulation made later (once a build's first commands run) reads
     # them, not copies of them.
     def sim(timeline: bool) -> simulate.Simulation:
         from farmer.plan.latency.simulate import simulate
 
-        return simulate(comps, running, to_run, durations, latency, jobs, pools, worlds, timeline)
+        return simulate(comps, running, to_run, durations, latency, jobs, pools, worlds, timeline,
+                        world_latency)
 
-    # A world task starts no sooner than its world chain is set up: that set-up heads its path.
-    head: dict[int, float] = {}
-    setups: dict[str, float] = {}  # each world set up, once
-    if worlds is not None and worlds.seconds:
-        for i in running:
-            world = comps[i].world
-            if world is not None:
-                head[i] = chain_setup_s(worlds, world)
-                while world is not None and world not in setups:
-                    setups[world] = worlds.seconds.get(world, 0.0)
-                    world = worlds.parents.get(world)
-    ahead = latency.values_by_index  # 0.0 where not running
-    if head:
-        start = max(running, key=lambda i: (ahead[i] + head.get(i, 0.0), -i))
-    else:  # the same: the first index of the longest latency (a key function per item is slow)
+    if steps is not None:
+        chain = critical.critical_steps(comps, latency, steps)
+        path = [i for i in chain if isinstance(i, int)]
+        first = chain[0] if chain else None
+        critical_s = (steps.latency[first] if isinstance(first, str) else latency[first]) if chain else 0.0
+    else:  # the first index of the longest latency (a key function per item is slow)
+        ahead = latency.values_by_index  # 0.0 where not running
         longest = max(ahead)
         start = min(i for i in running if ahead[i] == longest) if longest > 0 else min(running)
-    path = [i for i in critical.critical_path(comps, latency, start) if i in to_run]
+        chain = path = [i for i in critical.critical_path(comps, latency, start) if i in to_run]
+        critical_s = latency[start]
+    setups = {w: worlds.seconds.get(w, 0.0) for w in worlds.parents} if worlds is not None else {}
     prediction = Prediction(
         jobs=jobs, to_run=to_run, estimates=durations, latency=latency, simulation=sim,
-        critical_path=path, critical_path_s=latency[start] + head.get(start, 0.0),
+        critical_path=path, critical_path_s=critical_s,
         # (a build never reads it: summed when first asked for)
         total_work_s=lambda: sum(seconds[i] * max(1, min(comps[i].cpus, jobs)) for i in to_run)
         + sum(setups.values()),
         unknown=_running_unknown(estimates, to_run),
     )
     prediction.worlds = worlds
-    if head.get(start):
-        prediction.critical_world = comps[start].world
+    prediction.world_latency = world_latency
+    prediction.critical_steps = chain
+    worlds_on_path = [w for w in chain if isinstance(w, str) and setups.get(w)]
+    if worlds_on_path:
+        prediction.critical_world = worlds_on_path[0]
     if compare:
         from farmer.plan.latency import simulate
 
@@ -170,9 +180,9 @@ def predict(comps: list[Computation], selected: list[int], to_run: dict[int, str
         fifo = {i: -float(rank) for rank, i in enumerate(sorted(running))}
         unit = critical.expected_latency(comps, running, dict.fromkeys(running, 1.0))
         prediction.fifo_makespan_s = simulate.simulate(
-            comps, running, to_run, durations, fifo, jobs, pools, worlds, False).makespan_s
+            comps, running, to_run, durations, fifo, jobs, pools, worlds, False, world_latency).makespan_s
         prediction.unit_makespan_s = simulate.simulate(
-            comps, running, to_run, durations, unit, jobs, pools, worlds, False).makespan_s
+            comps, running, to_run, durations, unit, jobs, pools, worlds, False, world_latency).makespan_s
     return prediction
 
 
@@ -212,12 +222,19 @@ def remaining(comps: list[Computation], left: list[int], to_run: dict[int, str],
     from farmer.plan.latency import simulate
 
     durations = {i: estimate_s.get(i, 0.0) for i in left}
-    latency = critical.expected_latency(comps, left, durations)
+    world_latency: dict[str, float] = {}
+    if worlds is not None and worlds.parents:
+        by_index, steps = critical.latencies_with_setups(comps, left, durations, worlds)
+        latency = dict(by_index.items())
+        world_latency = steps.latency
+    else:
+        latency = critical.expected_latency(comps, left, durations)
     for i, ran_s in running_for.items():
         durations[i] = estimates.remaining_s(durations[i], ran_s)
         latency[i] = float("inf")
     runs = {i: "" for i in left if i in to_run or i in running_for}
-    return simulate.simulate(comps, left, runs, durations, latency, jobs, pools, worlds).makespan_s
+    return simulate.simulate(comps, left, runs, durations, latency, jobs, pools, worlds,
+                             world_latency=world_latency).makespan_s
 
 
 def eta(p: Prediction, comps: list[Computation], left: list[int], measured: dict[int, float],
@@ -241,6 +258,7 @@ def eta(p: Prediction, comps: list[Computation], left: list[int], measured: dict
         # (their waiting tasks have not begun); all of those not started yet.
         seconds = {w: 0.0 if w in ready else estimates.remaining_s(s, now - began[w]) if w in began else s
                    for w, s in worlds.seconds.items()}
-        worlds = WorldSetups(seconds, worlds.parents)
+        worlds = WorldSetups(seconds, {w: p for w, p in worlds.parents.items() if w not in ready},
+                             worlds.after)
         running_for = {i: 0.0 if comps[i].world in began else s for i, s in running_for.items()}
     return remaining(comps, left, p.to_run, est, running_for, p.jobs, pools, worlds)

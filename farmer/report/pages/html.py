@@ -18,6 +18,7 @@ REASONS = 15
 CRITICAL_SHOWN = 40
 TASKS_SHOWN = 30
 # The timeline's colours of the tasks with the most time; the others are grey.
+SETUP_COLOR = "#8c6d46"  # a world's set-up, on the slot it held
 PALETTE = ("#3b7dd8", "#7a5cc7", "#2aa198", "#c05a9c", "#5b8c2a", "#b8732e", "#4a6fa5", "#8e6c8a",
            "#3f9fbf", "#9b8a2e", "#6d7fcc", "#a0522d")
 
@@ -70,9 +71,15 @@ def _header(build: LastBuild) -> str:
 
 def _failures(build: LastBuild) -> str:
     failures = build.failures()
-    if not failures:
+    setups = build.failed_setups()
+    if not failures and not setups:
         return ""
-    out = [f"<h2 id=\"failures\">Failures ({len(failures)})</h2>"]
+    out = [f"<h2 id=\"failures\">Failures ({len(failures) + len(setups)})</h2>"]
+    for w in setups:
+        tail = build.world_log_tail(w)
+        out.append(f"<div class=\"failure\"><h3>{escape(w.id)} <span class=\"why\">the world's setup "
+                   f"failed, so its tasks could not run (.farmer/{escape(w.log)})</span></h3>"
+                   f"<pre>{escape(tail) if tail else '(no output)'}</pre></div>")
     for e in failures[:FAILURES_SHOWN]:
         tail = build.log_tail(e)
         out.append(f"<div class=\"failure\"><h3>{escape(e.task)} {escape(e.id)} "
@@ -84,20 +91,34 @@ def _failures(build: LastBuild) -> str:
 
 
 def _timeline(build: LastBuild, by_task: dict[str, _Task]) -> str:
-    if not build.timed():
+    if not build.timed() and not any(w.timed for w in build.worlds):
         return "<h2>Timeline</h2><p class=\"note\">Nothing ran in this build: everything was up to date.</p>"
     legend = "".join(f"<span><i style=\"background:{c}\"></i>{escape(t)}</span>"
                      for t, c in zip(by_task, PALETTE) if by_task[t].timed)
+    if any(w.timed for w in build.worlds):
+        legend += f"<span><i style=\"background:{SETUP_COLOR}\"></i>world set-up</span>"
     legend += ("<span><i style=\"background:#2e9e6b\"></i>cached</span>"
                "<span><i style=\"background:#d64545\"></i>failed</span>"
                "<span><i style=\"background:#fff;border:2px solid #f0a020\"></i>critical path</span>")
     return ("<h2>Timeline</h2>"
             "<p class=\"note\">Each row is a slot (a computation is drawn in the lowest slot free when it"
-            " started); hover a bar for its details.</p>"
+            " started, a world's set-up in the slot it held); hover a bar for its details.</p>"
+            f"{_setups_line(build)}"
             f"<div class=\"legend\">{legend}</div>"
             "<div class=\"chart\"><canvas id=\"timeline\"></canvas></div>"
             "<h2>Parallelism</h2><p class=\"note\">Computations running over time; the dashed line is -j.</p>"
             "<div class=\"chart\"><canvas id=\"parallelism\"></canvas></div>")
+
+
+def _setups_line(build: LastBuild) -> str:
+    """The worlds of the build, named: what the timeline's set-up bars are."""
+    if not build.worlds:
+        return ""
+    said = [f"{escape(w.name)} {_s(w.duration_s)}" if w.timed else f"{escape(w.name)} ({escape(w.reason)})"
+            for w in build.worlds]
+    failed = [escape(w.name) for w in build.failed_setups()]
+    return (f"<p class=\"note\">World set-ups: {', '.join(said)}"
+            + (f"; failed: {', '.join(failed)}" if failed else "") + ".</p>")
 
 
 def _critical(build: LastBuild) -> str:
@@ -111,8 +132,8 @@ def _critical(build: LastBuild) -> str:
     more = (f"<p class=\"note\">and {len(path) - CRITICAL_SHOWN} more steps.</p>"
             if len(path) > CRITICAL_SHOWN else "")
     return (f"<h2>Critical path ({len(path)} steps, {_s(total)})</h2>"
-            "<p class=\"note\">The chain of computations that ran, each needing the one before,"
-            " whose durations add up most: the build cannot be faster than it.</p>"
+            "<p class=\"note\">The chain of computations that ran (and world set-ups), each needing the"
+            " one before, whose durations add up most: the build cannot be faster than it.</p>"
             "<table><tr><th class=\"n\">#</th><th>computation</th><th>task</th><th class=\"n\">start</th>"
             f"<th class=\"n\">time</th><th class=\"n\">predicted</th></tr>{''.join(rows)}</table>{more}")
 
@@ -249,8 +270,13 @@ def _data(build: LastBuild, by_task: dict[str, _Task]) -> str:
     rows = [[e.id, e.task, e.status, e.reason, e.start_s, e.end_s, e.lane, _round(e.predicted_s),
              1 if e.critical else 0, e.cache or (e.executor if e.executor == "remote" else None)]
             for e in order]
+    setups = [[w.id, w.task, "ran" if w.status == "ok" else w.status, w.reason, w.start_s, w.end_s,
+               w.lane, _round(w.predicted_s), 1 if w.critical else 0, None]
+              for w in build.worlds if w.timed]
+    colors = dict(zip(by_task, PALETTE))
+    colors["world set-up"] = SETUP_COLOR
     data = {"wall_s": build.wall_s, "jobs": build.head.get("jobs"),
-            "colors": dict(zip(by_task, PALETTE)), "computations": rows}
+            "colors": colors, "computations": rows, "setups": setups}
     # "</" would end the script element early: JSON allows "<\/" for it.
     return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
 

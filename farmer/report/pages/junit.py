@@ -2,7 +2,9 @@
 `artifacts:reports:junit`, Jenkins, Buildkite, GitHub's test-reporter actions). One test
 case per computation that ran or failed, in a test suite per task; a failure carries its
 reason and its log's tail. Up-to-date, cached and skipped computations are not test cases
-(skipped ones are counted in the suite's `skipped` attribute only when they never ran)."""
+(skipped ones are counted in the suite's `skipped` attribute only when they never ran). Each
+world set up in the build is a test case of the suite `world set-up`; a failed one carries the
+tail of the world's own log (its setup's traceback)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,12 @@ def render(build: LastBuild) -> str:
     for e in build.entries:
         if e.status in ("ran", "failed"):
             suites.setdefault(e.task, []).append(e)
+    setups = [w for w in build.worlds if w.timed]
     failures = sum(1 for cases in suites.values() for e in cases if e.status == "failed")
-    tests = sum(len(cases) for cases in suites.values())
+    failures += sum(1 for w in setups if w.status == "failed")
+    tests = sum(len(cases) for cases in suites.values()) + len(setups)
     total_time = sum(e.duration_s or 0.0 for cases in suites.values() for e in cases)
+    total_time += sum(w.duration_s or 0.0 for w in setups)
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f'<testsuites name="farmer" tests="{tests}" failures="{failures}" errors="0" '
            f'time="{total_time:.3f}" timestamp={quoteattr(str(build.head.get("started_at", "")))}>']
@@ -36,6 +41,22 @@ def render(build: LastBuild) -> str:
             out.append(f"    <testcase {attrs}>")
             out.append(f"      <failure message={quoteattr(_clean(e.reason))} type={quoteattr(_kind(e.reason))}>"
                        f"{escape(_clean(tail))}</failure>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    if setups:
+        failed = sum(1 for w in setups if w.status == "failed")
+        time = sum(w.duration_s or 0.0 for w in setups)
+        out.append(f'  <testsuite name="world set-up" tests="{len(setups)}" failures="{failed}" '
+                   f'errors="0" skipped="0" time="{time:.3f}">')
+        for w in setups:
+            attrs = f'classname="world set-up" name={quoteattr(_clean(w.id))} time="{w.duration_s or 0.0:.3f}"'
+            if w.status != "failed":
+                out.append(f"    <testcase {attrs}/>")
+                continue
+            message = f"world {w.name} setup failed; see .farmer/{w.log}"
+            out.append(f"    <testcase {attrs}>")
+            out.append(f"      <failure message={quoteattr(_clean(message))} type=\"setup\">"
+                       f"{escape(_clean(build.world_log_tail(w)))}</failure>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")

@@ -25,9 +25,20 @@ def render(build: LastBuild) -> str:
         if len(build.critical_path) > 12:
             chain += f" → … ({len(build.critical_path) - 12} more)"
         out += [f"**Critical path:** {chain}", ""]
+    if build.worlds:
+        said = [f"`{_code(w.name)}` {_s(w.duration_s)}" + ("" if w.status == "ok" else f" ({w.reason})")
+                if w.timed else f"`{_code(w.name)}` ({w.reason})" for w in build.worlds]
+        out += [f"**World set-ups:** {', '.join(said)}", ""]
     failures = build.failures()
-    if failures:
-        out += [f"### Failures ({len(failures)})", ""]
+    setups = build.failed_setups()
+    if failures or setups:
+        out += [f"### Failures ({len(failures) + len(setups)})", ""]
+        for w in setups:
+            out.append(f"<details><summary><code>{_html(w.id)}</code>: the world's setup failed, so its "
+                       f"tasks could not run (.farmer/{_html(w.log)})</summary>")
+            out.append("")
+            tail = build.world_log_tail(w)
+            out += ["```", tail.replace("```", "'''") if tail else "(no output)", "```", "</details>", ""]
         for e in failures[:FAILURES_SHOWN]:
             out.append(f"<details><summary><code>{_html(e.task)} {_html(e.id)}</code>: {_html(e.reason)}</summary>")
             out.append("")

@@ -48,15 +48,55 @@ class Entry:
         return self.start_s is not None and self.end_s is not None
 
 
-class LastBuild:
-    __slots__ = ("farmer_dir", "head", "entries", "critical_path", "notes")
+class WorldEntry:
+    """One world of last-build.json's `worlds` (its set-up), shaped as an `Entry` where the
+    reports draw both: `id` "world NAME set-up", `task` "world set-up", `lane` the slot it
+    held, `critical` whether its set-up lies on the critical path."""
 
-    def __init__(self, farmer_dir: str, head: dict, entries: list[Entry]) -> None:
+    __slots__ = ("name", "id", "task", "status", "start_s", "end_s", "duration_s", "lane",
+                 "predicted_s", "critical", "reason")
+
+    def __init__(self, data: dict) -> None:
+        self.name = str(data.get("name", ""))
+        self.id = f"world {self.name} set-up"
+        self.task = "world set-up"
+        self.status = str(data.get("status", ""))  # ok | failed | warm
+        self.start_s = _number(data.get("start_s"))
+        self.end_s = _number(data.get("end_s"))
+        self.duration_s = self.end_s - self.start_s if self.timed else None
+        self.lane: int | None = None
+        self.predicted_s: float | None = None
+        self.critical = False
+        self.reason = {"ok": "set up", "failed": "set-up failed",
+                       "warm": "kept warm from an earlier build"}.get(self.status, self.status)
+
+    @property
+    def timed(self) -> bool:
+        return self.start_s is not None and self.end_s is not None
+
+    @property
+    def log(self) -> str:
+        return os.path.join("logs", "worlds", f"{self.name}.log")
+
+
+class LastBuild:
+    __slots__ = ("farmer_dir", "head", "entries", "worlds", "critical_path", "notes")
+
+    def __init__(self, farmer_dir: str, head: dict, entries: list[Entry],
+                 worlds: list[WorldEntry] | None = None) -> None:
         self.farmer_dir = farmer_dir
         self.head = head
         self.entries = entries
-        self.critical_path: list[Entry] = []
+        self.worlds = worlds or []  # the worlds set up, or found warm
+        self.critical_path: list[Entry | WorldEntry] = []  # world set-ups on it included
         self.notes: list[str] = []  # what the report could not work out, and why
+
+    def failed_setups(self) -> list[WorldEntry]:
+        return [w for w in self.worlds if w.status == "failed"]
+
+    def world_log_tail(self, world: WorldEntry) -> str:
+        """The last lines of the world's own log (its setup's output and traceback)."""
+        return log_tail(os.path.join(self.farmer_dir, world.log))
 
     @property
     def status(self) -> str:
@@ -100,13 +140,14 @@ def load(farmer_dir: str) -> LastBuild:
         raise UsageError(f"{path}: cannot be read ({e}); run farmer build again") from None
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise UsageError(f"{path}: not a farmer last-build.json (no tasks list); run farmer build again")
-    head = {k: v for k, v in data.items() if k != "tasks"}
-    build = LastBuild(farmer_dir, head, [Entry(t) for t in data["tasks"] if isinstance(t, dict)])
-    assign_lanes(build.entries)
+    head = {k: v for k, v in data.items() if k not in ("tasks", "worlds")}
+    worlds = [WorldEntry(w) for w in data.get("worlds") or () if isinstance(w, dict)]
+    build = LastBuild(farmer_dir, head, [Entry(t) for t in data["tasks"] if isinstance(t, dict)], worlds)
+    assign_lanes([*build.entries, *(w for w in worlds if w.timed)])  # a set-up held a slot too
     return build
 
 
-def assign_lanes(entries: list[Entry]) -> int:
+def assign_lanes(entries: list[Entry | WorldEntry]) -> int:
     """Give each timed entry the lowest lane free when it started, as the scheduler hands out
     its lowest free slot; the number of lanes used."""
     import heapq
@@ -125,9 +166,11 @@ def assign_lanes(entries: list[Entry]) -> int:
     return lanes
 
 
-def add_graph(build: LastBuild, graph, history: dict | None) -> None:
-    """The critical path along what ran, and each computation's prediction, from the
-    project's graph and (when given) the measured history from before the build."""
+def add_graph(build: LastBuild, graph, history: dict | None,
+              parents: dict[str, str | None] | None = None) -> None:
+    """The critical path along what ran, world set-ups included, and each computation's
+    prediction, from the project's graph, its worlds' parents (`parents`, the Farmfile's)
+    and (when given) the measured history from before the build."""
     from farmer.plan.latency import critical, estimates
 
     comps = graph.computations
@@ -142,21 +185,39 @@ def add_graph(build: LastBuild, graph, history: dict | None) -> None:
     measured = {i: e.duration_s for i, e in index.items()
                 if e.status in ("ran", "failed") and e.timed and e.duration_s is not None}
     order = [i for i in graph.order if i in measured]
-    latency = critical.expected_latency(comps, order, measured)
-    build.critical_path = [index[i] for i in critical.critical_path(comps, latency)]
+    setups = {w.name: w for w in build.worlds if w.timed and w.status in ("ok", "failed")}
+    if setups:
+        from farmer.run.executors.simulated import WorldSetups
+
+        parents = parents or {}
+        producer, inputs = graph.producer, graph.world_inputs
+        worlds = WorldSetups({n: w.duration_s for n, w in setups.items()},
+                             {n: parents.get(n) for n in setups},
+                             {n: sorted({producer[p] for p in inputs.get(n, ()) if p in producer})
+                              for n in setups})
+        latency, steps = critical.latencies_with_setups(comps, order, measured, worlds)
+        build.critical_path = [setups[s] if isinstance(s, str) else index[s]
+                               for s in critical.critical_steps(comps, latency, steps)]
+    else:
+        latency = critical.expected_latency(comps, order, measured)
+        build.critical_path = [index[i] for i in critical.critical_path(comps, latency)]
     for e in build.critical_path:
         e.critical = True
     if history is not None:
         ran = [i for i in index if i in measured]
         for i, s in estimates.estimate(comps, ran, history).items():
             index[i].predicted_s = s
+        for name, w in setups.items():
+            samples = history.get(f"world:{name}")
+            if samples:
+                w.predicted_s = estimates.from_history(samples)
     missing = len(build.entries) - len(index)
     if missing:
         build.notes.append(f"{missing} computations of the last build are not in the Farmfile any more: "
                            "they are not on the critical path and have no prediction")
 
 
-def add_history_and_graph(build: LastBuild, graph) -> None:
+def add_history_and_graph(build: LastBuild, graph, parents: dict[str, str | None] | None = None) -> None:
     """add_graph with the state's history from before the build (read only)."""
     from farmer.store.state import State
 
@@ -165,7 +226,7 @@ def add_history_and_graph(build: LastBuild, graph) -> None:
         history = history_before(state, build.head.get("started_at"))
     finally:
         state.close()
-    add_graph(build, graph, history)
+    add_graph(build, graph, history, parents)
 
 
 def history_before(state, started_at: str) -> dict:

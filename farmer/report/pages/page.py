@@ -58,7 +58,9 @@ JS = r"""
   // each computation: [id, task, status, reason, start, end, lane, predicted, critical, where]
   var ID = 0, TASK = 1, STATUS = 2, REASON = 3, START = 4, END = 5, LANE = 6, PRED = 7, CRIT = 8, WHERE = 9;
   var comps = data.computations;
-  var timed = comps.filter(function (c) { return c[START] !== null && c[END] !== null; });
+  // world set-ups are drawn with the computations (each on the slot it held), not listed
+  var timed = comps.filter(function (c) { return c[START] !== null && c[END] !== null; })
+    .concat(data.setups || []);
   var wall = Math.max(data.wall_s || 0, timed.reduce(function (m, c) { return Math.max(m, c[END]); }, 0)) || 1;
   var lanes = timed.reduce(function (m, c) { return Math.max(m, c[LANE] + 1); }, 0);
   var color = data.colors;  // the tasks with the most time; the others are grey

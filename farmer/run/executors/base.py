@@ -63,6 +63,24 @@ class Restored(Origin):
 
 RAN_HERE = Ran("local")  # what an executor on this machine ran
 
+# What `Executor.start_setup` answers: the set-up began (its end comes through
+# `setups_ended`), the world was set up already (kept warm), or this executor has no worlds.
+SETUP_STARTED, SETUP_WARM, SETUP_NONE = "started", "warm", "none"
+
+
+class SetupEnd:
+    """How one world's set-up ended: `status` "ok" (ready), "failed" (its setup raised, or
+    the process died or was interrupted before it was ready) or "cancelled" (stopped as no
+    longer needed); times in seconds from the build's start."""
+
+    __slots__ = ("world", "status", "start_s", "end_s")
+
+    def __init__(self, world: str, status: str, start_s: float, end_s: float) -> None:
+        self.world, self.status, self.start_s, self.end_s = world, status, start_s, end_s
+
+    def __repr__(self) -> str:
+        return f"SetupEnd({self.world!r}, {self.status!r}, {self.start_s}, {self.end_s})"
+
 
 class Outcome:
     """How one run of a computation ended, as the executor measured it."""
@@ -128,6 +146,18 @@ class Executor:
         producers ran, or skipped after a failure): an executor that keeps resources for
         computations to come (a world kept alive for its tasks) may release them. Called at
         most once per computation, never for one started."""
+
+    def start_setup(self, world: str) -> str:
+        """Begin setting up `world` (its parent is set up already) as a step of the
+        schedule: SETUP_STARTED, and its end comes through `setups_ended`; SETUP_WARM when
+        it is set up already (kept from an earlier build); SETUP_NONE when this executor
+        runs no worlds."""
+        return SETUP_NONE
+
+    def setups_ended(self) -> list[SetupEnd]:
+        """The world set-ups that ended since the last call, those `start_setup` began and
+        those a task's start began (a world restarted after it died)."""
+        return []
 
     def worlds_setting_up(self) -> dict[str, float]:
         """World name -> the monotonic time its set-up began, for each world being set up

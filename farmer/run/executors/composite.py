@@ -14,7 +14,7 @@ import time
 
 from farmer.graph.graph import Computation
 from farmer.manifest.spec import Spec
-from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.base import Executor, Outcome, SetupEnd
 from farmer.run.executors.process import ProcessExecutor
 from farmer.run.executors.world import WorldExecutor
 
@@ -50,6 +50,12 @@ class CompositeExecutor(Executor):
 
     def running(self) -> int:
         return self.process.running() + self.worlds.running()
+
+    def start_setup(self, world: str) -> str:
+        return self.worlds.start_setup(world)
+
+    def setups_ended(self) -> list[SetupEnd]:
+        return self.worlds.setups_ended()
 
     def worlds_setting_up(self) -> dict[str, float]:
         return self.worlds.worlds_setting_up()

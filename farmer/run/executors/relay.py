@@ -14,7 +14,7 @@ import collections
 import os
 import selectors
 
-from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.base import Executor, Outcome, SetupEnd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,6 +46,12 @@ class RelayExecutor(Executor):
 
     def discard(self, index: int) -> None:
         self.inner.discard(index)
+
+    def start_setup(self, world: str) -> str:
+        return self.inner.start_setup(world)
+
+    def setups_ended(self) -> list[SetupEnd]:
+        return self.inner.setups_ended()
 
     def worlds_setting_up(self) -> dict[str, float]:
         return self.inner.worlds_setting_up()

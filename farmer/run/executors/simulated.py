@@ -8,7 +8,13 @@ fake executor, with `fail` for the computations that exit 1, and tests/fakes.py'
 
 from __future__ import annotations
 
-from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.base import (
+    SETUP_NONE,
+    SETUP_STARTED,
+    Executor,
+    Outcome,
+    SetupEnd,
+)
 from farmer.startup.cheap import heapq
 
 TYPE_CHECKING = False
@@ -19,16 +25,20 @@ if TYPE_CHECKING:
 
 
 class WorldSetups:
-    """The worlds as a simulated clock sees them: each one's set-up in seconds, and its
-    parent. A world is set up from the first start of a task that needs it (a child world
-    once its parent is ready, as a real build forks it); its tasks hold their CPU slots
-    while they wait for it, as they do in a real build."""
+    """The worlds a build sets up: each one's set-up in seconds, its parent, and the
+    computations whose outputs its set-up reads (`after`: its inputs' producers). The
+    scheduler makes each a step of the schedule (farmer/run/scheduler.py); a world whose
+    set-up no step began is set up from the first start of a task that needs it (a child
+    world once its parent is ready, as a real build forks it), its tasks holding their CPU
+    slots while they wait for it, as they do in a real build."""
 
-    __slots__ = ("seconds", "parents")
+    __slots__ = ("seconds", "parents", "after")
 
-    def __init__(self, seconds: dict[str, float], parents: dict[str, str | None]) -> None:
+    def __init__(self, seconds: dict[str, float], parents: dict[str, str | None],
+                 after: dict[str, list[int]] | None = None) -> None:
         self.seconds = seconds  # a world missing here is ready already (or costs nothing)
-        self.parents = parents
+        self.parents = parents  # the worlds to set up, each with its parent
+        self.after = after if after is not None else {}
 
 
 class SimulatedExecutor(Executor):
@@ -50,11 +60,28 @@ class SimulatedExecutor(Executor):
         self._events: list[tuple[float, int, int, float]] = []  # (end, sequence, index, start)
         self._seq = 0
         self._stopped: list[Outcome] = []
+        self._setup_names: list[str] = []  # on `_events` as index -1-k
+        self._setups_running = 0
+        self._setups_ended: list[SetupEnd] = []
         self.started: dict[int, float] = {}  # index -> simulated start
         self.ended: dict[int, float] = {}
 
     def running(self) -> int:
-        return len(self._events) + len(self._stopped)
+        return len(self._events) - self._setups_running + len(self._stopped)
+
+    def start_setup(self, world: str) -> str:
+        if self.worlds is None:
+            return SETUP_NONE
+        self.ready_at[world] = end = self.clock + self.worlds.seconds.get(world, 0.0)
+        self._setup_names.append(world)
+        heapq.heappush(self._events, (end, self._seq, -len(self._setup_names), self.clock))
+        self._seq += 1
+        self._setups_running += 1
+        return SETUP_STARTED
+
+    def setups_ended(self) -> list[SetupEnd]:
+        ended, self._setups_ended = self._setups_ended, []
+        return ended
 
     def start(self, comp: Computation) -> None:
         i = comp.index
@@ -79,6 +106,10 @@ class SimulatedExecutor(Executor):
         out = []
         while self._events and self._events[0][0] == end:
             _, _, i, started = heapq.heappop(self._events)
+            if i < 0:
+                self._setups_running -= 1
+                self._setups_ended.append(SetupEnd(self._setup_names[-1 - i], "ok", started, end))
+                continue
             if self.record:
                 self.ended[i] = end
             code = self.exit_codes.get(i, 0)
@@ -100,5 +131,9 @@ class SimulatedExecutor(Executor):
 
     def stop(self) -> None:
         for _, _, i, started in self._events:
-            self._stopped.append(Outcome(i, False, "interrupted", None, started, self.clock))
+            if i < 0:
+                self._setups_ended.append(SetupEnd(self._setup_names[-1 - i], "failed", started, self.clock))
+            else:
+                self._stopped.append(Outcome(i, False, "interrupted", None, started, self.clock))
         self._events.clear()
+        self._setups_running = 0

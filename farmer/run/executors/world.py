@@ -29,7 +29,13 @@ from pathlib import Path
 from farmer.files.private import make_dir, open_file
 from farmer.graph.graph import Computation
 from farmer.manifest.spec import WorldSpec
-from farmer.run.executors.base import Executor, Outcome
+from farmer.run.executors.base import (
+    SETUP_STARTED,
+    SETUP_WARM,
+    Executor,
+    Outcome,
+    SetupEnd,
+)
 from farmer.run.executors.process import drop_empty_log, log_path
 from farmer.run.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
 from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
@@ -69,6 +75,10 @@ class WorldExecutor(Executor):
         # and how long it took to `ready` (what `plan --simulate` learns from).
         self._setup_began: dict[str, float] = {}
         self.setup_s: dict[str, float] = {}
+        # Each set-up under way, by process (id): its world and when it began; its end, said
+        # once, waits in `_setups_ended` for the scheduler (a step of the schedule).
+        self._setting_up: dict[int, tuple[str, float]] = {}
+        self._setups_ended: list[SetupEnd] = []
         self.stopping = False
         self._finished: list[Outcome] = []
         self._next_id = 0
@@ -89,6 +99,34 @@ class WorldExecutor(Executor):
 
     def running(self) -> int:
         return sum(len(p.jobs) + len(p.waiting) for p in self.procs) + len(self._finished)
+
+    def start_setup(self, world: str) -> str:
+        """The world's set-up as a step of the schedule, before its first task starts (a
+        task started later joins it, or finds it ready)."""
+        now = time.monotonic()
+        for name in self.tree.chain(world):
+            if name in self.setup_failed or name in self.broken:  # its tasks fail with why
+                self._setups_ended.append(SetupEnd(world, "failed", now - self.t0, now - self.t0))
+                return SETUP_STARTED
+        said = len(self._setups_ended)
+        try:
+            proc = self._ensure(world)
+        except OSError:  # its tasks fail with why, as when they start it
+            if all(e.world != world for e in self._setups_ended[said:]):  # (or its process said it)
+                self._setups_ended.append(SetupEnd(world, "failed", now - self.t0, now - self.t0))
+            return SETUP_STARTED
+        return SETUP_WARM if proc.state == "ready" else SETUP_STARTED
+
+    def setups_ended(self) -> list[SetupEnd]:
+        ended, self._setups_ended = self._setups_ended, []
+        return ended
+
+    def _setup_over(self, proc: Proc, status: str) -> None:
+        """`proc`'s set-up ended (ready, failed, or the process ended before it was ready)."""
+        began = self._setting_up.pop(id(proc), None)
+        if began is not None:
+            self._setups_ended.append(SetupEnd(proc.name, status, began[1] - self.t0,
+                                               time.monotonic() - self.t0))
 
     def worlds_setting_up(self) -> dict[str, float]:
         began = self._setup_began
@@ -220,6 +258,7 @@ class WorldExecutor(Executor):
         # Our read end first: the world's open of its write end then does not block.
         out_fd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         proc = Proc(name, base, out_fd, parent, self.selector)
+        self._setting_up[id(proc)] = (name, time.monotonic())  # ended once, however it ends
         self.selector.register(out_fd, selectors.EVENT_READ, lambda _fd, p=proc: self._read(p))
         self.current[name] = proc
         self.procs.append(proc)
@@ -339,6 +378,7 @@ class WorldExecutor(Executor):
             self._done(proc, msg)
         elif kind == "setup-failed":
             self.setup_failed[proc.name] = msg["traceback"]
+            self._setup_over(proc, "failed")
             # Said once here; each task that cannot run gets one line (and the traceback in
             # its log), not the traceback again.
             self.warn(f"farmer: the setup of world {proc.name} failed, so no task of it (or of a "
@@ -362,6 +402,7 @@ class WorldExecutor(Executor):
         began = self._setup_began.pop(proc.name, None)
         if began is not None:
             self.setup_s[proc.name] = time.monotonic() - began
+        self._setup_over(proc, "ok")
         proc.pid = proc.pid or msg["pid"]
         try:
             proc.open_input()
@@ -469,7 +510,9 @@ class WorldExecutor(Executor):
 
     def _retry(self, proc: Proc, jobs: list[Job], why: str, was_ready: bool) -> None:
         before_ready = not was_ready
-        if before_ready and jobs:  # (a world killed as no longer needed had no jobs)
+        # (a world killed as no longer needed did not die; one set up ahead of its tasks,
+        # as a step of the schedule, has no jobs yet and did)
+        if before_ready and (jobs or proc.error != "no longer needed"):
             self.setup_deaths[proc.name] = self.setup_deaths.get(proc.name, 0) + 1
             if self.setup_deaths[proc.name] >= 2:
                 self.broken[proc.name] = why
@@ -488,6 +531,8 @@ class WorldExecutor(Executor):
         """Forget a process: its descriptors, FIFOs and (for a root world) its zombie."""
         if proc.state == "ended":
             return
+        # (one stopped as no longer needed did not fail: its tasks were found up to date)
+        self._setup_over(proc, "cancelled" if proc.error == "no longer needed" else "failed")
         proc.close()
         proc.state = "ended"
         proc.eof_at = None
