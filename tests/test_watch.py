@@ -425,3 +425,23 @@ def test_a_world_the_farmfile_no_longer_declares_is_stopped(project, watching):
     while os.path.exists(f"/proc/{world}") and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not os.path.exists(f"/proc/{world}"), "a world of the old Farmfile is still alive"
+
+
+def test_the_worlds_are_set_up_after_the_first_build_so_the_first_save_is_warm(project, watching):
+    _worlds_project(project)
+    assert project.build().returncode == 0  # the watch's first build then runs nothing
+    project.write("setups.log", "")
+    w = watching()
+    w.builds(1)
+    assert w.summaries()[0].startswith("farmer: ran 0, up to date 2"), w
+    w.wait_until(lambda: "set up in" in w.stderr)
+    assert "worlds base, data set up in" in w.stderr and "the next build starts warm" in w.stderr, w
+    assert _setups(project) == ["base", "data"], "the watch did not set up the worlds up front"
+    _edit(project, "q/r1.py", REPORT.replace("VERSION", "1"))
+    w.wait_until(lambda: project.read("out/r1.txt").endswith("#1\n"))
+    w.builds(2)
+    assert _setups(project) == ["base", "data"], "the first save set a world up again"
+    worlds = project.last_build()["worlds"]
+    assert [(e["name"], e["status"], e["start_s"]) for e in worlds] == [("base", "warm", None),
+                                                                       ("data", "warm", None)]
+    assert w.stderr.count("set up in") == 1, "a warm world was set up again after a build"

@@ -365,7 +365,9 @@ def watch(request: BuildRequest) -> int:
         inputs = Inputs(spec, graph, targets)
         del graph  # (the workspace keeps it for the builds)
         code = _build(ws, request, signals)
+        failed_setups: dict[str, str] = {}  # world -> the fingerprint its set-up failed under
         while code < 128:  # not stopped by a signal
+            _warm_up(ws, request, failed_setups)
             _track(watcher, inputs, ws)
             _say(f"waiting for changes to {len(inputs.files)} files (Ctrl-C to stop)")
             changed: list[str] = []
@@ -415,6 +417,18 @@ def _build(ws: Workspace, request: BuildRequest, signals: _Signals) -> int:
     signals.install()  # a build leaves its own handlers, keeping what comes, behind
     stopped = signals.stopped()  # one that came as the build ended, or under a no-op's
     return code if stopped is None or code >= 128 else stopped
+
+
+def _warm_up(ws: Workspace, request: BuildRequest, failed_setups: dict[str, str]) -> None:
+    """The worlds the selected tasks need, set up now if they are not warm: the next save
+    builds as fast as the ones after it (build/warmup.py)."""
+    if request.no_worlds:
+        return
+    from farmer.build.warmup import warm_up
+
+    line = warm_up(ws, request.targets, failed_setups, _say).line()
+    if line is not None:
+        _say(line)
 
 
 def _track(watcher: Watcher | PollingWatcher, inputs: Inputs, ws: Workspace) -> None:
