@@ -156,10 +156,10 @@ class LiveReporter(Progress):
         rows = [head]
         worlds = self.setting_up()
         now = time.monotonic()
-        for name, began in worlds.items():  # its tasks wait for it: they are not running yet
-            waiting = sum(1 for comp in self.running if comp.world == name)
-            rows.append(Text(f"  setting up world {name} ({now - began:.1f} s; "
-                             f"{waiting} task{'s' if waiting != 1 else ''} waiting)"))
+        for name, began in worlds.items():  # a step of its own, ahead of its tasks
+            waiting = sum(1 for comp in self.running if comp.world == name)  # (a restarted world's)
+            rows.append(Text(f"  setting up world {name} ({now - began:.1f} s"
+                             + (f"; {waiting} task{'s' if waiting != 1 else ''} waiting)" if waiting else ")")))
         running = [comp for comp in self.running if comp.world not in worlds]
         for comp in running[:8]:
             rows.append(Text(f"  {label(comp)}", overflow="ellipsis", no_wrap=True))
