@@ -173,3 +173,36 @@ python = '''-c "pass"'''
     assert "no such model" in junit  # the world's log tail: its traceback
     md = project.farmer("report", "--markdown").stdout
     assert "world bad set-up" in md and "setup failed" in md and "no such model" in md
+
+
+class _SetUpFailsAtOnce(SimulatedExecutor):
+    """A world that cannot even start (no FIFO, say): its set-up ends, failed, as it starts."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.idle_waits = 0
+
+    def start_setup(self, world):
+        from farmer.run.executors.base import SETUP_STARTED, SetupEnd
+
+        self._setups_ended.append(SetupEnd(world, "failed", self.clock, self.clock))
+        return SETUP_STARTED
+
+    def wait(self, timeout):
+        if not self._events:
+            self.idle_waits += 1
+            assert self.idle_waits < 100, "the scheduler waits for a set-up that already ended"
+        return super().wait(timeout)
+
+
+def test_a_set_up_that_fails_as_it_starts_frees_its_slot_and_releases_its_tasks():
+    comps = computation_graph(2)
+    comps[1].world = "w"
+    worlds = WorldSetups({"w": 1.0}, {"w": None})
+    executor = _SetUpFailsAtOnce({0: 1.0, 1: 1.0}, worlds=worlds)
+    scheduler = Scheduler(comps, [0, 1], {0: 1.0, 1: 1.0}, 1, {}, True, executor,
+                          _SimHooks({0: "never built", 1: "never built"}), worlds, {"w": 2.0})
+    settled = scheduler.run()
+    # (the executor fails a task of a world whose set-up failed; the scheduler starts it)
+    assert set(settled) == {0, 1} and 1 in executor.started
+    assert [(w.world, w.status) for w in scheduler.world_spans] == [("w", "failed")]

@@ -175,6 +175,8 @@ class Scheduler:
                 self.executor.stop()
             if not self.stopping:
                 self._start_what_fits()
+                if setups is not None and self.take_setup_ends():
+                    continue  # one ended as it started (it could not): what it freed may start
             if self.executor.running() == 0:
                 # (a set-up still running is left to the executor when the build stops)
                 if self.stopping or not (self._ready or setups is not None and setups.running):
@@ -189,18 +191,21 @@ class Scheduler:
         self._settle_rest()
         return self.settled
 
-    def take_setup_ends(self) -> None:
+    def take_setup_ends(self) -> bool:
         """The world set-ups that ended: their slots free, their tasks ready (also after a
         failed set-up: the executor fails each with the world's reason), their child
-        worlds' set-ups released. Once more after the executor closed, for the spans."""
+        worlds' set-ups released. Once more after the executor closed, for the spans.
+        Whether any ended."""
         setups = self._setups
-        for end in self.executor.setups_ended():
+        ended = self.executor.setups_ended()
+        for end in ended:
             slots = setups.running.pop(end.world, None) if setups is not None else None
             if slots is not None:
                 self._free_slots.extend(slots)
             self.world_spans.append(WorldSpan(end.world, slots or (), end.start_s, end.end_s, end.status))
             if slots is not None:
                 self._setup_done(end.world)
+        return bool(ended)
 
     def _setup_done(self, world: str) -> None:
         """`world`'s set-up step is over (or not needed): what waited for it is ready."""
