@@ -426,7 +426,10 @@ def _warm_up(ws: Workspace, request: BuildRequest, failed_setups: dict[str, str]
         return
     from farmer.build.warmup import warm_up
 
-    line = warm_up(ws, request.targets, failed_setups, _say).line()
+    try:
+        line = warm_up(ws, request.targets, failed_setups, _say).line()
+    except OSError as e:  # no FIFO, no process: the next build tries and says why
+        line = f"cannot set up the worlds now ({e.strerror or e})"
     if line is not None:
         _say(line)
 

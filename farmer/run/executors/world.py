@@ -1,6 +1,7 @@
 """Runs world tasks in persistent world processes (SPEC §1 "Worlds").
 
-A world process starts when the first task that needs it (or a descendant world) starts:
+A world process starts when the scheduler starts its set-up, a step of the schedule ahead of
+its tasks (`start_setup`; or when a task needs a world that is not running, one that died):
 a root world is spawned (posix_spawn, its own process group) running the driver; a child
 world is forked by its parent world. farmer waits for `ready` on the world's `.out` FIFO,
 then writes commands to its `.in` FIFO: a fork-job while the world has other futures, an
