@@ -104,8 +104,8 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) 
 
     name = os.path.basename(spec.path)
     for _ in range(_MAX_REGENERATIONS):
-        i = graph.producer.get(name)
-        if i is None or graph.computations[i].kind is None:
+        i = regenerator(graph, name)
+        if i is None:
             break
         to_run = _plan(spec, graph, name, state)
         # Made by the user (`cmake -G Ninja`, `cmake -DX=1 .`) after its inputs changed.
@@ -118,8 +118,8 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) 
             return spec, graph, code
         spec, graph = load(spec.path, write_cache=True, base_dir=opts.base_dir)
         # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
-        j = graph.producer.get(name)
-        if j is not None and graph.computations[j].kind is not None:
+        j = regenerator(graph, name)
+        if j is not None:
             _adopt(spec, graph, j, ran=True, state=state)
     return spec, graph, 0
 
@@ -129,10 +129,39 @@ def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | N
     for the no-op stamp; None when one of them cannot vouch for itself (farmer/store/ninja_stamp.py)."""
     from farmer.store import ninja_stamp as ninjastamp
 
-    i = graph.producer.get(os.path.basename(spec.path))
-    if i is None or graph.computations[i].kind is None:
+    i = regenerator(graph, os.path.basename(spec.path))
+    if i is None:
         return []
-    return ninjastamp.observe(list(graph.computations[i].inputs))
+    comp = graph.computations[i]
+    return ninjastamp.observe(list(comp.inputs) + [p for p in _depfile_inputs(comp) if p not in comp.inputs])
+
+
+def regenerator(graph: Graph, name: str) -> int | None:
+    """The edge that remakes the manifest `name`: its producer, or the one edge a phony
+    alias of it stands for (GN: `build build.ninja: phony build.ninja.stamp`)."""
+    comps = graph.computations
+    i = graph.producer.get(name)
+    seen: set[int] = set()
+    while i is not None and comps[i].kind is None and i not in seen:
+        seen.add(i)
+        real = [p for p in comps[i].producers if comps[p].kind is not None]
+        i = real[0] if len(real) == 1 else None
+    return i
+
+
+def _depfile_inputs(comp: Computation) -> list[str]:
+    """The files the edge's depfile lists now (GN's `build.ninja.d`: every BUILD.gn, .gni and
+    args.gn the generator read); none without one, or when it cannot be read."""
+    if not comp.depfile:
+        return []
+    from farmer.record import depfile
+
+    try:
+        with open(comp.depfile, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read()
+        return [os.path.normpath(p) for p in depfile.parse(text)]
+    except (OSError, depfile.DepfileError):
+        return []
 
 
 def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
@@ -180,6 +209,14 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
             return False
         if newest_input > oldest_output:
             return False
+        # The inputs its depfile lists (GN lists every BUILD.gn there and nothing in the
+        # manifest): one that is gone or newer than the outputs makes it run.
+        for p in _depfile_inputs(comp):
+            try:
+                if os.stat(p).st_mtime_ns > oldest_output:
+                    return False
+            except OSError:
+                return False
     if state is not None:
         _record_now(graph, comp, state)
         return True
@@ -197,7 +234,8 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
 
 
 def _record_now(graph: Graph, comp: Computation, state: State) -> None:
-    """Save `comp`'s trace as its inputs and outputs are now."""
+    """Save `comp`'s trace as its inputs and outputs are now, with the files its depfile
+    lists as discovered inputs (ninja reads a generator's depfile as any edge's)."""
     from farmer.files.digests import Digests, NotAFile
     from farmer.plan.uptodate import timed_outputs
     from farmer.store.state import Trace
@@ -211,7 +249,12 @@ def _record_now(graph: Graph, comp: Computation, state: State) -> None:
         except NotAFile:
             return "not-a-file"
 
-    trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs], [],
-                  [(p, digest(p)) for p in comp.outputs])
+    declared = set(comp.inputs)
+    listed = [p for p in _depfile_inputs(comp) if p not in declared]
+    if not listed and comp.depfile:  # read and deleted by the run (`deps = gcc`): as the run recorded them
+        known = state.trace(comp.id)
+        listed = [p for p, _ in known.discovered] if known is not None else []
+    trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs],
+                  [(p, digest(p)) for p in dict.fromkeys(listed)], [(p, digest(p)) for p in comp.outputs])
     # A first build makes state.db with its first batch, after its first commands have started.
     state.save_later([trace], digests.changed)
