@@ -54,6 +54,11 @@ def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
         if now is None:
             return f"output {path} missing"
         if now != digest:
+            if digest == "missing":
+                # A build.ninja output the run did not make, made since by another edge
+                # (ExternalProject's install step writes what the build step declares): as
+                # ninja sees it, present and newer than the inputs, so up to date.
+                continue
             return f"output {path} edited"
     return None
 
