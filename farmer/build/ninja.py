@@ -79,13 +79,27 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
                 deferred.graph_cache = save
     for w in warnings:
         print(f"farmer: warning: {w}", file=sys.stderr)
+    if any(c.ninja is not None and c.ninja.dyndep is not None for c in graph.computations):
+        from farmer.build import ninja_dyndep
+
+        # A graph of its own: the cache's write above keeps the manifest's graph alone.
+        complete = ninja_dyndep.amended(spec, graph)
+        return _rebase(spec, complete, base_dir)
+    return _rebase(spec, graph, base_dir)
+
+
+def _rebase(spec: Spec, graph: Graph, base_dir: str | None, tag: bool = True) -> tuple[Spec, Graph]:
+    """`graph`'s commands rewritten for the base directory when one is set (farmer/graph/basedir.py);
+    `tag`: the spec's digest names it too (once per spec)."""
+    root = spec.root
     if _rebased(base_dir):
         from farmer.graph import basedir
 
         given, source = basedir.setting(base_dir)
         base = basedir.resolve(given, root, source)
         basedir.rebase(graph, base)
-        spec.digest = basedir.tagged(spec.digest, base)
+        if tag:
+            spec.digest = basedir.tagged(spec.digest, base)
     return spec, graph
 
 
@@ -121,6 +135,13 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) 
         j = regenerator(graph, name)
         if j is not None:
             _adopt(spec, graph, j, ran=True, state=state)
+    if any(c.ninja is not None and c.ninja.dyndep is not None for c in graph.computations):
+        from farmer.build import ninja_dyndep
+
+        graph, code = ninja_dyndep.prepare(spec, graph, opts, lock, state, plan_targets)
+        if code != 0:
+            return spec, graph, code
+        graph = _rebase(spec, graph, opts.base_dir, tag=False)[1]
     return spec, graph, 0
 
 
@@ -180,9 +201,14 @@ def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
 
 def _plan(spec: Spec, graph: Graph, target: str, state: State | None = None) -> dict[int, str]:
     """What a build of `target` would run; `state`: the caller's (left open), else read alone."""
+    return plan_targets(spec, graph, [target], state)
+
+
+def plan_targets(spec: Spec, graph: Graph, targets: list[str], state: State | None = None) -> dict[int, str]:
+    """What a build of `targets` would run; `state` as `_plan`'s."""
     from farmer.plan.session import open_session
 
-    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target],
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), targets,
                            readonly=state is None, state=state)
     try:
         return session.to_run()
