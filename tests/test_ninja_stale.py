@@ -285,3 +285,31 @@ def test_cmake_run_by_the_user_is_not_run_again(tmp_path):
     assert "Re-running CMake" not in r.stdout, r.stdout
     assert subprocess.run([str(build / "v")]).returncode == 2
     assert "Re-running CMake" not in farmer().stdout
+
+
+@needs_cc
+def test_links_and_archives_are_restored_from_the_cache(project, tmp_path):
+    """Their keys hold their inputs' content, not the objects' mtimes: after `farmer clean`
+    every edge is restored, links and archives too."""
+    project.write("build.ninja", """\
+        rule cc
+          command = gcc -MD -MF $out.d -c $in -o $out
+          depfile = $out.d
+          deps = gcc
+        rule ar
+          command = rm -f $out && ar crs $out $in
+        rule link
+          command = gcc $in -o $out
+        build lib.o: cc lib.c
+        build main.o: cc main.c
+        build libx.a: ar lib.o
+        build app: link main.o libx.a
+        """)
+    project.write("lib.c", "int lib(void) { return 4; }\n")
+    project.write("main.c", "int lib(void);\nint main(void) { return lib(); }\n")
+    cache = ("--cache", "--cache-dir", str(tmp_path / "cache"))
+    assert project.farmer("build", *NINJA, *cache).returncode == 0
+    assert project.farmer("clean", *NINJA).returncode == 0
+    r = project.farmer("build", *NINJA, *cache)
+    assert r.returncode == 0 and "ran 0, up to date 0, cached 4," in r.stdout, r
+    assert subprocess.run([str(project.path("app"))], check=False).returncode == 4
