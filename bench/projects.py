@@ -90,10 +90,13 @@ def meson_command(work: Path) -> list[str]:
     return [str(exe)]
 
 
-def cmake_projects(work: Path, fresh: bool) -> list[Project]:
+def cmake_projects(work: Path, fresh: bool, only: list[str] | None = None) -> list[Project]:
+    """The CMake projects (`only`: those of these names), configured once per tool."""
     base = work / "projects"
     out = []
     for name, req, subdir, options in CMAKE_PROJECTS:
+        if only and name not in only:
+            continue
         source = sdist(req, base) / subdir
         dirs = {tool: base / "cmake" / name / tool for tool in TOOLS}
         for tool, d in dirs.items():

@@ -610,8 +610,8 @@ def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
                 f"farmer {med['farmer'] * 1000:.1f} ms")
         lines.append("")
     if "real-edits" in args.only:
-        found = [p for p in projects.cmake_projects(args.work, args.fresh_projects)
-                 if not args.real_projects or p.name in args.real_projects.split(",")]
+        found = projects.cmake_projects(args.work, args.fresh_projects,
+                                        [n for n in args.real_projects.split(",") if n])
         rows = projects.real_edits(found, args.repeat, args.jobs, farmer_argv, farmer_env,
                                    run_timed, args.timeout, args.work / "real-edits-cache")
         lines += ["### Real CMake projects: clean build, no-op, header comment, output cache", "",
