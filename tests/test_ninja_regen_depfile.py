@@ -5,6 +5,7 @@ edit of a file it lists regenerates the manifest and builds what the new one say
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 
@@ -56,3 +57,84 @@ def test_an_edit_of_a_file_the_depfile_lists_regenerates(project, form):
     r = project.build_in_process(*NINJA)
     assert r.finished_lines() == [], r
     assert "config.txt" in project.farmer("query", *NINJA, form["depfile_target"]).stdout
+
+
+GN_TOOLCHAIN = """\
+toolchain("gcc") {
+  tool("cc") {
+    depfile = "{{output}}.d"
+    command = "gcc -MMD -MF $depfile {{defines}} {{include_dirs}} -c {{source}} -o {{output}}"
+    depsformat = "gcc"
+    outputs = [ "{{source_out_dir}}/{{target_output_name}}.{{source_name_part}}.o" ]
+  }
+  tool("alink") {
+    command = "rm -f {{output}} && ar rcs {{output}} {{inputs}}"
+    outputs = [ "{{target_out_dir}}/{{target_output_name}}{{output_extension}}" ]
+    default_output_extension = ".a"
+    output_prefix = "lib"
+  }
+  tool("link") {
+    command = "gcc -o {{output}} {{inputs}} {{libs}}"
+    outputs = [ "{{root_out_dir}}/{{target_output_name}}{{output_extension}}" ]
+  }
+  tool("stamp") {
+    command = "touch {{output}}"
+  }
+  tool("copy") {
+    command = "cp -af {{source}} {{output}}"
+  }
+}
+"""
+GN_BUILD = """\
+static_library("core") {{
+  sources = [ {sources} ]
+}}
+executable("app") {{
+  sources = [ "main.c" ]
+  deps = [ ":core" ]
+  defines = [ {defines} ]
+}}
+"""
+MAIN = """\
+int a(void);
+#ifdef EXTRA
+int extra(void);
+#define MORE + extra()
+#else
+#define MORE
+#endif
+int main(void) { return a() MORE; }
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("gn") and shutil.which("gcc")), reason="needs gn and gcc")
+def test_gn_project_regenerates_after_a_build_gn_edit(tmp_path):
+    """GN itself: `gn gen`, a build, then a new source in BUILD.gn: GN runs again and the
+    new source is compiled into the library (before, nothing ran)."""
+    from conftest import run_farmer
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    (src / "build").mkdir(parents=True)
+    (src / ".gn").write_text('buildconfig = "//build/BUILDCONFIG.gn"\n')
+    (src / "build" / "BUILDCONFIG.gn").write_text('set_default_toolchain("//build:gcc")\n')
+    (src / "build" / "BUILD.gn").write_text(GN_TOOLCHAIN)
+    (src / "BUILD.gn").write_text(GN_BUILD.format(sources='"a.c"', defines=""))
+    (src / "a.c").write_text("int a(void) { return 1; }\n")
+    (src / "extra.c").write_text("int extra(void) { return 2; }\n")
+    (src / "main.c").write_text(MAIN)
+    subprocess.run(["gn", "gen", str(out)], cwd=src, check=True, capture_output=True)
+
+    def farmer():
+        r = run_farmer(out, "build", *NINJA)
+        assert r.returncode == 0, r
+        return r
+
+    farmer()
+    assert subprocess.run([str(out / "app")], check=False).returncode == 1
+    time.sleep(0.25)
+    assert "ran 0," in farmer().stdout
+    (src / "BUILD.gn").write_text(GN_BUILD.format(sources='"a.c", "extra.c"', defines='"EXTRA"'))
+    farmer()
+    assert subprocess.run([str(out / "app")], check=False).returncode == 3
+    assert (out / "obj" / "libcore.extra.o").exists()
+    assert "ran 0," in farmer().stdout
