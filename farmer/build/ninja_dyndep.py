@@ -19,6 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from farmer.build.request import BuildRequest
+    from farmer.files.lock import ProjectLock
     from farmer.graph.graph import Graph
     from farmer.manifest.spec import Spec
     from farmer.store.state import State
@@ -63,7 +65,7 @@ def amended(spec: Spec, graph: Graph, only: set[str] | None = None) -> Graph:
             i = manifest.producer.get(b.output)
             if i is not None and i not in users:
                 raise UsageError(f"{b.where}: '{b.output}' is not made by an edge with dyndep = {path}")
-        restat |= ninja_dyndep.apply(manifest, path, bindings)
+        restat |= ninja_dyndep.apply(manifest, bindings)
     _, new, _ = build_graph(manifest)
     for i in restat:
         edge = new.computations[i].ninja
@@ -72,7 +74,7 @@ def amended(spec: Spec, graph: Graph, only: set[str] | None = None) -> Graph:
     return new
 
 
-def prepare(spec: Spec, graph: Graph, opts, lock, state: State,
+def prepare(spec: Spec, graph: Graph, opts: BuildRequest, lock: ProjectLock, state: State,
             plan_targets: Callable[[Spec, Graph, list[str], State], dict[int, str]]) -> tuple[Graph, int]:
     """Bring the dyndep files up to date and read them, in rounds (the module's docstring).
     Returns the complete graph and the exit code of the rounds' builds (0: go on).

@@ -108,10 +108,10 @@ def _statement(lexer: Lexer) -> Binding:
     return Binding(outs[0], implicit_outs, implicit_ins, restat, where)
 
 
-def apply(manifest: Manifest, dyndep: str, bindings: list[Binding]) -> set[int]:
-    """Add what `bindings` (read from the file `dyndep`) say to the manifest's edges that
-    name `dyndep` (`uses`: edge index -> its dyndep path, checked by the caller); returns the
-    edges whose restat they turned on. Errors as ninja words them."""
+def apply(manifest: Manifest, bindings: list[Binding]) -> set[int]:
+    """Add what `bindings` (one dyndep file's) say to the manifest's edges (that each edge
+    names that file is the caller's check); returns the indexes of the edges whose
+    restat they turn on. Errors as ninja words them."""
     restat: set[int] = set()
     producer = manifest.producer
     for b in bindings:
