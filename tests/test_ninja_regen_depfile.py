@@ -36,7 +36,11 @@ GN = {"regen": "build build.ninja.stamp: gen\n  depfile = build.ninja.d\nbuild b
       "depfile_target": "build.ninja.stamp", "touch": "touch build.ninja.stamp"}
 
 
-@pytest.mark.parametrize("form", [PLAIN, GN], ids=["plain", "gn"])
+# `deps = gcc`: the depfile is deleted once a run read it; what it listed stays recorded.
+DEPS = {**PLAIN, "regen": PLAIN["regen"] + "\n  deps = gcc"}
+
+
+@pytest.mark.parametrize("form", [PLAIN, GN, DEPS], ids=["plain", "gn", "deps-gcc"])
 def test_an_edit_of_a_file_the_depfile_lists_regenerates(project, form):
     project.write("configure.sh", CONFIGURE.format(**form))
     project.write("config.txt", "a.txt\n")
@@ -57,6 +61,9 @@ def test_an_edit_of_a_file_the_depfile_lists_regenerates(project, form):
     r = project.build_in_process(*NINJA)
     assert r.finished_lines() == [], r
     assert "config.txt" in project.farmer("query", *NINJA, form["depfile_target"]).stdout
+    project.write("config.txt", "a.txt\n")  # again, after a regeneration farmer ran itself
+    r = project.build_in_process(*NINJA)
+    assert r.returncode == 0 and project.read("out.txt") == "A\n", r
 
 
 GN_TOOLCHAIN = """\

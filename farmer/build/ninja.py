@@ -154,6 +154,8 @@ def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | N
     if i is None:
         return []
     comp = graph.computations[i]
+    if comp.depfile and not os.path.exists(comp.depfile):
+        return None  # what it lists is not known here (deleted by another tool, never made)
     return ninjastamp.observe(list(comp.inputs) + [p for p in _depfile_inputs(comp) if p not in comp.inputs])
 
 

@@ -261,6 +261,8 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
         pool=pool, timeout=None, always=False, cache=not generator,
         validates=validates, ninja=NinjaEdge(
             order_only=edge.order_only, description=description, generator=generator,
-            remove_depfile=deps == "gcc", rspfile=rspfile,
+            # A generator's depfile is kept: the no-op check reads what it lists (ninja keeps
+            # that in its deps log).
+            remove_depfile=deps == "gcc" and not generator, rspfile=rspfile,
             rspfile_content=shell.lookup("rspfile_content") if rspfile else None,
             optional_outputs=True, console=pool == CONSOLE, restat=restat, dyndep=dyndep or None))
