@@ -138,10 +138,12 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) 
     if any(c.ninja is not None and c.ninja.dyndep is not None for c in graph.computations):
         from farmer.build import ninja_dyndep
 
-        graph, code = ninja_dyndep.prepare(spec, graph, opts, lock, state, plan_targets)
+        def rebase(made: Graph) -> Graph:
+            return _rebase(spec, made, opts.base_dir, tag=False)[1]
+
+        graph, code = ninja_dyndep.prepare(spec, graph, opts, lock, state, plan_targets, rebase)
         if code != 0:
             return spec, graph, code
-        graph = _rebase(spec, graph, opts.base_dir, tag=False)[1]
     return spec, graph, 0
 
 

@@ -75,10 +75,12 @@ def amended(spec: Spec, graph: Graph, only: set[str] | None = None) -> Graph:
 
 
 def prepare(spec: Spec, graph: Graph, opts: BuildRequest, lock: ProjectLock, state: State,
-            plan_targets: Callable[[Spec, Graph, list[str], State], dict[int, str]]) -> tuple[Graph, int]:
+            plan_targets: Callable[[Spec, Graph, list[str], State], dict[int, str]],
+            rebase: Callable[[Graph], Graph]) -> tuple[Graph, int]:
     """Bring the dyndep files up to date and read them, in rounds (the module's docstring).
     Returns the complete graph and the exit code of the rounds' builds (0: go on).
-    `plan_targets`: what a build of some targets would run (build/ninja.py's)."""
+    `plan_targets`: what a build of some targets would run (build/ninja.py's); `rebase`: a
+    graph made again, its commands rewritten for --base-dir as the first one's were."""
     from farmer.build.run import run_build
 
     named = files(graph)
@@ -99,7 +101,7 @@ def prepare(spec: Spec, graph: Graph, opts: BuildRequest, lock: ProjectLock, sta
             if code != 0:
                 return graph, code
         read.update(ready)
-        graph = amended(spec, graph, read)
+        graph = rebase(amended(spec, graph, read))
         named = files(graph)
     return graph, 0
 
