@@ -10,6 +10,8 @@ starts them again.
 
 Scenarios:
   real-noop     a no-op of each fully built project, ninja and farmer interleaved
+  real-edits    each CMake project: a clean build, a no-op and a header comment, ninja and
+                farmer taking turns; then farmer's output cache after `farmer clean`
   meson-series  N small Meson test projects built from clean one after another (the total)
 """
 
@@ -34,6 +36,8 @@ CMAKE_PROJECTS = [
      ["-DBUILD_TESTING=OFF", "-DZLIB_ENABLE_TESTS=OFF", "-DWITH_GTEST=OFF",
       "-DWITH_BENCHMARKS=OFF"]),
 ]
+# A header many of each project's sources include, for the header edit of `real_edits`.
+HEADERS = {"ninja": "src/graph.h", "libuv": "src/uv-common.h", "zlib-ng": "zbuild.h"}
 MESON = "meson==1.12.1"
 TOOLS = ("ninja", "farmer")
 
@@ -86,10 +90,13 @@ def meson_command(work: Path) -> list[str]:
     return [str(exe)]
 
 
-def cmake_projects(work: Path, fresh: bool) -> list[Project]:
+def cmake_projects(work: Path, fresh: bool, only: list[str] | None = None) -> list[Project]:
+    """The CMake projects (`only`: those of these names), configured once per tool."""
     base = work / "projects"
     out = []
     for name, req, subdir, options in CMAKE_PROJECTS:
+        if only and name not in only:
+            continue
         source = sdist(req, base) / subdir
         dirs = {tool: base / "cmake" / name / tool for tool in TOOLS}
         for tool, d in dirs.items():
@@ -271,3 +278,64 @@ def meson_series(projects: list[Project], repeat: int, jobs: int, farmer_argv: l
                    for name, by in walls.items()}
     empty = [p.name for p in projects if nothing_to_build(p.dirs["ninja"])]
     return {"wall": totals, "cpu": cpu, "per_project": per_project, "empty": empty}
+
+
+def _source_dir(d: Path) -> Path:
+    """The source directory a CMake build directory was configured from."""
+    for line in (d / "CMakeCache.txt").read_text(errors="replace").splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:"):
+            return Path(line.split("=", 1)[1])
+    raise SystemExit(f"{d}: no CMAKE_HOME_DIRECTORY in CMakeCache.txt")
+
+
+def real_edits(projects: list[Project], repeat: int, jobs: int, farmer_argv: list[str],
+               farmer_env: dict, run_timed, timeout: float, cache_dir: Path) -> list[dict]:
+    """For each CMake project, `repeat` rounds in which ninja and farmer take turns first
+    (each in its own build directory, from the same sources): a clean build, a no-op, and a
+    comment appended to a header many sources include (HEADERS; taken back after the
+    round). Then farmer's local output cache (in `cache_dir`, emptied first): a clean build
+    that stores every output, `farmer clean`, and the build that restores them (timed;
+    ninja has no such cache: its clean build is the comparison)."""
+    rows = []
+    for p in projects:
+        header = _source_dir(p.dirs["ninja"]) / HEADERS[p.name]
+        original = header.read_bytes()
+        steps: dict[str, dict[str, list]] = {s: {t: [] for t in TOOLS} for s in ("clean", "noop", "header")}
+
+        def timed(step: str, tool: str) -> None:
+            d = p.dirs[tool]
+            r = run_timed(tool_argv(tool, d, farmer_argv, jobs), farmer_env if tool == "farmer" else None,
+                          timeout, cwd=d)
+            if r.rc != 0:
+                raise SystemExit(f"{tool}: {step} of {p.name} failed (rc {r.rc})")
+            steps[step][tool].append(r)
+
+        try:
+            for i in range(repeat):
+                order = TOOLS if i % 2 == 0 else TOOLS[::-1]
+                for tool in order:
+                    clean(p.dirs[tool])
+                    timed("clean", tool)
+                for tool in order:
+                    timed("noop", tool)
+                header.write_bytes(original + b"\n/* bench: a comment */\n")
+                for tool in order:
+                    timed("header", tool)
+                header.write_bytes(original)
+        finally:
+            header.write_bytes(original)
+        d = p.dirs["farmer"]
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        cached_argv = tool_argv("farmer", d, farmer_argv, jobs) + ["--cache", "--cache-dir", str(cache_dir)]
+        clean(d)
+        store = run_timed(cached_argv, farmer_env, timeout, cwd=d)
+        subprocess.run(farmer_argv + ["clean", "-C", str(d), "-f", "build.ninja"], env=farmer_env,
+                       stdout=subprocess.DEVNULL, check=True)
+        restore = run_timed(cached_argv, farmer_env, timeout, cwd=d)
+        summary = subprocess.run(cached_argv, env=farmer_env, cwd=d, capture_output=True, text=True).stdout
+        if store.rc or restore.rc:
+            raise SystemExit(f"farmer: the cache builds of {p.name} failed")
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        rows.append({"project": p.name, "edges": p.edges(), "header": HEADERS[p.name], "steps": steps,
+                     "store": store, "restore": restore, "after_restore": summary.strip().splitlines()[-1:]})
+    return rows

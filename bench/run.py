@@ -565,7 +565,7 @@ def log(msg: str) -> None:
 
 
 SIZED = ("full", "noop", "change", "cache", "memory")
-ONCE = ("version", "real-noop", "meson-series")
+ONCE = ("version", "real-noop", "real-edits", "meson-series")
 
 
 def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
@@ -608,6 +608,30 @@ def bench_once(args, farmer_argv: list[str], farmer_env: dict) -> list[str]:
                          f"{med['python'] * 1000:.1f} ({bare_cpu * 1000:.1f}) |")
             log(f"[real-noop] {row['project']}: ninja {med['ninja'] * 1000:.1f} ms, "
                 f"farmer {med['farmer'] * 1000:.1f} ms")
+        lines.append("")
+    if "real-edits" in args.only:
+        found = projects.cmake_projects(args.work, args.fresh_projects,
+                                        [n for n in args.real_projects.split(",") if n])
+        rows = projects.real_edits(found, args.repeat, args.jobs, farmer_argv, farmer_env,
+                                   run_timed, args.timeout, args.work / "real-edits-cache")
+        lines += ["### Real CMake projects: clean build, no-op, header comment, output cache", "",
+                  "| project (edges) | step | ninja s (rounds) | farmer s (rounds) | farmer/ninja | "
+                  "ninja cpu s | farmer cpu s |", "|---|---|---|---|---:|---:|---:|"]
+        for row in rows:
+            for step, label in (("clean", "clean build"), ("noop", "no-op"),
+                                ("header", f"comment appended to `{row['header']}`")):
+                by = row["steps"][step]
+                med = {t: statistics.median(r.wall for r in by[t]) for t in by}
+                cpu = {t: statistics.median(r.cpu for r in by[t]) for t in by}
+                lines.append(f"| {row['project']} ({row['edges']}) | {label} | "
+                             + " | ".join(", ".join(f"{r.wall:.3f}" for r in by[t]) for t in projects.TOOLS)
+                             + f" | {fmt_ratio(med['farmer'], med['ninja'])} | {cpu['ninja']:.2f} | {cpu['farmer']:.2f} |")
+            clean_ninja = statistics.median(r.wall for r in row["steps"]["clean"]["ninja"])
+            lines.append(f"| {row['project']} ({row['edges']}) | farmer's cache: clean build storing, then "
+                         f"`farmer clean` and the build restoring | {clean_ninja:.3f} (clean) | "
+                         f"{row['store'].wall:.3f}, {row['restore'].wall:.3f} | "
+                         f"{fmt_ratio(row['restore'].wall, clean_ninja)} | | {row['restore'].cpu:.2f} |")
+            log(f"[real-edits] {row['project']}: after the restore: {row['after_restore']}")
         lines.append("")
     if "meson-series" in args.only:
         found = projects.meson_projects(args.work, args.meson_count, args.fresh_projects)
@@ -954,10 +978,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="full,noop,change",
                     help="scenarios: full,noop,change,cache,memory (per size; cache: farmer's full build with "
                          "the output cache off, on and cold, and with every output restored; memory: clean builds, "
-                         "each tool's peak RSS through GNU time); version,real-noop,meson-series "
+                         "each tool's peak RSS through GNU time); version,real-noop,real-edits,meson-series "
                          "(once)")
     ap.add_argument("--meson-count", type=int, default=55,
                     help="meson-series: how many of Meson's test projects (default 55)")
+    ap.add_argument("--real-projects", default="",
+                    help="real-edits: which CMake projects (comma-separated: ninja,libuv,zlib-ng; default all)")
     ap.add_argument("--fresh-projects", action="store_true",
                     help="configure the real projects again (kept in WORK/projects/)")
     ap.add_argument("--tools", default="farmer,ninja,make",

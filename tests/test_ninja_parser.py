@@ -460,7 +460,7 @@ class TestErrors:
         ("rule r\n  command = x\nbuild o: r\ndefault nope\n", "build.ninja:4: unknown target 'nope'"),
         ("default\n", "build.ninja:1: expected target name"),
         ("include nope.ninja\n", "build.ninja:1: loading 'nope.ninja': No such file or directory"),
-        ("rule r\n  command = x\n  dyndep = dd\nbuild o: r\n", "build.ninja:4: dyndep is not supported"),
+        ("rule r\n  command = x\n  dyndep = dd\nbuild o: r\n", "build.ninja:4: dyndep file 'dd' is not an input"),
     ])
     def test_message_names_file_and_line(self, root, text, expected):
         assert error(root, text).startswith(expected)

@@ -79,13 +79,27 @@ def load(path: str | os.PathLike, write_cache: bool = False, base_dir: str | Non
                 deferred.graph_cache = save
     for w in warnings:
         print(f"farmer: warning: {w}", file=sys.stderr)
+    if any(c.ninja is not None and c.ninja.dyndep is not None for c in graph.computations):
+        from farmer.build import ninja_dyndep
+
+        # A graph of its own: the cache's write above keeps the manifest's graph alone.
+        complete = ninja_dyndep.amended(spec, graph)
+        return _rebase(spec, complete, base_dir)
+    return _rebase(spec, graph, base_dir)
+
+
+def _rebase(spec: Spec, graph: Graph, base_dir: str | None, tag: bool = True) -> tuple[Spec, Graph]:
+    """`graph`'s commands rewritten for the base directory when one is set (farmer/graph/basedir.py);
+    `tag`: the spec's digest names it too (once per spec)."""
+    root = spec.root
     if _rebased(base_dir):
         from farmer.graph import basedir
 
         given, source = basedir.setting(base_dir)
         base = basedir.resolve(given, root, source)
         basedir.rebase(graph, base)
-        spec.digest = basedir.tagged(spec.digest, base)
+        if tag:
+            spec.digest = basedir.tagged(spec.digest, base)
     return spec, graph
 
 
@@ -104,8 +118,8 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) 
 
     name = os.path.basename(spec.path)
     for _ in range(_MAX_REGENERATIONS):
-        i = graph.producer.get(name)
-        if i is None or graph.computations[i].kind is None:
+        i = regenerator(graph, name)
+        if i is None:
             break
         to_run = _plan(spec, graph, name, state)
         # Made by the user (`cmake -G Ninja`, `cmake -DX=1 .`) after its inputs changed.
@@ -118,9 +132,18 @@ def regenerate(spec: Spec, graph: Graph, opts, lock: ProjectLock, state: State) 
             return spec, graph, code
         spec, graph = load(spec.path, write_cache=True, base_dir=opts.base_dir)
         # It just ran: its edge in the new manifest (whose inputs may be listed anew) is built.
-        j = graph.producer.get(name)
-        if j is not None and graph.computations[j].kind is not None:
+        j = regenerator(graph, name)
+        if j is not None:
             _adopt(spec, graph, j, ran=True, state=state)
+    if any(c.ninja is not None and c.ninja.dyndep is not None for c in graph.computations):
+        from farmer.build import ninja_dyndep
+
+        def rebase(made: Graph) -> Graph:
+            return _rebase(spec, made, opts.base_dir, tag=False)[1]
+
+        graph, code = ninja_dyndep.prepare(spec, graph, opts, lock, state, plan_targets, rebase)
+        if code != 0:
+            return spec, graph, code
     return spec, graph, 0
 
 
@@ -129,10 +152,41 @@ def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | N
     for the no-op stamp; None when one of them cannot vouch for itself (farmer/store/ninja_stamp.py)."""
     from farmer.store import ninja_stamp as ninjastamp
 
-    i = graph.producer.get(os.path.basename(spec.path))
-    if i is None or graph.computations[i].kind is None:
+    i = regenerator(graph, os.path.basename(spec.path))
+    if i is None:
         return []
-    return ninjastamp.observe(list(graph.computations[i].inputs))
+    comp = graph.computations[i]
+    if comp.depfile and not os.path.exists(comp.depfile):
+        return None  # what it lists is not known here (deleted by another tool, never made)
+    return ninjastamp.observe(list(comp.inputs) + [p for p in _depfile_inputs(comp) if p not in comp.inputs])
+
+
+def regenerator(graph: Graph, name: str) -> int | None:
+    """The edge that remakes the manifest `name`: its producer, or the one edge a phony
+    alias of it stands for (GN: `build build.ninja: phony build.ninja.stamp`)."""
+    comps = graph.computations
+    i = graph.producer.get(name)
+    seen: set[int] = set()
+    while i is not None and comps[i].kind is None and i not in seen:
+        seen.add(i)
+        real = [p for p in comps[i].producers if comps[p].kind is not None]
+        i = real[0] if len(real) == 1 else None
+    return i
+
+
+def _depfile_inputs(comp: Computation) -> list[str]:
+    """The files the edge's depfile lists now (GN's `build.ninja.d`: every BUILD.gn, .gni and
+    args.gn the generator read); none without one, or when it cannot be read."""
+    if not comp.depfile:
+        return []
+    from farmer.record import depfile
+
+    try:
+        with open(comp.depfile, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read()
+        return [os.path.normpath(p) for p in depfile.parse(text)]
+    except (OSError, depfile.DepfileError):
+        return []
 
 
 def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
@@ -151,9 +205,14 @@ def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
 
 def _plan(spec: Spec, graph: Graph, target: str, state: State | None = None) -> dict[int, str]:
     """What a build of `target` would run; `state`: the caller's (left open), else read alone."""
+    return plan_targets(spec, graph, [target], state)
+
+
+def plan_targets(spec: Spec, graph: Graph, targets: list[str], state: State | None = None) -> dict[int, str]:
+    """What a build of `targets` would run; `state` as `_plan`'s."""
     from farmer.plan.session import open_session
 
-    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), [target],
+    session = open_session(spec, graph, os.path.join(spec.root, ".farmer"), targets,
                            readonly=state is None, state=state)
     try:
         return session.to_run()
@@ -180,6 +239,14 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
             return False
         if newest_input > oldest_output:
             return False
+        # The inputs its depfile lists (GN lists every BUILD.gn there and nothing in the
+        # manifest): one that is gone or newer than the outputs makes it run.
+        for p in _depfile_inputs(comp):
+            try:
+                if os.stat(p).st_mtime_ns > oldest_output:
+                    return False
+            except OSError:
+                return False
     if state is not None:
         _record_now(graph, comp, state)
         return True
@@ -197,7 +264,8 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
 
 
 def _record_now(graph: Graph, comp: Computation, state: State) -> None:
-    """Save `comp`'s trace as its inputs and outputs are now."""
+    """Save `comp`'s trace as its inputs and outputs are now, with the files its depfile
+    lists as discovered inputs (ninja reads a generator's depfile as any edge's)."""
     from farmer.files.digests import Digests, NotAFile
     from farmer.plan.uptodate import timed_outputs
     from farmer.store.state import Trace
@@ -211,7 +279,12 @@ def _record_now(graph: Graph, comp: Computation, state: State) -> None:
         except NotAFile:
             return "not-a-file"
 
-    trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs], [],
-                  [(p, digest(p)) for p in comp.outputs])
+    declared = set(comp.inputs)
+    listed = [p for p in _depfile_inputs(comp) if p not in declared]
+    if not listed and comp.depfile:  # read and deleted by the run (`deps = gcc`): as the run recorded them
+        known = state.trace(comp.id)
+        listed = [p for p, _ in known.discovered] if known is not None else []
+    trace = Trace(comp.id, comp.fingerprint, None, [(p, digest(p)) for p in comp.inputs],
+                  [(p, digest(p)) for p in dict.fromkeys(listed)], [(p, digest(p)) for p in comp.outputs])
     # A first build makes state.db with its first batch, after its first commands have started.
     state.save_later([trace], digests.changed)

@@ -170,9 +170,10 @@ class Digests:
         self._flags = bytearray()
         self.unstable: set[str] = set()  # files seen to change during this build
         self.since_stat: os.stat_result | None = None  # the stat `since` took last
-        # Paths whose digest also covers their mtime: the outputs of build.ninja edges
-        # without `restat = 1`, whose consumers run whenever they ran, as in ninja.
-        self.timed: Callable[[str], bool] | None = None
+        # Whether a path (of a size) has a digest that also covers its mtime: a build.ninja's
+        # stamps, whose consumers run whenever they were touched, as in ninja
+        # (farmer/graph/ninja_cutoff.py).
+        self.timed: Callable[[str, int], bool] | None = None
 
     def _slot_of(self, path: str) -> int:
         slot = self._slot.get(path)
@@ -277,7 +278,7 @@ class Digests:
                 except NotAFile:
                     parts.append("not-a-file")
             digest = hash_text(*parts)
-        if self.timed is not None and self.timed(path):
+        if self.timed is not None and self.timed(path, st.st_size):
             digest = hash_text(digest, str(st.st_mtime_ns))
         self._now[slot] = digest
         return digest
@@ -400,7 +401,7 @@ class Digests:
         self._flags[slot] = _RACY if racy else 0
         self.changed[path] = (self._key(slot), content)
         self._now[slot] = ""
-        if not content.startswith(THIN_PREFIX) and (self.timed is None or not self.timed(path)):
+        if not content.startswith(THIN_PREFIX) and (self.timed is None or not self.timed(path, st.st_size)):
             self._now[slot] = content  # what `digest` would compute from these bytes
             self._flags[slot] |= _SEEN
 

@@ -17,7 +17,7 @@ import os
 from farmer.errors import UsageError
 from farmer.graph.graph import Computation, Graph, NinjaEdge, action_fingerprint, topological_order
 from farmer.manifest.ninja_lexer import evaluate
-from farmer.manifest.ninja_parser import Edge, Manifest, shell_escape
+from farmer.manifest.ninja_parser import Edge, Manifest, canonical, shell_escape
 from farmer.manifest.spec import Spec
 
 CONSOLE = "console"
@@ -238,8 +238,9 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
     command = shell.lookup("command")
     dyndep = get(plain, "dyndep")
     if dyndep:
-        raise UsageError(f"{edge.where}: dyndep is not supported by farmer "
-                         f"(dyndep = {dyndep}); build this manifest with ninja")
+        dyndep = canonical(dyndep)
+        if dyndep not in edge.ins:
+            raise UsageError(f"{edge.where}: dyndep file '{dyndep}' is not an input of this build statement")
     depfile = get(plain, "depfile") or None
     deps = get(plain, "deps")
     if deps not in ("", "gcc"):
@@ -260,6 +261,8 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
         pool=pool, timeout=None, always=False, cache=not generator,
         validates=validates, ninja=NinjaEdge(
             order_only=edge.order_only, description=description, generator=generator,
-            remove_depfile=deps == "gcc", rspfile=rspfile,
+            # A generator's depfile is kept: the no-op check reads what it lists (ninja keeps
+            # that in its deps log).
+            remove_depfile=deps == "gcc" and not generator, rspfile=rspfile,
             rspfile_content=shell.lookup("rspfile_content") if rspfile else None,
-            optional_outputs=True, console=pool == CONSOLE, restat=restat))
+            optional_outputs=True, console=pool == CONSOLE, restat=restat, dyndep=dyndep or None))

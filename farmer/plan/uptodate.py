@@ -16,21 +16,15 @@ if TYPE_CHECKING:
     from farmer.graph.graph import Computation, Graph
 
 
-def timed_outputs(graph: Graph) -> Callable[[str], bool] | None:
-    """ninja's rule for the consumers of an edge that ran: they are out of date, unless the
-    edge has `restat = 1` and its outputs came out unchanged. ninja compares mtimes; farmer
-    makes the digest of an output of an edge without restat cover its mtime (Digests.timed),
-    so a stamp file touched by a rerun changes for its consumers, and stays changed for a
-    build that was stopped before they ran. None for a graph that has no such edge."""
-    if not graph.paths_first:  # a Farmfile: every output is declared, early cutoff holds
+def timed_outputs(graph: Graph) -> Callable[[str, int], bool] | None:
+    """Which outputs' digests cover their mtime as well as their content (`Digests.timed`):
+    in a build.ninja, stamps and what is not a real product, so that ninja's rule holds for
+    them (farmer/graph/ninja_cutoff.py); None for a Farmfile, where early cutoff holds."""
+    if not graph.paths_first:
         return None
-    comps, producer = graph.computations, graph.producer
+    from farmer.graph.ninja_cutoff import mtime_counts
 
-    def timed(path: str) -> bool:
-        i = producer.get(path)
-        return i is not None and comps[i].kind is not None and comps[i].ninja is not None and not comps[i].ninja.restat
-
-    return timed
+    return mtime_counts(graph)
 
 
 def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
@@ -60,6 +54,11 @@ def out_of_date(comp: Computation, trace: Trace | None, world: str | None,
         if now is None:
             return f"output {path} missing"
         if now != digest:
+            if digest == "missing":
+                # A build.ninja output the run did not make, made since by another edge
+                # (ExternalProject's install step writes what the build step declares): as
+                # ninja sees it, present and newer than the inputs, so up to date.
+                continue
             return f"output {path} edited"
     return None
 
