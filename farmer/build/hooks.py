@@ -102,8 +102,8 @@ class BuildHooks(Hooks):
                                       "traceback above)")
             else:
                 keep_log(log)
-                self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output,
-                                                          self.recorder.failed_kept.pop(comp.index, [])))
+                self.reporter.failed(comp, outcome.reason or "failed", log, output,
+                                     self.recorder.failed_kept.pop(comp.index, []))
         self.outcomes[outcome.index] = outcome
         self._progress()
         return outcome
@@ -127,7 +127,12 @@ class BuildHooks(Hooks):
         return self.signal
 
     def _progress(self) -> None:
-        if self.scheduler is None or not self.opts.live:
+        if self.scheduler is None:
+            return
+        if not self.opts.live:
+            if self.reporter.counts_running:  # NINJA_STATUS's %r and %s (report/ninja_status.py)
+                self.reporter.progress(self.done(), len(self.s.selected), [self.comps[i] for i in self.running],
+                                       None)
             return
         now = time.monotonic()
         if now - self._last_eta > _ETA_EVERY_S:

@@ -147,7 +147,11 @@ class _Build:
         logs = os.path.join(self.farmer_dir, "logs")
         logs_new = not os.path.lexists(logs)  # a first build: no log of an older run to remove
         make_dir(logs)
-        if progress is None:
+        if progress is None and (opts.verbose or opts.quiet or opts.front == "ninja"):
+            from farmer.report.ninja_status import reporter_for
+
+            progress = reporter_for(opts.verbose, opts.quiet, opts.front == "ninja")
+        elif progress is None:
             live = opts.live and not self._console(to_run)  # it owns the terminal
             progress = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
         reporter = progress
@@ -198,6 +202,10 @@ class _Build:
             recorder.record_world_setups(executor.worlds_set_up())
             recorder.flush()
             recorder.cache.close(interrupted=hooks.signal is not None)
+        if session.graph.paths_first:  # a build.ninja: ninja's logs told what ran, for ninja
+            from farmer.build.ninja_logs import record_ran
+
+            record_ran(session.graph, hooks.outcomes, session.fresh_discovered, self.farmer_dir)
         # The handlers stay recording: farmer exits right after, or `farmer watch` stops once
         # this build has returned (a ninja manifest rebuild runs the next build, which stops
         # before it runs anything).
@@ -283,7 +291,13 @@ class _Build:
             path = set(critical.critical_path(comps, {i: ran_latency[i] for i in outcomes}))
             write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build")
         ran = session.ran(outcomes) if status == "ok" else None
-        self.ending = (ran, summary_line(counts, wall, critical_s, status))
+        if opts.front == "ninja":  # `farmer ninja` ends as ninja does
+            from farmer.report.ninja_status import end_line
+
+            line = None if opts.quiet and status == "ok" else end_line(counts, status)
+        else:
+            line = summary_line(counts, wall, critical_s, status)
+        self.ending = (ran, line)
         return code
 
     def conclude(self) -> None:
@@ -296,7 +310,8 @@ class _Build:
         self.prediction = None  # type: ignore[assignment]
         if ran is not None:
             self.session.write_proof(self.farmer_dir, self.opts.targets, ran)
-        print(line, flush=True)
+        if line is not None:
+            print(line, flush=True)
 
 
 def _sweep_fifo_dirs() -> None:
