@@ -36,7 +36,7 @@ class BuildRequest:
 
     __slots__ = ("targets", "directory", "farmfile", "farmfile_given", "ninja", "jobs", "load",
                  "keep_going", "dry_run", "explain", "no_worlds", "timeout", "trace_file", "cache",
-                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front")
+                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front", "jobserver")
 
     def __init__(self, targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
                  farmfile_given: bool = True, ninja: bool = False, jobs: int | None = None,
@@ -44,7 +44,8 @@ class BuildRequest:
                  explain: bool = False, no_worlds: bool = False, timeout: float | None = None,
                  trace_file: str | None = None, cache: bool | None = None, cache_dir: str | None = None,
                  remote: dict | None = None, base_dir: str | None = None, live: bool = False,
-                 verbose: bool = False, quiet: bool = False, front: str = "farmer") -> None:
+                 verbose: bool = False, quiet: bool = False, front: str = "farmer",
+                 jobserver: bool | None = None) -> None:
         self.targets = targets
         self.directory = directory  # -C
         self.farmfile = farmfile  # -f, else the default name, found upwards (`farmfile_given`)
@@ -68,6 +69,9 @@ class BuildRequest:
         self.verbose = verbose  # -v: each command line as its computation ends, plain lines
         self.quiet = quiet  # --quiet: no progress lines, only what commands print
         self.front = front  # "ninja": what ninja prints at the end (`farmer ninja`, cli/ninja.py)
+        # a client of make's jobserver when MAKEFLAGS names one (run/jobserver.py); None:
+        # `checked` decides, yes unless -j was given (as ninja)
+        self.jobserver = jobserver
 
     def replace(self, **changes) -> BuildRequest:
         """A copy with `changes` (option names as keywords) made."""
@@ -84,7 +88,8 @@ class BuildRequest:
 
             cache_switch(os.environ)
         return self.replace(jobs=slots, trace_file=os.path.abspath(self.trace_file) if self.trace_file else None,
-                            keep_going=failures_allowed(self.keep_going))
+                            keep_going=failures_allowed(self.keep_going),
+                            jobserver=self.jobs is None if self.jobserver is None else self.jobserver)
 
     def ending(self) -> str:
         """What a no-op build prints at its end (build/noop.py's `try_build`)."""

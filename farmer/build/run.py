@@ -178,8 +178,12 @@ class _Build:
         if given is not None:  # used as it is, without the engines' layers
             executor, jobs = given, opts.jobs
         else:
-            executor, jobs = engines.stack(self._executor(to_run, logs, wake_r, reporter.message, logs_new,
-                                                          live or cache is not None), opts.jobs)
+            # make's jobserver, or farmer's own for the commands (before they get the environment)
+            from farmer.run.jobserver import Jobserved, for_build
+
+            server = for_build(opts.jobs, opts.jobserver, reporter.message)
+            local = self._executor(to_run, logs, wake_r, reporter.message, logs_new, live or cache is not None)
+            executor, jobs = engines.stack(local if server is None else Jobserved(local, server), opts.jobs)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
         scheduler = Scheduler(comps, [i for i in session.affected if i in to_run], prediction.latency,
