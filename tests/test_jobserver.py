@@ -13,9 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import farmer_env, run_farmer
 from test_ninja_cli import needs
 
-from conftest import farmer_env, run_farmer
 from farmer.run.jobserver import Jobserved, Jobserver, auth_of
 
 SLEEP_S = 0.4

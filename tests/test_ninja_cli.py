@@ -265,3 +265,13 @@ def test_a_tree_ninja_built_is_adopted_and_ninja_continues_farmers(c_tree):
     assert _ran(r) == 2, r.stdout  # main.o, through its deps, and app
     assert run("-d", "explain", "app").stdout == "ninja: no work to do.\n"  # farmer's runs are in ninja's logs
     assert "main.o: #deps" in run("-t", "deps", "main.o").stdout
+
+
+def test_a_noop_farmer_ninja_imports_neither_click_nor_the_engine(tree):
+    from helpers import HEAVY, PROFILE, imported
+
+    assert run_farmer(tree, "ninja").returncode == 0
+    r = run_farmer(tree, "ninja", env=PROFILE)
+    assert r.stdout == "ninja: no work to do.\n", r
+    modules = imported(r)
+    assert "farmer.cli.ninja" in modules and not HEAVY & modules, sorted(HEAVY & modules)

@@ -11,9 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_ninja_cli import needs
-
 from conftest import REPO
+from test_ninja_cli import needs
 
 
 def logged_script(where: Path) -> tuple[Path, Path]:
