@@ -231,6 +231,18 @@ def test_murmur64_is_ninjas_command_hash():
     assert murmur64(b"gcc main.o -o app") == 0xF14676D426CE47F1
 
 
+@pytest.mark.parametrize("command, logged", [
+    (":", 0xA2DA22321247804B), ("pwd", 0xE3992A528465D258), ("true", 0x90A52A5DCA2ED61),
+    ("touch o5 #", 0x29209A8142902F98), ("gcc main.o -o app", 0x9C578ED074933C3),
+    ("touch o49 #" + "x" * 38, 0x7BEC200E010688A7), ("touch o97 #" + "x" * 86, 0xB46D2DF7BD08683B),
+    ("touch o145 #" + "x" * 133, 0xE2D693823669F2CB), ("touch o300 #" + "x" * 288, 0x8028038F0FD4786F),
+])
+def test_rapidhash_is_ninja_113s_command_hash(command, logged):
+    from farmer.store.ninja_log import command_hash
+
+    assert command_hash(7, command) == logged  # from ninja 1.13.2's .ninja_log v7
+
+
 def test_deps_log_written_is_read_back(tmp_path):
     from farmer.store import ninja_log
 

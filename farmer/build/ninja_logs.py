@@ -7,9 +7,9 @@ as every input, declared or in the deps log (or depfile) -- get a trace as if fa
 run them, so that farmer's first build after ninja's runs nothing that ninja would not.
 
 `record_ran`: after a build, a log line for each edge farmer ran (and a deps record for a
-`deps = gcc` edge), in the log's own version, so that ninja's next build runs nothing that
-farmer just ran. Versions 5 and 6 only (ninja 1.10 to 1.12): the command hash of v7 (ninja
-1.13 on) is not one farmer computes, so such a log is left alone both ways.
+`deps = gcc` edge), in the log's own version (5, 6 or 7: ninja 1.10 to 1.13), so that
+ninja's next build runs nothing that farmer just ran. A log of another version is left
+alone both ways.
 
 A problem with either file is never a failed build: farmer goes on without it."""
 
@@ -95,7 +95,7 @@ def adopt(graph: Graph, state: State, farmer_dir: str) -> int:
     start = seen[1] if seen is not None and seen[0] == st.st_ino and seen[1] <= st.st_size else 0
     _, fresh = ninja_log.parse_log(data[start:].decode("utf-8", "surrogateescape"))
     count = 0
-    if version in ninja_log.MURMUR_VERSIONS and fresh:
+    if version in ninja_log.KNOWN_VERSIONS and fresh:
         count = _adopt_edges(graph, state, version, entries, list(fresh))
     _write_mark(farmer_dir)
     return count
@@ -176,7 +176,7 @@ def record_ran(graph: Graph, outcomes: dict[int, Outcome], discovered: dict[int,
         return
     try:
         version = _log_version()
-        if version not in ninja_log.MURMUR_VERSIONS:
+        if version not in ninja_log.KNOWN_VERSIONS:
             return
         lines, records = [], []
         for comp, outcome in ran:

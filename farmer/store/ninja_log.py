@@ -5,8 +5,7 @@ farmer adopts a tree ninja built and ninja continues a tree farmer built (docs/n
 - `.ninja_log`: a text line per command run, `START\tEND\tMTIME\tOUTPUT\tHASH` (start and end
   in ms from that build's start, the output's mtime in ns, the command's hash in hex), after
   a `# ninja log vN` header. v5 (ninja 1.10, 1.11) and v6 (1.12) hash the command with
-  MurmurHash64A; v7 (1.13 on) with rapidhash, which farmer does not compute: a v7 log is
-  read for its paths only (tools), never to adopt a command.
+  MurmurHash64A, v7 (1.13 on) with rapidhash.
 - `.ninja_deps`: binary, `# ninjadeps\\n` and the version (4) as a 32-bit integer, then
   records, each a 32-bit size: a path record (the path padded with NULs to 4 bytes and the
   one's complement of its id; ids count up from 0) or, with the size's high bit set, a deps
@@ -25,7 +24,8 @@ DEPS = ".ninja_deps"
 LOG_HEADER = "# ninja log v"
 DEPS_HEADER = b"# ninjadeps\n"
 DEPS_VERSION = 4
-MURMUR_VERSIONS = (5, 6)  # the log versions whose hash farmer computes
+MURMUR_VERSIONS = (5, 6)  # the log versions whose command hash is MurmurHash64A
+KNOWN_VERSIONS = (5, 6, 7)  # those farmer reads and writes (v7: rapidhash)
 _MASK = (1 << 64) - 1
 
 
@@ -50,11 +50,66 @@ def murmur64(data: bytes) -> int:
     return h
 
 
+_RAPID_SEED = 0xBDD89AA982704029
+_RAPID_SECRET = (0x2D358DCCAA6C78A5, 0x8BB84B93962EACC9, 0x4B33A62ED433D4A3)
+
+
+def _mix(a: int, b: int) -> int:
+    """rapidhash's mix: the low and high halves of the 128-bit product, xored."""
+    product = a * b
+    return (product & _MASK) ^ (product >> 64)
+
+
+def rapidhash(data: bytes) -> int:
+    """rapidhash (the version ninja 1.13 vendors), default seed: the command hash of log v7."""
+    secret0, secret1, secret2 = _RAPID_SECRET
+    n = len(data)
+    seed = _RAPID_SEED ^ _mix(_RAPID_SEED ^ secret0, secret1) ^ n
+
+    def r64(at: int) -> int:
+        return int.from_bytes(data[at:at + 8], "little")
+
+    def r32(at: int) -> int:
+        return int.from_bytes(data[at:at + 4], "little")
+
+    if n <= 16:
+        if n >= 4:
+            last = n - 4
+            delta = (n & 24) >> (n >> 3)
+            a = (r32(0) << 32) | r32(last)
+            b = (r32(delta) << 32) | r32(last - delta)
+        elif n > 0:
+            a, b = (data[0] << 56) | (data[n >> 1] << 32) | data[n - 1], 0
+        else:
+            a = b = 0
+    else:
+        p, left = 0, n
+        if left > 48:
+            see1 = see2 = seed
+            while left >= 48:  # (the C unrolls this by two; the same steps)
+                seed = _mix(r64(p) ^ secret0, r64(p + 8) ^ seed)
+                see1 = _mix(r64(p + 16) ^ secret1, r64(p + 24) ^ see1)
+                see2 = _mix(r64(p + 32) ^ secret2, r64(p + 40) ^ see2)
+                p, left = p + 48, left - 48
+            seed ^= see1 ^ see2
+        if left > 16:
+            seed = _mix(r64(p) ^ secret2, r64(p + 8) ^ seed ^ secret1)
+            if left > 32:
+                seed = _mix(r64(p + 16) ^ secret2, r64(p + 24) ^ seed)
+        a, b = r64(p + left - 16), r64(p + left - 8)
+    product = (a ^ secret1) * (b ^ seed)
+    a, b = product & _MASK, product >> 64
+    return _mix(a ^ secret0 ^ n, b ^ secret1)
+
+
 def command_hash(version: int, command: str) -> int | None:
     """The hash a log of `version` keeps for `command` (ninja's evaluated command with
-    `;rspfile=CONTENT`); None where farmer cannot compute it (v7)."""
+    `;rspfile=CONTENT`): MurmurHash64A for v5 and v6, rapidhash for v7; None for another."""
+    data = command.encode("utf-8", "surrogateescape")
     if version in MURMUR_VERSIONS:
-        return murmur64(command.encode("utf-8", "surrogateescape"))
+        return murmur64(data)
+    if version == 7:
+        return rapidhash(data)
     return None
 
 
