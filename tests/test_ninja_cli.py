@@ -103,8 +103,24 @@ def test_version_and_usage_exit_as_ninja(tree):
     assert (r.returncode, r.stdout) == (0, front.NINJA_VERSION + "\n")
     r = run_farmer(tree, "ninja", "-h")
     assert r.returncode == 1 and "usage: farmer-ninja" in r.stderr
+    r = run_farmer(tree, "ninja", "-f", "missing.ninja")
+    assert (r.returncode, r.stderr) == (1, "ninja: error: loading 'missing.ninja': No such file or directory\n")
     r = run_farmer(tree, "ninja", "-w", "dupbuild=err")
     assert r.returncode == 0 and "ninja: warning: deprecated warning 'dupbuild'" in r.stderr
+
+
+def test_the_installed_script_is_farmer_ninja(tree):
+    import subprocess
+
+    from conftest import farmer_env
+
+    r = subprocess.run([sys.executable, str(REPO / "bin" / "farmer-ninja"), "--version"], cwd=tree,
+                       capture_output=True, text=True, env=farmer_env(), check=False)
+    assert (r.returncode, r.stdout) == (0, front.NINJA_VERSION + "\n")
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["script-files"]
+    assert "bin/farmer-ninja" in scripts
 
 
 def test_status_lines_then_no_work_to_do(tree):

@@ -67,8 +67,14 @@ def test_cmake_configures_builds_and_tests_through_farmer(tmp_path):
     assert not (build / "app").exists() and (build / "build.ninja").exists()
     (src / "main.c").write_text("int main(void) { return 1; }\n")
     _run([cmake, "--build", build, "-v"], tmp_path)
-    tested = subprocess.run(["ctest"], cwd=build, capture_output=True, text=True)
+    tested = subprocess.run(["ctest"], cwd=build, capture_output=True, text=True, check=False)
     assert tested.returncode != 0 and "0% tests passed" in tested.stdout  # the edit was built
+    (src / "main.c").write_text("int main(void) { return 0; }\n")
+    log.write_text("")
+    both = _run(["ctest", "--build-and-test", src, tmp_path / "bt", "--build-generator", "Ninja",
+                 "--build-makeprogram", script, "--test-command", "ctest"], tmp_path)
+    assert "100% tests passed" in both.stdout
+    assert (tmp_path / "bt" / ".farmer").is_dir() and (tmp_path / "bt" / "app").exists()  # built by farmer
 
 
 def test_meson_sets_up_compiles_and_tests_through_farmer(tmp_path):

@@ -249,6 +249,9 @@ def main(argv: list[str]) -> int:
         from farmer.cli.ninja_tools import run_tool
 
         return run_tool(args.tool, args.file, args.tool_args)
+    if not os.path.isfile(args.file):  # ninja's words, for the scripts that read them
+        sys.stderr.write(f"ninja: error: loading '{args.file}': No such file or directory\n")
+        return 1
     if args.status is not None:
         os.environ["NINJA_STATUS"] = args.status
     try:
