@@ -321,15 +321,15 @@ def tool_graph(g: Graph, args: list[str]) -> int:
             return
         seen.add(i)
         edge = g.edges[i]
-        order_only = edge.explicit_ins + edge.implicit_ins
+        order_only = edge.explicit_ins + edge.implicit_ins  # where the order-only inputs start
         if len(edge.ins) == 1 and len(edge.outs) == 1:
             lines.append(f'{node(edge.ins[0])} -> {target} [label=" {edge.rule.name}"]')
         else:
             lines.append(f'"e{i}" [label="{edge.rule.name}", shape=ellipse]')
             lines.extend(f'"e{i}" -> {node(out)}' for out in edge.outs)
             for k, p in enumerate(edge.ins):
-                style = " [arrowhead=none]" if k < order_only else " [style=dotted]"
-                lines.append(f'{node(p)} -> "e{i}"{style if k >= edge.explicit_ins else " [arrowhead=none]"}')
+                dotted = " style=dotted" if k >= order_only else ""
+                lines.append(f'{node(p)} -> "e{i}" [arrowhead=none{dotted}]')
         for p in edge.ins:
             visit(p)
 
