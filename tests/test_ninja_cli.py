@@ -278,11 +278,15 @@ def _ran(result) -> int:
     return int(re.search(r"ran (\d+),", result.stdout).group(1))
 
 
-def test_a_tree_ninja_built_is_adopted_and_ninja_continues_farmers(c_tree):
+@pytest.mark.parametrize("builddir", ["", "logs"])
+def test_a_tree_ninja_built_is_adopted_and_ninja_continues_farmers(c_tree, builddir):
     import subprocess
 
     ninja = needs("ninja")
     needs("cc")
+    if builddir:  # ninja keeps its logs in $builddir: so does farmer
+        manifest = c_tree / "build.ninja"
+        manifest.write_text(f"builddir = {builddir}\n" + manifest.read_text())
     run = lambda *a: subprocess.run([ninja, *a], cwd=c_tree, capture_output=True, text=True, check=True)
     run("gen.h", "app")
     first = run_farmer(c_tree, "build", "gen.h", "app")
@@ -296,6 +300,8 @@ def test_a_tree_ninja_built_is_adopted_and_ninja_continues_farmers(c_tree):
     assert _ran(r) == 2, r.stdout  # main.o, through its deps, and app
     assert run("-d", "explain", "app").stdout == "ninja: no work to do.\n"  # farmer's runs are in ninja's logs
     assert "main.o: #deps" in run("-t", "deps", "main.o").stdout
+    assert "main.o: #deps" in run_farmer(c_tree, "ninja", "-t", "deps", "main.o").stdout
+    assert (c_tree / builddir / ".ninja_log").is_file()
 
 
 def test_a_noop_farmer_ninja_imports_neither_click_nor_the_engine(tree):

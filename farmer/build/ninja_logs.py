@@ -29,6 +29,21 @@ SEEN = "ninja-log.seen"  # in .farmer/: how far farmer has read (or written) .ni
 _NEW_LOG_VERSION = 6  # without a log, nor a ninja to ask: ninja 1.12's
 
 
+def logs_dir(manifest: str) -> str | None:
+    """Where ninja keeps its logs for `manifest`: its directory, or the top-level `builddir`
+    it sets (relative to it); None when that is made of variables farmer does not evaluate
+    here (the logs are then not shared)."""
+    where = "."
+    try:
+        with open(manifest, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                if line.startswith("builddir") and line[8:].lstrip(" ").startswith("="):
+                    where = line.split("=", 1)[1].strip() or "."
+    except OSError:
+        return None
+    return None if "$" in where else where
+
+
 def _mark(st: os.stat_result) -> list[int]:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
@@ -41,9 +56,9 @@ def _read_mark(farmer_dir: str) -> list[int] | None:
         return None
 
 
-def _write_mark(farmer_dir: str) -> None:
+def _write_mark(farmer_dir: str, log: str) -> None:
     try:
-        st = os.stat(ninja_log.LOG)
+        st = os.stat(log)
         with open(os.path.join(farmer_dir, SEEN), "w") as f:
             f.write(" ".join(map(str, _mark(st))) + "\n")
     except OSError:
@@ -74,18 +89,22 @@ def depfile_inputs(path: str) -> list[str] | None:
         return None
 
 
-def adopt(graph: Graph, state: State, farmer_dir: str) -> int:
+def adopt(manifest: str, graph: Graph, state: State, farmer_dir: str) -> int:
     """Traces for the edges ninja built since farmer last read its log (see the module's
     docstring), saved now; how many. The working directory is the manifest's."""
+    where = logs_dir(manifest)
+    if where is None:
+        return 0
+    log = os.path.join(where, ninja_log.LOG)
     try:
-        st = os.stat(ninja_log.LOG)
+        st = os.stat(log)
     except OSError:
         return 0
     seen = _read_mark(farmer_dir)
     if seen == _mark(st):
         return 0
     try:
-        with open(ninja_log.LOG, "rb") as f:
+        with open(log, "rb") as f:
             data = f.read()
     except OSError:
         return 0
@@ -96,12 +115,13 @@ def adopt(graph: Graph, state: State, farmer_dir: str) -> int:
     _, fresh = ninja_log.parse_log(data[start:].decode("utf-8", "surrogateescape"))
     count = 0
     if version in ninja_log.KNOWN_VERSIONS and fresh:
-        count = _adopt_edges(graph, state, version, entries, list(fresh))
-    _write_mark(farmer_dir)
+        count = _adopt_edges(graph, state, version, entries, list(fresh), os.path.join(where, ninja_log.DEPS))
+    _write_mark(farmer_dir, log)
     return count
 
 
-def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, outputs: list[str]) -> int:
+def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, outputs: list[str],
+                 deps_path: str) -> int:
     from farmer.files.digests import Digests
     from farmer.plan.uptodate import timed_outputs
     from farmer.record.recorder import digest_text
@@ -112,7 +132,7 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
                      and comps[i].kind == "cmd" and comps[i].ninja is not None})
     if not chosen:
         return 0
-    deps_log = ninja_log.read_deps(ninja_log.DEPS) if any(comps[i].ninja.remove_depfile for i in chosen) else {}
+    deps_log = ninja_log.read_deps(deps_path) if any(comps[i].ninja.remove_depfile for i in chosen) else {}
     digests = Digests(state.stat_cache())
     digests.timed = timed_outputs(graph)
     traces = []
@@ -166,16 +186,18 @@ def _clean_for_ninja(comp: Computation, version: int, entries: dict,
     return found
 
 
-def record_ran(graph: Graph, outcomes: dict[int, Outcome], discovered: dict[int, list[str]],
+def record_ran(manifest: str, graph: Graph, outcomes: dict[int, Outcome], discovered: dict[int, list[str]],
                farmer_dir: str) -> None:
     """Log lines (and deps records) for the ninja edges that ran in this build (see the
     module's docstring). The working directory is the manifest's."""
     comps = graph.computations
     ran = [(comps[i], o) for i, o in outcomes.items() if o.ok and comps[i].kind == "cmd" and comps[i].ninja]
-    if not ran:
+    where = logs_dir(manifest) if ran else None
+    if where is None:
         return
+    log, deps = os.path.join(where, ninja_log.LOG), os.path.join(where, ninja_log.DEPS)
     try:
-        version = _log_version()
+        version = _log_version(log)
         if version not in ninja_log.KNOWN_VERSIONS:
             return
         lines, records = [], []
@@ -190,26 +212,27 @@ def record_ran(graph: Graph, outcomes: dict[int, Outcome], discovered: dict[int,
                 declared = [p for p in comp.inputs if p not in found]
                 records += [(out, m, declared + found) for out, m in mtimes.items() if m is not None]
         seen = _read_mark(farmer_dir)
-        caught_up = seen is not None and _stat_mark() == seen
-        ninja_log.append_log(ninja_log.LOG, version, lines)
-        ninja_log.append_deps(ninja_log.DEPS, records)
+        caught_up = seen is not None and _stat_mark(log) == seen
+        os.makedirs(where, exist_ok=True)  # (ninja makes its builddir too)
+        ninja_log.append_log(log, version, lines)
+        ninja_log.append_deps(deps, records)
         if caught_up or seen is None:
-            _write_mark(farmer_dir)  # farmer's own lines are no news to the next `adopt`
+            _write_mark(farmer_dir, log)  # farmer's own lines are no news to the next `adopt`
     except OSError:
         pass
 
 
-def _stat_mark() -> list[int] | None:
+def _stat_mark(log: str) -> list[int] | None:
     try:
-        return _mark(os.stat(ninja_log.LOG))
+        return _mark(os.stat(log))
     except OSError:
         return None
 
 
-def _log_version() -> int | None:
+def _log_version(log: str) -> int | None:
     """The version of the log there is; without one, the one the `ninja` on PATH writes."""
     try:
-        with open(ninja_log.LOG, encoding="utf-8", errors="replace") as f:
+        with open(log, encoding="utf-8", errors="replace") as f:
             head = f.readline()
         if head.startswith(ninja_log.LOG_HEADER):
             digits = head[len(ninja_log.LOG_HEADER):].strip()

@@ -209,7 +209,8 @@ class _Build:
         if session.graph.paths_first:  # a build.ninja: ninja's logs told what ran, for ninja
             from farmer.build.ninja_logs import record_ran
 
-            record_ran(session.graph, hooks.outcomes, session.fresh_discovered, self.farmer_dir)
+            record_ran(os.fspath(session.spec.path), session.graph, hooks.outcomes, session.fresh_discovered,
+                       self.farmer_dir)
         # The handlers stay recording: farmer exits right after, or `farmer watch` stops once
         # this build has returned (a ninja manifest rebuild runs the next build, which stops
         # before it runs anything).

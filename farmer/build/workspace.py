@@ -153,7 +153,7 @@ class Workspace:
                 if ninja:  # what ninja built since farmer's last build, taken as built (build/ninja_logs.py)
                     from farmer.build.ninja_logs import adopt
 
-                    adopt(graph, state, self.lock.dir)
+                    adopt(os.fspath(spec.path), graph, state, self.lock.dir)
             if not dry_run and not ninja:
                 reload = lambda: command.load_project(None, os.fspath(spec.path), True)  # noqa: E731
                 spec, graph, removed = stale.sweep(spec, graph, reload, state)

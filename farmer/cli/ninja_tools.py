@@ -55,6 +55,15 @@ class Graph:
                 command += ";rspfile=" + content
         return command
 
+    def log(self, name: str) -> str:
+        """Where ninja keeps its log `name` (.ninja_log, .ninja_deps): in `$builddir` when the
+        manifest sets one."""
+        scope = self.edges[0].scope if self.edges else None
+        while scope is not None and scope.parent is not None:
+            scope = scope.parent
+        where = scope.vars.get("builddir", "") if scope is not None else ""
+        return os.path.join(where, name) if where else name
+
     def roots(self) -> list[str]:
         """The outputs no edge takes as an input, in manifest order (ninja's root nodes)."""
         roots = [out for edge in self.edges for out in edge.outs if out not in self.consumers]
@@ -344,7 +353,7 @@ def tool_deps(g: Graph, args: list[str]) -> int:
     """What the deps log knows of each target (all it knows without targets)."""
     from farmer.store import ninja_log
 
-    known = ninja_log.read_deps(ninja_log.DEPS)
+    known = ninja_log.read_deps(g.log(ninja_log.DEPS))
     paths = g.targets(args) if args else [p for p in known if p in g.producer]
     lines: list[str] = []
     for path in paths:
@@ -371,7 +380,7 @@ def tool_missingdeps(g: Graph, args: list[str]) -> int:
     from farmer.build.ninja_logs import depfile_inputs
     from farmer.store import ninja_log
 
-    known = ninja_log.read_deps(ninja_log.DEPS)
+    known = ninja_log.read_deps(g.log(ninja_log.DEPS))
     seen: set[str] = set()
     reach: dict[tuple[int, int], bool] = {}
     report: list[str] = []
@@ -499,7 +508,7 @@ def clean_dead(g: Graph) -> int:
     edges since removed); the number removed."""
     from farmer.store import ninja_log
 
-    _, entries = ninja_log.read_log(ninja_log.LOG)
+    _, entries = ninja_log.read_log(g.log(ninja_log.LOG))
     count = 0
     for path in entries:
         if path in g.producer or path in g.consumers:
@@ -518,7 +527,7 @@ def tool_recompact(g: Graph, args: list[str]) -> int:
     still names."""
     from farmer.store import ninja_log
 
-    ninja_log.recompact(ninja_log.LOG, keep=lambda p: p in g.producer or p in g.consumers)
+    ninja_log.recompact(g.log(ninja_log.LOG), keep=lambda p: p in g.producer or p in g.consumers)
     return 0
 
 
@@ -526,7 +535,7 @@ def tool_restat(g: Graph, args: list[str]) -> int:
     """The build log's recorded mtimes made the files' own (of the outputs named, or all)."""
     from farmer.store import ninja_log
 
-    ninja_log.restat(ninja_log.LOG, set(args) if args else None)
+    ninja_log.restat(g.log(ninja_log.LOG), set(args) if args else None)
     return 0
 
 
