@@ -211,7 +211,7 @@ def test_tools_print_what_ninja_prints(c_tree):
 
     subprocess.run([ninja, "gen.h", "app"], cwd=c_tree, check=True, capture_output=True)
     for call in TOOL_CALLS:
-        theirs = subprocess.run([ninja, "-t", *call.split()], cwd=c_tree, capture_output=True, text=True)
+        theirs = subprocess.run([ninja, "-t", *call.split()], cwd=c_tree, capture_output=True, text=True, check=False)
         ours = run_farmer(c_tree, "ninja", "-t", *call.split())
         if call.startswith("graph"):  # the same nodes and edges, named differently (ninja: addresses)
             def drawn(text: str) -> list[str]:

@@ -27,7 +27,7 @@ def logged_script(where: Path) -> tuple[Path, Path]:
 
 
 def _run(args: list, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=300,
+    r = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
                        env={**os.environ, **(env or {})})
     assert r.returncode == 0, f"{args} failed:\n{r.stdout}\n{r.stderr}"
     return r
