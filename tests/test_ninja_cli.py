@@ -133,6 +133,13 @@ def test_status_lines_then_no_work_to_do(tree):
     assert (r.returncode, r.stdout) == (0, "")
 
 
+def test_ninja_counts_what_it_runs(tree):
+    assert run_farmer(tree, "ninja", "ok.txt", "src.o").returncode == 0
+    (tree / "src.c").write_text("int changed;\n")
+    r = run_farmer(tree, "ninja", "ok.txt", "src.o")
+    assert r.stdout == "[1/1] SH src.o\n", r  # ninja's count: the edges to run, not the 2 targets
+
+
 def test_verbose_prints_the_command_and_caret_names_the_object(tree):
     r = run_farmer(tree, "ninja", "-v", "src.c^")
     assert r.returncode == 0, r.stderr
