@@ -148,6 +148,11 @@ def test_a_recursive_make_in_a_step_shares_farmers_j(tmp_path):
     # two makes of three jobs each: without the pool each make runs one at a time (2 at once),
     # each with its own -j3 they would run 6; sharing farmer's, 3
     assert max_concurrency(tmp_path / "out") == 3
+    for stamp in (tmp_path / "out").iterdir():
+        stamp.unlink()
+    r = run_farmer(tmp_path, "build", "-j3", env={"FARMER_JOBSERVER": "0"}, unset=("MAKEFLAGS", "MFLAGS", "MAKELEVEL"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert max_concurrency(tmp_path / "out") == 2  # turned off: each make on its own, serial
 
 
 @pytest.fixture(autouse=True)

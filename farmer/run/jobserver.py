@@ -129,7 +129,10 @@ def pool(slots: int) -> Jobserver:
 
 def for_build(slots: int, client: bool, warn) -> Jobserver | None:
     """The jobserver a build runs on: make's, named in MAKEFLAGS (when `client`: no -j was
-    given), else a pool of its own when it has more than one slot; None: neither."""
+    given), else a pool of its own when it has more than one slot; None: neither, or
+    FARMER_JOBSERVER=0 (commands then get farmer's environment as it is)."""
+    if os.environ.get("FARMER_JOBSERVER", "").strip().lower() in ("0", "false", "no", "off"):
+        return None
     auth = auth_of(os.environ.get("MAKEFLAGS", "")) if client else None
     if auth is not None:
         try:
