@@ -319,3 +319,23 @@ def test_a_noop_farmer_ninja_imports_neither_click_nor_the_engine(tree):
     assert r.stdout == "ninja: no work to do.\n", r
     modules = imported(r)
     assert "farmer.cli.ninja" in modules and not HEAVY & modules, sorted(HEAVY & modules)
+
+
+def test_a_log_ninja_rewrote_does_not_hide_a_change_farmer_sees(c_tree):
+    """`ninja -t recompact` (CMake runs it at every configure) rewrites .ninja_log: every
+    line looks new, but an edge farmer built and whose outputs are as farmer left them keeps
+    farmer's judgement, by content. A source edited and dated back, which ninja cannot see,
+    is still rebuilt."""
+    import subprocess
+
+    ninja = needs("ninja")
+    needs("cc")
+    assert run_farmer(c_tree, "build", "gen.h", "app").returncode == 0
+    main_c = c_tree / "main.c"
+    before = os.stat(c_tree / "main.o").st_mtime_ns - 10**9
+    main_c.write_text('#include "gen.h"\nint main(void) { return X + 1; }\n')
+    os.utime(main_c, ns=(before, before))  # older than main.o: ninja would not rebuild it
+    subprocess.run([ninja, "-t", "recompact"], cwd=c_tree, check=True, capture_output=True)
+    r = run_farmer(c_tree, "build", "app")
+    assert r.returncode == 0 and _ran(r) == 2, r.stdout  # main.o and app, by content
+    assert subprocess.run([str(c_tree / "app")], check=False).returncode == 1

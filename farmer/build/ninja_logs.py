@@ -1,10 +1,11 @@
 """A build directory shared with ninja (docs/ninja.md, "Switching between ninja and farmer").
 
 `adopt`: before a build of a build.ninja, the edges ninja ran since farmer last looked at
-its `.ninja_log` (the lines past the mark in `.farmer/ninja-log.seen`) and that ninja
-would call up to date now -- the same command hash, every output there and at least as new
-as every input, declared or in the deps log (or depfile) -- get a trace as if farmer had
-run them, so that farmer's first build after ninja's runs nothing that ninja would not.
+its `.ninja_log` (the lines past the mark in `.farmer/ninja-log.seen`) whose outputs are not
+as farmer's own record left them (or that farmer never recorded), and that ninja would call
+up to date now -- the same command hash, every output there and at least as new as every
+input, declared or in the deps log (or depfile) -- get a trace as if farmer had run them,
+so that farmer's first build after ninja's runs nothing that ninja would not.
 
 `record_ran`: after a build, a log line for each edge farmer ran (and a deps record for a
 `deps = gcc` edge), in the log's own version (5, 6 or 7: ninja 1.10 to 1.13), so that
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from farmer.run.executors.base import Outcome
     from farmer.store.state import State
 
+_ONE_BY_ONE = 256  # candidates whose traces are read one by one; more: all at once
 SEEN = "ninja-log.seen"  # in .farmer/: how far farmer has read (or written) .ninja_log
 _NEW_LOG_VERSION = 6  # without a log, nor a ninja to ask: ninja 1.12's
 
@@ -135,9 +137,16 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
     deps_log = ninja_log.read_deps(deps_path) if any(comps[i].ninja.remove_depfile for i in chosen) else {}
     digests = Digests(state.stat_cache())
     digests.timed = timed_outputs(graph)
+    known = state.traces() if len(chosen) > _ONE_BY_ONE else None
     traces = []
     for i in chosen:
         comp = comps[i]
+        # What farmer recorded and still finds as it left it stands: its own check (by
+        # content) decides, not ninja's (a log rewritten by `-t recompact` or `-t restat`
+        # lists edges ninja did not run).
+        trace = known.get(comp.id) if known is not None else state.trace(comp.id)
+        if trace is not None and trace.outputs == [(p, digest_text(digests, p)) for p in comp.outputs]:
+            continue
         found = _clean_for_ninja(comp, version, entries, deps_log)
         if found is None:
             continue
