@@ -16,6 +16,10 @@ def run() -> None:
 
         sys.stdout.write(f"farmer {__version__}\n")
         return
+    if sys.argv[1:2] == ["ninja"]:  # ninja's command line, read by hand as farmer-ninja's
+        from farmer.cli.ninja import run as ninja
+
+        ninja(sys.argv[2:])
     from farmer.startup.cheap import signal
 
     sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job: kept

@@ -90,7 +90,8 @@ def test_the_other_commands_read_the_build_ninja_here(project):
     assert project.build(cwd=build).returncode == 0
     r = project.farmer("clean", cwd=build)
     assert r.returncode == 0 and not project.exists("build/out/ab.txt"), r
-    assert_error(project.farmer("clean", "--dead", cwd=build), "ninja -t cleandead")
+    dead = project.farmer("clean", "--dead", cwd=build)  # ninja's cleandead: .ninja_log's, no more in the manifest
+    assert (dead.returncode, dead.stdout) == (0, "Cleaning... 0 files.\n"), dead
     assert project.build("-n", cwd=build).stdout.splitlines()[-1].startswith("farmer: would run 1 of 2")
 
 

@@ -7,7 +7,7 @@ import click
 import pytest
 
 from farmer.cli.app import cli
-from farmer.cli.quick import BUILD_OPTIONS, FLAG, INT, SWITCH, quick_build_args
+from farmer.cli.quick import BUILD_OPTIONS, COUNT, FLAG, INT, SWITCH, quick_build_args
 
 
 def _click_flags(command: str) -> set[str]:
@@ -29,7 +29,7 @@ def test_each_option_is_read_by_hand_or_explicitly_sent_to_click(option):
             assert read is None, f"{flag} is click's: the quick reader must leave it alone"
             continue
         assert read == {"targets": [], option.dest: True if option.kind == FLAG else
-                        3 if option.kind == INT else "3"}
+                        3 if option.kind in (INT, COUNT) else "3"}
         clicked = cli.commands["build"].make_context("build", argv[1:]).params
         assert clicked[option.dest] == read[option.dest]
 
@@ -37,6 +37,7 @@ def test_each_option_is_read_by_hand_or_explicitly_sent_to_click(option):
 @pytest.mark.parametrize("argv", [
     ["build"], ["build", "all", "-k", "-j", "2"], ["build", "-j4", "-Csub", "-fF", "t"],
     ["build", "--", "-odd-name"], ["build", "-j", "3", "-j", "5"],
+    ["build", "-k", "0", "t"], ["build", "-k", "t"], ["build", "-k2", "-v", "--quiet"], ["build", "--verbose", "-k"],
 ])
 def test_what_the_quick_reader_reads_click_reads_the_same(argv):
     read = quick_build_args(argv)

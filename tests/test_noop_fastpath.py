@@ -118,7 +118,7 @@ def test_last_build_entries_are_replaced_in_place():
 @pytest.mark.parametrize("argv, expected", [
     (["build"], {"targets": []}),
     (["build", "all", "out/x.txt"], {"targets": ["all", "out/x.txt"]}),
-    (["build", "-j", "3", "all", "-k"], {"targets": ["all"], "jobs": 3, "keep_going": True}),
+    (["build", "-j", "3", "all", "-k"], {"targets": ["all"], "jobs": 3, "keep_going": 0}),
     (["build", "-j4", "-j", "2"], {"targets": [], "jobs": 2}),  # the last one counts, as in click
     (["build", "-C", "sub", "-f", "other.toml", "t"],
      {"targets": ["t"], "directory": "sub", "farmfile": "other.toml"}),

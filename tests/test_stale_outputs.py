@@ -81,6 +81,12 @@ def test_clean_dead_refuses_a_symlink_out_of_the_root(project, tmp_path):
     assert (away / "a.txt").exists()
 
 
-def test_clean_dead_on_a_ninja_manifest_is_a_usage_error(project):
-    project.write("build.ninja", "rule t\n  command = touch $out\nbuild x: t\n")
-    assert_error(project.farmer("clean", "--dead", "-f", "build.ninja"), "clean --dead", "ninja -t cleandead")
+def test_clean_dead_on_a_ninja_manifest_is_ninjas_cleandead(project):
+    """What .ninja_log names (farmer writes it for what it ran) and the manifest no longer
+    makes is removed; the rest stays."""
+    project.write("build.ninja", "rule t\n  command = touch $out\nbuild x: t\nbuild y: t\n")
+    assert project.farmer("build", "-f", "build.ninja").returncode == 0
+    project.write("build.ninja", "rule t\n  command = touch $out\nbuild y: t\n")
+    r = project.farmer("clean", "--dead", "-f", "build.ninja")
+    assert (r.returncode, r.stdout) == (0, "Cleaning... 1 files.\n"), r
+    assert not project.exists("x") and project.exists("y")

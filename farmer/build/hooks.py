@@ -94,7 +94,8 @@ class BuildHooks(Hooks):
         if outcome.ok:
             self._unprinted = (comp, output)
         else:
-            self.reporter.finished(comp, self.done() + 1, len(self.s.selected), "")
+            done, total = self.line_counts()
+            self.reporter.finished(comp, done + 1, total, "")
             if outcome.reason == "interrupted":
                 self.reporter.message(f"interrupted: {comp.task} {comp.id}")
             elif _setup_failed(outcome.reason):  # the traceback was printed once, by the world
@@ -102,8 +103,8 @@ class BuildHooks(Hooks):
                                       "traceback above)")
             else:
                 keep_log(log)
-                self.reporter.message(report.failure_text(comp, outcome.reason or "failed", log, output,
-                                                          self.recorder.failed_kept.pop(comp.index, [])))
+                self.reporter.failed(comp, outcome.reason or "failed", log, output,
+                                     self.recorder.failed_kept.pop(comp.index, []))
         self.outcomes[outcome.index] = outcome
         self._progress()
         return outcome
@@ -113,6 +114,13 @@ class BuildHooks(Hooks):
         ran_or_checked = self.scheduler.done if self.scheduler else 0
         return len(self.s.selected) - len(self.prediction.to_run) + ran_or_checked
 
+    def line_counts(self) -> tuple[int, int]:
+        """A progress line's `[done/total]`: farmer's (SPEC), or with `farmer ninja` ninja's,
+        which counts only what the plan would run (cli/ninja.py)."""
+        if self.opts.front == "ninja" and self.scheduler is not None:
+            return self.scheduler.done, len(self.scheduler.selected)
+        return self.done(), len(self.s.selected)
+
     def print_finished(self) -> None:
         """The `[done/total]` line of the computation that succeeded last, printed at the
         scheduler's next call, once the consumers it released were checked: those found up
@@ -120,14 +128,18 @@ class BuildHooks(Hooks):
         if self._unprinted is not None:
             comp, output = self._unprinted
             self._unprinted = None
-            self.reporter.finished(comp, self.done(), len(self.s.selected), output)
+            self.reporter.finished(comp, *self.line_counts(), output)
 
     def interrupted(self) -> int | None:
         self.print_finished()  # called first in each round of the scheduler
         return self.signal
 
     def _progress(self) -> None:
-        if self.scheduler is None or not self.opts.live:
+        if self.scheduler is None:
+            return
+        if not self.opts.live:
+            if self.reporter.counts_running:  # NINJA_STATUS's %r and %s (report/ninja_status.py)
+                self.reporter.progress(*self.line_counts(), [self.comps[i] for i in self.running], None)
             return
         now = time.monotonic()
         if now - self._last_eta > _ETA_EVERY_S:

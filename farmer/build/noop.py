@@ -47,11 +47,13 @@ def _farmfile_bytes(path: str) -> bytes | None:
 
 
 def try_build(farmfile: str, targets: list[str], jobs: int,
-              digest: str | None = None) -> int | Proof | None:
+              digest: str | None = None, ending: str = "summary") -> int | Proof | None:
     """Finish a no-op build here (its exit status), or leave the build to the full path:
     with the proof, checked (what changed is known), or None. The working directory is the
     project root, and the caller holds the project's lock. `digest`: what the proof is keyed
-    by when it is not the Farmfile's bytes (a ninja manifest's, from farmer/store/ninja_stamp.py)."""
+    by when it is not the Farmfile's bytes (a ninja manifest's, from farmer/store/ninja_stamp.py);
+    `ending`: what it prints at its end: "summary" farmer's summary line, "ninja" ninja's
+    `ninja: no work to do.` (`farmer ninja`), "" nothing (`farmer ninja --quiet`)."""
     started_at = time.time()
     t0 = time.monotonic()
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
@@ -77,5 +79,8 @@ def try_build(farmfile: str, targets: list[str], jobs: int,
     wall = time.monotonic() - t0
     write_last_build(farmer_dir, header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks])
     proof.reap()  # its checker child ended while last-build.json was written
-    print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
+    if ending == "summary":
+        print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)
+    elif ending == "ninja":
+        print("ninja: no work to do.", flush=True)
     return 0

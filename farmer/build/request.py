@@ -17,6 +17,18 @@ def job_slots(value: int | None) -> int:
     return min(value, 4096)  # like make's unlimited -j; slots are lists, not unbounded
 
 
+def failures_allowed(keep_going: bool | int | None) -> int:
+    """-k as given -> the failures that stop a build, 0 for none (ninja's -k N: `-k 0` and a
+    bare `-k` keep going past every failure; without -k, the first failure stops it)."""
+    if keep_going is None or keep_going is False:
+        return 1
+    if keep_going is True:
+        return 0
+    if keep_going < 0:
+        raise UsageError(f"-k {keep_going}: the number of failures must be 0 (no limit) or more")
+    return keep_going
+
+
 class BuildRequest:
     """`farmer build`'s arguments. `checked` makes the copy a build runs with: `jobs` in
     slots, `trace_file` absolute, each value checked; the build then sets `live` and makes
@@ -24,14 +36,16 @@ class BuildRequest:
 
     __slots__ = ("targets", "directory", "farmfile", "farmfile_given", "ninja", "jobs", "load",
                  "keep_going", "dry_run", "explain", "no_worlds", "timeout", "trace_file", "cache",
-                 "cache_dir", "remote", "base_dir", "live")
+                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front", "jobserver")
 
     def __init__(self, targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
                  farmfile_given: bool = True, ninja: bool = False, jobs: int | None = None,
-                 load: float | None = None, keep_going: bool = False, dry_run: bool = False,
+                 load: float | None = None, keep_going: bool | int | None = False, dry_run: bool = False,
                  explain: bool = False, no_worlds: bool = False, timeout: float | None = None,
                  trace_file: str | None = None, cache: bool | None = None, cache_dir: str | None = None,
-                 remote: dict | None = None, base_dir: str | None = None, live: bool = False) -> None:
+                 remote: dict | None = None, base_dir: str | None = None, live: bool = False,
+                 verbose: bool = False, quiet: bool = False, front: str = "farmer",
+                 jobserver: bool | None = None) -> None:
         self.targets = targets
         self.directory = directory  # -C
         self.farmfile = farmfile  # -f, else the default name, found upwards (`farmfile_given`)
@@ -39,6 +53,8 @@ class BuildRequest:
         self.ninja = ninja  # --ninja: the manifest is a build.ninja (so is any *.ninja)
         self.jobs = jobs  # -j as given; the slots once `checked`
         self.load = load
+        # -k: True keeps going past every failure, False stops at the first; a number is
+        # ninja's -k N, the failures that stop the build (0: none). `checked` makes it a number.
         self.keep_going = keep_going
         self.dry_run = dry_run
         self.explain = explain
@@ -50,6 +66,12 @@ class BuildRequest:
         self.remote = remote or {}  # --remote* flags, for farmer.remote.config.resolve
         self.base_dir = base_dir  # --base-dir (farmer/graph/basedir.py); None: FARMER_BASE_DIR
         self.live = live  # the live view on a terminal (set by the build)
+        self.verbose = verbose  # -v: each command line as its computation ends, plain lines
+        self.quiet = quiet  # --quiet: no progress lines, only what commands print
+        self.front = front  # "ninja": what ninja prints at the end (`farmer ninja`, cli/ninja.py)
+        # a client of make's jobserver when MAKEFLAGS names one (run/jobserver.py); None:
+        # `checked` decides, yes unless -j was given (as ninja)
+        self.jobserver = jobserver
 
     def replace(self, **changes) -> BuildRequest:
         """A copy with `changes` (option names as keywords) made."""
@@ -65,7 +87,15 @@ class BuildRequest:
             from farmer.record.cache.settings import cache_switch
 
             cache_switch(os.environ)
-        return self.replace(jobs=slots, trace_file=os.path.abspath(self.trace_file) if self.trace_file else None)
+        return self.replace(jobs=slots, trace_file=os.path.abspath(self.trace_file) if self.trace_file else None,
+                            keep_going=failures_allowed(self.keep_going),
+                            jobserver=self.jobs is None if self.jobserver is None else self.jobserver)
+
+    def ending(self) -> str:
+        """What a no-op build prints at its end (build/noop.py's `try_build`)."""
+        if self.front == "ninja":
+            return "" if self.quiet else "ninja"
+        return "summary"
 
     def is_ninja(self) -> bool:
         return self.ninja or self.farmfile.endswith(".ninja")

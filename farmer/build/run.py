@@ -148,7 +148,11 @@ class _Build:
         logs = os.path.join(self.farmer_dir, "logs")
         logs_new = not os.path.lexists(logs)  # a first build: no log of an older run to remove
         make_dir(logs)
-        if progress is None:
+        if progress is None and (opts.verbose or opts.quiet or opts.front == "ninja"):
+            from farmer.report.ninja_status import reporter_for
+
+            progress = reporter_for(opts.verbose, opts.quiet, opts.front == "ninja")
+        elif progress is None:
             live = opts.live and not self._console(to_run)  # it owns the terminal
             progress = report.LiveReporter(len(session.selected)) if live else report.PlainReporter(sys.stdout)
         reporter = progress
@@ -175,8 +179,12 @@ class _Build:
         if given is not None:  # used as it is, without the engines' layers
             executor, jobs = given, opts.jobs
         else:
-            executor, jobs = engines.stack(self._executor(to_run, logs, wake_r, reporter.message, logs_new,
-                                                          live or cache is not None), opts.jobs)
+            # make's jobserver, or farmer's own for the commands (before they get the environment)
+            from farmer.run.jobserver import Jobserved, for_build
+
+            server = for_build(opts.jobs, opts.jobserver, reporter.message)
+            local = self._executor(to_run, logs, wake_r, reporter.message, logs_new, live or cache is not None)
+            executor, jobs = engines.stack(local if server is None else Jobserved(local, server), opts.jobs)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
         # Each world to set up is a step of the schedule, started as early as a slot is free.
@@ -202,6 +210,11 @@ class _Build:
             recorder.record_world_setups(executor.worlds_set_up())
             recorder.flush()
             recorder.cache.close(interrupted=hooks.signal is not None)
+        if session.graph.paths_first:  # a build.ninja: ninja's logs told what ran, for ninja
+            from farmer.build.ninja_logs import record_ran
+
+            record_ran(os.fspath(session.spec.path), session.graph, hooks.outcomes, session.fresh_discovered,
+                       self.farmer_dir)
         # The handlers stay recording: farmer exits right after, or `farmer watch` stops once
         # this build has returned (a ninja manifest rebuild runs the next build, which stops
         # before it runs anything).
@@ -300,7 +313,13 @@ class _Build:
             write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build",
                                [w for w in world_spans if w.start_s is not None])
         ran = session.ran(outcomes) if status == "ok" else None
-        self.ending = (ran, summary_line(counts, wall, critical_s, status))
+        if opts.front == "ninja":  # `farmer ninja` ends as ninja does
+            from farmer.report.ninja_status import end_line
+
+            line = None if opts.quiet and status == "ok" else end_line(counts, status)
+        else:
+            line = summary_line(counts, wall, critical_s, status)
+        self.ending = (ran, line)
         return code
 
     def _measured_setups(self, spans: list[WorldSpan]) -> WorldSetups | None:
@@ -326,7 +345,8 @@ class _Build:
         self.prediction = None  # type: ignore[assignment]
         if ran is not None:
             self.session.write_proof(self.farmer_dir, self.opts.targets, ran)
-        print(line, flush=True)
+        if line is not None:
+            print(line, flush=True)
 
 
 def _sweep_fifo_dirs() -> None:

@@ -128,7 +128,8 @@ class Workspace:
                 directory = None
                 farmfile = os.path.abspath(farmfile if farmfile_given else "build.ninja")
                 farmfile_given = True
-                code = command.ninja_noop(farmfile, targets, slots, self.lock, request.base_dir)
+                code = command.ninja_noop(farmfile, targets, slots, self.lock, request.base_dir,
+                                          request.ending())
                 if code is not None:
                     return command.built(code)
             from farmer.build.deferred import Deferred
@@ -149,6 +150,10 @@ class Workspace:
 
                 self.take_lock(spec.root)
                 state = self.open_state()  # the build's too: state.db opened once
+                if ninja:  # what ninja built since farmer's last build, taken as built (build/ninja_logs.py)
+                    from farmer.build.ninja_logs import adopt
+
+                    adopt(os.fspath(spec.path), graph, state, self.lock.dir)
             if not dry_run and not ninja:
                 reload = lambda: command.load_project(None, os.fspath(spec.path), True)  # noqa: E731
                 spec, graph, removed = stale.sweep(spec, graph, reload, state)
@@ -156,7 +161,8 @@ class Workspace:
                     deferred.graph_cache = None  # the graph was made again, and its cache written
             if not ninja and graph is not self.graph:
                 self.keep_graph(spec, graph)
-            live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run
+            live = sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb" and not dry_run \
+                and not (request.verbose or request.quiet or request.front == "ninja")  # plain lines
             cache_dir = os.path.abspath(request.cache_dir) if request.cache_dir else None
             opts = request.replace(live=live, cache_dir=cache_dir)
             deferred.collector = paused.__exit__

@@ -13,27 +13,27 @@ from farmer.build import command
 from farmer.build.request import BuildRequest, job_slots
 from farmer.cli import completion
 from farmer.cli import exit as ending
-from farmer.cli.quick import BUILD_OPTIONS, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption
+from farmer.cli.quick import BUILD_OPTIONS, COUNT, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption, bare_counts
 from farmer.errors import UsageError
 
 
 def _option(option: BuildOption, **settings):
     """click's declaration of one of the build options' table (cli/quick.py)."""
     kind = option.kind
-    name = "/".join(option.flags) if kind == SWITCH else option.flags[0]
+    names = ("/".join(option.flags),) if kind == SWITCH else option.flags
     if kind == FLAG:
         settings["is_flag"] = True
     elif kind == TEXTS:
         settings["multiple"] = True
     else:
         settings["default"] = option.default
-        if kind in (INT, FLOAT):
-            settings["type"] = int if kind == INT else float
+        if kind in (INT, FLOAT, COUNT):
+            settings["type"] = float if kind == FLOAT else click.IntRange(min=0) if kind == COUNT else int
         elif kind == FILE:
             settings["type"] = click.Path(dir_okay=False)
     if option.metavar is not None:
         settings["metavar"] = option.metavar
-    return click.option(name, option.dest, help=option.help, **settings)
+    return click.option(*names, option.dest, help=option.help, **settings)
 
 
 def _build_options(f):
@@ -101,7 +101,14 @@ def _request(targets: tuple[str, ...], options: dict) -> BuildRequest:
                         **options)
 
 
-@cli.command()
+class _BuildCommand(click.Command):
+    """`build` and `watch`: a bare -k is -k 0 before click reads the line (quick.bare_counts)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, bare_counts(args))
+
+
+@cli.command(cls=_BuildCommand)
 @click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_build_options
 def build(targets, **options) -> None:
@@ -117,7 +124,7 @@ def _watch(targets, **options) -> None:
     sys.exit(watch(_request(targets, options)))
 
 
-cli.add_command(click.Command(
+cli.add_command(_BuildCommand(
     "watch", callback=_watch, params=build.params, context_settings=build.context_settings,
     help="Build TARGETs, then build again whenever one of their inputs changes; worlds stay "
          "warm between builds. Takes the options of build.",
@@ -180,8 +187,10 @@ def clean(targets, dead, ninja, directory, farmfile) -> None:
         if targets:
             raise UsageError("clean --dead takes no targets: it removes every stale output")
         farmfile, given = command.named_manifest(directory, farmfile, _farmfile_given(), ninja)
-        if command.is_ninja(farmfile, ninja):
-            raise UsageError("clean --dead works on Farmfiles; for a build.ninja, use ninja -t cleandead")
+        if command.is_ninja(farmfile, ninja):  # ninja's cleandead: what .ninja_log names and the manifest no more
+            from farmer.cli.ninja_tools import run_tool
+
+            sys.exit(run_tool("cleandead", farmfile if given else command.NINJA_MANIFEST, []))
         spec, g = command.load_project(None, farmfile, False, ninja, given)
         path = os.fspath(spec.path)
         click.echo(stale.clean_dead(spec, g, lambda: command.load_project(None, path, False)))
@@ -190,6 +199,16 @@ def clean(targets, dead, ninja, directory, farmfile) -> None:
 
     spec, g = _load(directory, farmfile, ninja)
     click.echo(inspection.clean(spec, g, list(targets)))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
+                               "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def ninja(args) -> None:
+    """Take ninja's command line: -C -f -j -k -l -n -v -d -t -w, targets (docs/ninja.md)."""
+    from farmer.cli.ninja import main as ninja_main
+
+    sys.exit(ninja_main(list(args)))
 
 
 @cli.command()

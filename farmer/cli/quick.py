@@ -7,7 +7,10 @@ same (SPEC §3); anything the quick reader does not take goes to click."""
 from __future__ import annotations
 
 # How an option takes its value: a flag takes none; a switch is --NAME/--no-NAME.
+# A count is an int that may be left out: a bare `-k` is `-k 0` (`bare_counts`).
 FLAG, INT, FLOAT, TEXT, FILE, TEXTS, SWITCH = "flag", "int", "float", "text", "file", "texts", "switch"
+COUNT = "count"
+BARE_COUNT = "0"  # what a bare -k means: ninja's -k 0, no limit
 
 
 class BuildOption:
@@ -36,8 +39,14 @@ BUILD_OPTIONS = (
                 "FARMFILE", "Farmfile", quick=True),
     BuildOption(("-j",), "jobs", INT, "CPU slots (default: ceil(1.25 x CPUs)).", quick=True),
     BuildOption(("-l",), "load", FLOAT, "Start nothing new while the load average is above LOAD."),
-    BuildOption(("-k",), "keep_going", FLAG, "Keep going with what does not depend on a failure.", quick=True),
+    BuildOption(("-k",), "keep_going", COUNT,
+                "Keep going with what does not depend on a failure; -k N: until N failed (0, or -k "
+                "alone: no limit).", "[N]", quick=True),
     BuildOption(("-n",), "dry_run", FLAG, "Print what would run; run nothing."),
+    BuildOption(("-v", "--verbose"), "verbose", FLAG, "Print each command line (plain lines, no live view).",
+                quick=True),
+    BuildOption(("--quiet",), "quiet", FLAG, "No progress lines: only what commands print, and the summary.",
+                quick=True),
     BuildOption(("--explain",), "explain", FLAG, "Say why each computation runs."),
     BuildOption(("--no-worlds",), "no_worlds", FLAG, "Run world tasks in fresh interpreters."),
     BuildOption(("--timeout",), "timeout", FLOAT, "Kill any computation after S seconds."),
@@ -67,7 +76,7 @@ def quick_build_args(argv: list[str]) -> dict | None:
     anything else (click then reads it, and says what is wrong with it)."""
     if not argv or argv[0] != "build":
         return None
-    quick = {option.flags[0]: option for option in BUILD_OPTIONS if option.quick}
+    quick = {flag: option for option in BUILD_OPTIONS if option.quick for flag in option.flags}
     args: dict = {"targets": []}
     i, n = 1, len(argv)
     while i < n:
@@ -81,21 +90,62 @@ def quick_build_args(argv: list[str]) -> dict | None:
         if not arg.startswith("-"):
             args["targets"].append(arg)
             continue
-        option = quick.get(arg[:2])
+        option = quick.get(arg if arg.startswith("--") else arg[:2])
         if option is None:
             return None
         if option.kind == FLAG:
-            if arg != option.flags[0]:
-                return None  # -kj2: short options run together are click's
+            if arg not in option.flags:
+                return None  # -nj2: short options run together are click's
             args[option.dest] = True
+            continue
+        if option.kind == COUNT and arg == option.flags[0] and not _is_count(argv[i] if i < n else ""):
+            args[option.dest] = int(BARE_COUNT)
             continue
         value = arg[2:] if len(arg) > 2 else (argv[i] if i < n else None)
         i += len(arg) == 2
         if not value or value.startswith("-"):
             return None
-        if option.kind == INT:
+        if option.kind in (INT, COUNT):
             if not (value.isascii() and value.isdigit()):
                 return None
             value = int(value)
         args[option.dest] = value
     return args
+
+
+def _is_count(word: str) -> bool:
+    return word.isascii() and word.isdigit()
+
+
+def bare_counts(args: list[str]) -> list[str]:
+    """`farmer build`'s arguments with a count option given without its number (`-k`
+    alone, or run together with other short flags: `-kn`) made `-k 0`, for click, which
+    cannot tell a left-out value from a target that follows. A number after -k is its
+    count; `-k app` is -k and the target app."""
+    takes_value = {flag for option in BUILD_OPTIONS if option.kind not in (FLAG, SWITCH, COUNT)
+                   for flag in option.flags}
+    counts = {option.flags[0] for option in BUILD_OPTIONS if option.kind == COUNT}
+    out: list[str] = []
+    i, n = 0, len(args)
+    while i < n:
+        arg = args[i]
+        i += 1
+        out.append(arg)
+        if arg == "--":
+            out.extend(args[i:])
+            break
+        if arg in takes_value:
+            if i < n:
+                out.append(args[i])
+                i += 1
+            continue
+        head = arg[:2]
+        if head not in counts:
+            continue
+        rest = arg[2:]
+        if rest == "":
+            if not (i < n and _is_count(args[i])):
+                out.append(BARE_COUNT)
+        elif not _is_count(rest) and rest.isalpha():  # -kn: -k then -n
+            out[-1:] = [head, BARE_COUNT, "-" + rest]
+    return out

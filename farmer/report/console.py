@@ -66,6 +66,7 @@ class Progress:
 
     __slots__ = ()
     threaded = False  # it runs a thread of its own once started
+    counts_running = False  # told of what runs (`progress`) without a live view too
 
     def started(self, setting_up: Callable[[], dict[str, float]]) -> None:
         """The scheduler starts. `setting_up`: the worlds being set up now (name -> since
@@ -76,6 +77,11 @@ class Progress:
 
     def message(self, text: str) -> None:
         """A line (or lines) to show as it is."""
+
+    def failed(self, comp: Computation, reason: str, log: str | os.PathLike, output: str,
+               kept: list[str]) -> None:
+        """`comp` failed: what it printed (`output`), its log, where its outputs were kept."""
+        self.message(failure_text(comp, reason, log, output, kept))
 
     def progress(self, done: int, total: int, running: list[Computation], eta_s: float | None) -> None:
         """What runs now, and the time left as estimated (None: unknown)."""

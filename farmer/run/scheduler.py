@@ -120,7 +120,7 @@ class Settled:
 
 class Scheduler:
     def __init__(self, comps: list[Computation], selected: list[int], latency: dict[int, float],
-                 jobs: int, pools: dict[str, int], keep_going: bool, executor: Executor,
+                 jobs: int, pools: dict[str, int], keep_going: bool | int, executor: Executor,
                  hooks: Hooks, worlds: WorldSetups | None = None,
                  world_latency: Mapping[str, float] | None = None) -> None:
         """`worlds`: the worlds to set up as steps of the schedule (their parents, and the
@@ -131,7 +131,11 @@ class Scheduler:
         self.latency = latency
         self.jobs = max(1, jobs)
         self.pools = pools
-        self.keep_going = keep_going
+        # keep_going: True, or ninja's -k N as a number: the failures that stop the build (0:
+        # none, 1: the first, as False)
+        self._stop_at = 1 if keep_going is False else 0 if keep_going is True else keep_going
+        self._failures = 0
+        self.keep_going = self._stop_at != 1
         self.executor = executor
         self.hooks = hooks
         self.settled: dict[int, Settled] = {}
@@ -243,13 +247,20 @@ class Scheduler:
         for outcome in ended:
             self._vacate(outcome.index)
         self._ended.update(o.index for o in ended)
-        if not self.stopping and self._ready and self._free_slots \
-                and (self.keep_going or all(self.hooks.will_succeed(o) for o in ended)) \
+        if not self.stopping and self._ready and self._free_slots and self._may_go_on(ended) \
                 and self.hooks.interrupted() is None:
             self._start_what_fits(before=self._first_released(ended))
         for outcome in ended:
             self._ended.discard(outcome.index)
             self._complete(outcome)
+
+    def _may_go_on(self, ended: list[Outcome]) -> bool:
+        """Whether recording `ended` cannot stop the build: no failure among them, or fewer
+        than -k N allows (-k 0: any number)."""
+        if self._stop_at == 0:
+            return True
+        failing = sum(1 for o in ended if not self.hooks.will_succeed(o))
+        return self._failures + failing < self._stop_at
 
     def _first_released(self, ended: list[Outcome]) -> tuple[float, int] | None:
         """The first in the ready heap's order of the computations that recording `ended`
@@ -386,7 +397,8 @@ class Scheduler:
                     self._make_ready(c)
         else:
             self.settled[i] = Settled(FAILED, outcome.reason or "failed")
-            if not self.keep_going:
+            self._failures += 1
+            if self._stop_at and self._failures >= self._stop_at:
                 self.stopping = True
             self._discard_after_failure(i)
 
