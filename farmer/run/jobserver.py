@@ -30,7 +30,7 @@ from farmer.run.executors.base import Executor
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
-    from farmer.run.executors.base import Outcome
+    from farmer.run.executors.base import Outcome, SetupEnd
 
 _STARVED_WAIT_S = 0.05  # how often a build waiting for a token looks again
 
@@ -200,6 +200,12 @@ class Jobserved(Executor):
 
     def discard(self, index: int) -> None:
         self.inner.discard(index)
+
+    def start_setup(self, world: str) -> str:
+        return self.inner.start_setup(world)
+
+    def setups_ended(self) -> list[SetupEnd]:
+        return self.inner.setups_ended()
 
     def worlds_setting_up(self) -> dict[str, float]:
         return self.inner.worlds_setting_up()
