@@ -1,0 +1,640 @@
+"""`farmer serve`: a resident farmer for one project, and the server side of farmer/cli/client.py.
+
+The server holds a workspace (build/workspace.py) for its lifetime: the project's lock,
+state.db, the stat cache, the graph and the worlds stay warm between builds. It answers
+`farmer build|plan|query|graph` run in the project: each command runs here, one at a time,
+through the very command line code a farmer run in the client's process would run
+(cli/app.py's `run_served`), with the client's descriptors 0, 1 and 2 in place of the
+server's, its working directory, environment and umask; so its output, exit status and
+files are those of a farmer run there, and its live view is drawn on the client's terminal.
+
+Signals: a client sends SIGINT when it is interrupted, which stops the build run for it
+(exit 130 for that client) and not the server; SIGINT while no command runs is a late one of
+those and is ignored. SIGTERM and SIGHUP stop the server (and the command it runs).
+`serve --stop` asks it over the socket.
+
+What the server notices of the files is what every build checks: the no-op proof's stat
+data (farmer/store/proof.py), then the full path of a build; a build here costs neither the
+interpreter's start nor the imports nor the worlds' set-up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from farmer import __version__
+from farmer.build import command
+from farmer.build.workspace import OtherProject, Workspace
+from farmer.cli import client
+from farmer.cli import exit as ending
+from farmer.errors import LockHeld, UsageError
+from farmer.files.private import make_dir, make_state_dir, open_file
+from farmer.startup.cheap import signal
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from farmer.graph.graph import Graph
+    from farmer.manifest.spec import Spec
+
+DEFAULT_IDLE = "3h"
+LOG_NAME = "serve.log"
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+_READ_S = 5.0  # a client that connected and then says nothing is not waited on longer
+_REQUEST_MAX = 64 << 20
+
+
+def parse_duration(text: str) -> float:
+    """`--idle`: `90s`, `30m`, `3h` or a number of seconds, above 0."""
+    value = text.strip()
+    unit = _UNITS.get(value[-1:].lower()) if value else None
+    number = value[:-1] if unit is not None else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"--idle {text}: give a duration above 0, as 90s, 30m, 3h or a number of seconds")
+    return seconds
+
+
+def project_root(directory: str | None, farmfile: str | None) -> str:
+    """The project a server serves, found as its clients find theirs (cli/client.py)."""
+    argv = ["build"] + (["-C", directory] if directory else []) + (["-f", farmfile] if farmfile else [])
+    root = client.command_project(argv, os.getcwd())
+    if root is None:
+        # The command's own words for what is missing.
+        command.named_manifest(directory, farmfile or "Farmfile", farmfile is not None, False)
+        raise UsageError("no project here: run farmer serve in a project, or pass -C DIR")
+    return root
+
+
+class Served:
+    """What a command run for a client sees of the server (cli/app.py reads it from click's
+    context object): the workspace its builds share, and the warm graph its reads share."""
+
+    __slots__ = ("workspace",)
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def load(self, directory: str | None, farmfile: str, ninja: bool, given: bool) -> tuple[Spec, Graph]:
+        """`plan`, `query` and `graph`'s project: the graph the last build left warm while it
+        is still the Farmfile's, else read as those commands read it."""
+        farmfile, given = command.named_manifest(directory, farmfile, given, ninja)
+        if not command.is_ninja(farmfile, ninja):
+            warm = self.workspace.warm_graph(command.find_farmfile(farmfile, given), None)
+            if warm is not None:
+                return warm
+        return command.load_project(None, farmfile, False, ninja, given)
+
+    def interrupted(self, code: int) -> int:
+        print("farmer: interrupted", file=sys.stderr, flush=True)
+        return code
+
+
+class Server:
+    """The loop: accept a client, run its command, until idle for `idle_s` or stopped."""
+
+    def __init__(self, root: str, idle_s: float, runner: Callable[[list[str], Served], int],
+                 workspace: Workspace | None = None, handlers: Callable[[], None] | None = None) -> None:
+        self.root = root
+        self.idle_s = idle_s
+        self.runner = runner
+        # farmer watch's own workspace and signal handlers, when it serves between its builds
+        self.workspace = workspace if workspace is not None else Workspace(keep=True, role="serve")
+        self.role = self.workspace.role
+        self.handlers = handlers or self._idle_handlers
+        self.path = client.socket_path(root)
+        self.identity = client.identity()
+        self.listener = None
+        self.started = time.time()
+        self.last = _clock()
+        self.commands = 0
+        self.stopping = False
+        self.busy = False
+        self.signals: list[int] = []  # those that came while a command ran
+
+    # -- start and end ---------------------------------------------------------------
+
+    def open(self) -> None:
+        """Take the project's lock (LockHeld: another farmer has it) and listen."""
+        self.workspace.hold(self.root)
+        self.listen()
+
+    def listen(self) -> None:
+        """Listen (under the project's lock, which the workspace holds)."""
+        self.listener = _listen(self.path)
+
+    def close(self) -> None:
+        try:
+            self.unlisten()
+        finally:
+            self.workspace.close()
+
+    def unlisten(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+            _unlink(self.path)
+
+    # -- farmer watch's: between its builds --------------------------------------------------
+
+    def pending(self) -> bool:
+        """Whether a client waits (watchfiles asks, as its stop event, while it waits)."""
+        import select
+
+        return self.listener is not None and bool(select.select([self.listener], [], [], 0)[0])
+
+    is_set = pending  # watchfiles' stop event
+
+    def serve_pending(self) -> bool:
+        """Answer the clients waiting now; False when one asked the server to stop, or a
+        SIGTERM or SIGHUP came while a command ran."""
+        while not self.stopping and self.pending():
+            try:
+                conn = _accept(self.listener)
+            except OSError:
+                return True
+            try:
+                self.answer(conn)
+            except _Stop:
+                self.stopping = True
+            finally:
+                conn.close()
+        return not self.stopping
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        import select
+
+        self._idle_handlers()
+        while not self.stopping:
+            left = self.idle_s - (_clock() - self.last)
+            if left <= 0:
+                break
+            try:
+                ready, _, _ = select.select([self.listener], [], [], min(left, 3600.0))
+            except _Stop:
+                break
+            if ready:
+                try:
+                    conn = _accept(self.listener)
+                except OSError:
+                    continue
+                try:
+                    self.answer(conn)
+                except _Stop:
+                    break
+                except Exception:  # a bug answering one client: said in the log, the server goes on
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    conn.close()
+                self.last = _clock()
+        return 0
+
+    def answer(self, conn) -> None:
+        """One client: its hello, then its command, status or stop."""
+        conn.settimeout(_READ_S)
+        try:
+            if not client.peer_allowed(client.peer_uid(conn), os.getuid()):
+                return
+            words = client.read_line(conn).split()
+        except OSError:
+            return
+        if len(words) != 3 or words[0] != client.MAGIC:
+            return
+        verb, theirs = words[1], words[2].decode(errors="replace")
+        mine = theirs == self.identity
+        hello = b"ok %d\n" % os.getpid() if mine else b"other %d %s\n" % (os.getpid(), __version__.encode())
+        try:
+            if verb == b"status":
+                data = _marshalled(self.status())
+                conn.sendall(hello + len(data).to_bytes(8, "little") + data)
+            elif verb == b"stop":
+                conn.sendall(hello)
+                self.stopping = True
+            elif verb == b"run":
+                conn.sendall(hello)
+                if mine:
+                    self._command(conn)
+        except OSError:
+            pass
+
+    def _command(self, conn) -> None:
+        request, fds = _receive(conn)
+        if request is None:
+            return
+        try:
+            code = self.run_command(request, fds)
+        except OtherProject:  # it runs in the client (nothing was printed)
+            conn.sendall(b"local\n")
+            return
+        self.commands += 1
+        try:
+            conn.sendall(b"exit %d\n" % code)
+        except OSError:
+            pass  # the client has gone: its command ran to its end all the same
+        if any(s != signal.SIGINT for s in self.signals):
+            raise _Stop()
+
+    def run_command(self, request: dict, fds: list[int]) -> int:
+        """A client's command, run with its descriptors, directory, environment and umask;
+        its exit status. OtherProject: it builds another project (nothing was printed)."""
+        saved = [os.dup(k) for k in (0, 1, 2)]
+        streams = sys.stdin, sys.stdout, sys.stderr
+        environ = dict(os.environ)
+        umask = os.umask(request.get("umask", 0o022))
+        try:
+            for k, fd in enumerate(fds[:3]):
+                os.dup2(fd, k)
+            for fd in fds:
+                os.close(fd)
+            fds = []
+            encoding, errors = request.get("encoding", "utf-8"), request.get("errors", "strict")
+            # As the interpreter makes them: stdout line-buffered on a terminal, stderr always.
+            sys.stdout = ending.ReaderGone(open(1, "w", 1 if os.isatty(1) else -1, encoding, errors,
+                                                closefd=False))
+            sys.stderr = ending.ReaderGone(open(2, "w", 1, encoding, "backslashreplace", closefd=False))
+            sys.stdin = open(0, encoding=encoding, closefd=False)
+            os.environ.clear()
+            os.environ.update(request["env"])
+            self.busy = True
+            self.signals = []
+            self._command_handlers()
+            os.chdir(request["cwd"])
+            return self.runner(list(request["argv"]), Served(self.workspace))
+        except OSError as e:  # its directory is gone, say
+            print(f"farmer: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
+                  file=sys.stderr)
+            return 2
+        finally:
+            self.busy = False
+            self.handlers()
+            for fd in fds:
+                os.close(fd)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            sys.stdin, sys.stdout, sys.stderr = streams
+            for k, fd in enumerate(saved):
+                os.dup2(fd, k)
+                os.close(fd)
+            os.environ.clear()
+            os.environ.update(environ)
+            os.umask(umask)
+            os.chdir(self.root)
+            lock = self.workspace.lock
+            if lock is not None:
+                del lock.early[:]  # a client's Ctrl-C stopped its command, not this server
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def _idle_handlers(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a client's, late: its command has ended
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self._stop)
+
+    def _command_handlers(self) -> None:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self._interrupt)
+
+    def _stop(self, signum: int, frame: object) -> None:
+        self.stopping = True
+        raise _Stop()
+
+    def _interrupt(self, signum: int, frame: object) -> None:
+        """Before the build has its own handlers (which stop it the same way)."""
+        self.signals.append(signum)
+        stop = KeyboardInterrupt()
+        stop.signum = signum  # type: ignore[attr-defined]
+        raise stop
+
+    # -- status ------------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        ws = self.workspace
+        holds = ["the lock", "state.db" if ws.state is not None else None]
+        if ws.graph is not None:
+            holds.append(f"the graph of {os.path.relpath(ws.spec.path, self.root)} "
+                         f"({len(ws.graph.computations)} computations)")
+        if ws.worlds is not None and ws.worlds.kept:
+            holds.append("worlds " + ", ".join(sorted(ws.worlds.kept)))
+        return {"pid": os.getpid(), "version": __version__, "role": self.role, "root": self.root,
+                "uptime_s": time.time() - self.started, "idle_s": _clock() - self.last,
+                "idle_limit_s": self.idle_s, "commands": self.commands, "busy": self.busy,
+                "holds": [h for h in holds if h], "rss_kb": _rss_kb(), "worlds_rss_kb": _worlds_rss_kb(ws)}
+
+
+class _Stop(BaseException):
+    """SIGTERM, SIGHUP or `serve --stop`: the loop ends."""
+
+
+def _clock() -> float:
+    """Seconds that go on while the machine sleeps (an idle limit counts them)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _listen(path: str):
+    """A listening socket at `path`, made under another name and renamed there, so that a
+    socket found at `path` is a listening one or a dead server's. Called under the project's
+    lock: one found there is a dead server's, and goes."""
+    import _socket
+
+    folder = os.path.dirname(path)
+    if os.path.basename(folder) == ".farmer":
+        make_state_dir(folder)
+    else:
+        make_dir(folder)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    temporary = f"{path}.{os.getpid()}"
+    _unlink(temporary)
+    old = os.umask(0o077)
+    try:
+        sock.bind(temporary)
+    finally:
+        os.umask(old)
+    sock.listen(16)
+    os.rename(temporary, path)
+    return sock
+
+
+def _accept(listener):
+    """The next client's connection (`_socket`'s sockets accept a descriptor)."""
+    import _socket
+
+    fd, _ = listener._accept()
+    return _socket.socket(fileno=fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _receive(conn) -> tuple[dict | None, list[int]]:
+    """A client's command and the descriptors it sent (closed here if the command is not whole)."""
+    import _socket
+    import marshal
+
+    fds: list[int] = []
+    data, ancillary, _, _ = conn.recvmsg(1 << 16, _socket.CMSG_SPACE(3 * 4), _socket.MSG_CMSG_CLOEXEC)
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [int.from_bytes(payload[k:k + 4], sys.byteorder, signed=True)
+                    for k in range(0, len(payload) - len(payload) % 4, 4)]
+    try:
+        if len(data) < 8 or len(fds) != 3:
+            raise ValueError("not a command")
+        size = int.from_bytes(data[:8], "little")
+        if size > _REQUEST_MAX:
+            raise ValueError("too long")
+        body = bytearray(data[8:])
+        while len(body) < size:
+            chunk = conn.recv(min(1 << 20, size - len(body)))
+            if not chunk:
+                raise ValueError("cut short")
+            body += chunk
+        request = marshal.loads(bytes(body))
+        if not isinstance(request, dict) or not isinstance(request.get("argv"), list) \
+                or not isinstance(request.get("env"), dict) or not isinstance(request.get("cwd"), str):
+            raise ValueError("not a command")
+        return request, fds
+    except (OSError, ValueError, EOFError, TypeError):
+        for fd in fds:
+            os.close(fd)
+        return None, []
+
+
+def _marshalled(data: dict) -> bytes:
+    import marshal
+
+    return marshal.dumps(data)
+
+
+def _rss_kb(pid: int | str = "self") -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _worlds_rss_kb(ws: Workspace) -> int | None:
+    if ws.worlds is None or not ws.worlds.kept:
+        return None
+    sizes = [_rss_kb(proc.pid) for proc, _ in ws.worlds.kept.values() if getattr(proc, "pid", None)]
+    return sum(s for s in sizes if s) or None
+
+
+# -- the command: start, status, stop ------------------------------------------------------------
+
+
+def start(directory: str | None, farmfile: str | None, idle: str,
+          runner: Callable[[list[str], Served], int]) -> int:
+    """`farmer serve`: the server started in the background for the project; returns once it
+    listens (0), or with its error (3: another farmer holds the lock)."""
+    idle_s = parse_duration(idle)
+    root = project_root(directory, farmfile)
+    make_state_dir(os.path.join(root, ".farmer"))
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the server: whatever happens, it ends here
+        code = 1
+        try:
+            os.close(read)
+            os.setsid()
+            code = _serve_detached(root, idle_s, runner, write)
+        finally:
+            os._exit(code)
+    os.close(write)
+    with open(read, "rb") as f:
+        answer = f.read().decode(errors="replace")
+    if not answer.startswith("ok "):
+        os.waitpid(pid, 0)
+        code, _, message = answer.partition(" ")
+        print(f"farmer: error: {message or 'the server ended before it listened'}", file=sys.stderr)
+        return int(code) if code.isdigit() else 1
+    print(f"farmer: serving {root} (pid {answer.split()[1]}; exits after {idle} idle; "
+          "stop it with farmer serve --stop)")
+    return 0
+
+
+def _serve_detached(root: str, idle_s: float, runner, ready: int) -> int:
+    """The server's process: stdin from /dev/null, output to .farmer/serve.log."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    log = open_file(os.path.join(root, ".farmer", LOG_NAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.chdir(root)
+    server = Server(root, idle_s, runner)
+    try:
+        try:
+            server.open()
+        except (LockHeld, UsageError, OSError) as e:
+            code = getattr(e, "exit_code", 2)
+            os.write(ready, f"{code} {e}".encode())
+            return code
+        os.write(ready, f"ok {os.getpid()}".encode())
+        os.close(ready)
+        print(f"farmer serve: pid {os.getpid()} serving {root}", flush=True)
+        return server.run()
+    finally:
+        server.close()
+        print(f"farmer serve: pid {os.getpid()} ended after {server.commands} commands", flush=True)
+
+
+def status(directory: str | None, farmfile: str | None) -> int:
+    """`farmer serve --status`: 0 and what it holds when a server runs, 1 when none does."""
+    root = project_root(directory, farmfile)
+    hello = client.ask(root, "status")
+    if hello is None:
+        holder = _silent_holder(root)
+        if holder is not None:
+            print(f"farmer serve: pid {holder} holds the lock of {root} but does not answer "
+                  f"(stopped or busy)")
+            return 0
+        print(f"farmer serve: none runs for {root}")
+        return 1
+    sock, words = hello
+    try:
+        import marshal
+
+        size = int.from_bytes(_read_exactly(sock, 8), "little")
+        info = marshal.loads(_read_exactly(sock, size))
+    except (OSError, ValueError, EOFError):
+        info = None
+    finally:
+        sock.close()
+    if not isinstance(info, dict):
+        print(f"farmer serve: pid {words[1].decode()} runs for {root}")
+        return 0
+    other = "" if words[0] == b"ok" else " (another farmer than this one: it serves no command of this one)"
+    rss = info.get("rss_kb")
+    worlds = info.get("worlds_rss_kb")
+    memory = f"{rss / 1024:.0f} MB" if rss else "unknown"
+    if worlds:
+        memory += f" (its worlds: {worlds / 1024:.0f} MB more)"
+    print(f"farmer serve: pid {info['pid']}, farmer {info['version']}{other}\n"
+          f"  project: {info['root']}\n"
+          f"  as: farmer {info['role']}\n"
+          f"  up: {_duration(info['uptime_s'])}, {info['commands']} commands; "
+          + ("running one now" if info["busy"] else f"idle {_duration(info['idle_s'])}"
+             + (f" (exits after {_duration(info['idle_limit_s'])} idle)"
+                if info["idle_limit_s"] != float("inf") else " (serves while the watch runs)")) + "\n"
+          f"  holds: {', '.join(info['holds'])}\n"
+          f"  memory (RSS): {memory}")
+    return 0
+
+
+def stop(directory: str | None, farmfile: str | None) -> int:
+    """`farmer serve --stop`: the project's server stopped (0, also when none ran)."""
+    root = project_root(directory, farmfile)
+    hello = client.ask(root, "stop")
+    if hello is not None:
+        sock, words = hello
+        try:
+            sock.settimeout(30)
+            while sock.recv(4096):  # it closes the connection as it ends
+                pass
+        except OSError:
+            pass
+        finally:
+            sock.close()
+        _wait_for_lock(root, 10.0)
+        print(f"farmer serve: stopped pid {words[1].decode()}")
+        return 0
+    holder = _silent_holder(root)
+    if holder is not None and holder.isdigit():
+        # Stopped (SIGSTOP) or busy: SIGTERM, seen once it runs again.
+        for s in (signal.SIGTERM, signal.SIGCONT):
+            try:
+                os.kill(int(holder), s)
+            except OSError:
+                pass
+        _wait_for_lock(root, 10.0)
+        print(f"farmer serve: stopped pid {holder}")
+        return 0
+    print(f"farmer serve: none runs for {root}")
+    return 0
+
+
+def _silent_holder(root: str) -> str | None:
+    """The pid of a server that holds the project's lock without answering; None when none
+    does (then a socket it left is removed: a killed server's)."""
+    from farmer.files.lock import ProjectLock
+
+    if not os.path.isdir(os.path.join(root, ".farmer")):
+        return None
+    lock = ProjectLock(os.path.join(root, ".farmer"))
+    try:
+        lock.acquire()
+    except LockHeld:
+        from farmer.files.lock import holder
+
+        pid, role = holder(lock.path)
+        return pid if role in ("serve", "watch") else None
+    except OSError:
+        return None
+    try:
+        _unlink(client.socket_path(root))
+    except OSError:
+        pass
+    finally:
+        lock.release()
+    return None
+
+
+def _wait_for_lock(root: str, seconds: float) -> None:
+    """Until the project's lock is free (the server has ended), at most `seconds`."""
+    from farmer.files.lock import ProjectLock
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lock = ProjectLock(os.path.join(root, ".farmer"))
+        try:
+            lock.acquire()
+        except LockHeld:
+            time.sleep(0.05)
+            continue
+        except OSError:
+            return
+        lock.release()
+        return
+
+
+def _read_exactly(sock, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError("cut short")
+        data += chunk
+    return data
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
