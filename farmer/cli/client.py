@@ -96,10 +96,10 @@ def command_project(argv: list[str], cwd: str) -> str | None:
             directory = value
         elif name == "-f":
             farmfile = value
-    here = os.path.join(cwd, directory) if directory is not None else cwd
+    # As the command finds it once in -C DIR: from the working directory, which has no symlink.
+    here = os.path.realpath(os.path.join(cwd, directory) if directory is not None else cwd)
     if farmfile is not None:
         return os.path.dirname(os.path.abspath(os.path.join(here, farmfile)))
-    here = os.path.abspath(here)
     if ninja:  # build.ninja here
         return here
     if os.path.isfile(os.path.join(here, "build.ninja")) and not os.path.exists(os.path.join(here, "Farmfile")):
