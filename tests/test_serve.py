@@ -340,3 +340,75 @@ def test_the_client_finds_the_project_as_the_command_does(tmp_path):
     long_root = "/" + "x" * 120
     assert client.socket_path(long_root).startswith(client.runtime_dir())
     assert client.socket_path(str(root)) == os.path.join(str(root), ".farmer", "serve.sock")
+
+
+def test_a_no_op_is_decided_from_the_kernels_events_and_a_change_from_a_full_check(served):
+    assert served.build().summary()["ran"] == 2
+    assert served.build().summary()["up to date"] == 2
+    served.write("src.txt", "two\n")  # saved right before the build: the kernel queued it already
+    assert served.build().summary()["ran"] == 2
+    assert served.read("out/b.txt") == "two\ntwo\n"
+    assert served.build().summary()["up to date"] == 2
+    status = run_farmer(served.root, "serve", "--status").stdout
+    assert "2 no-ops from the kernel's events, 2 builds that checked every file" in status, status
+
+
+def test_a_watcher_that_lost_events_makes_the_next_build_check_every_file(project, monkeypatch):
+    """The kernel's queue overflowed (an event the watcher reads as such): the events it
+    dropped are not needed, every file is checked."""
+    from farmer.build.request import BuildRequest
+    from farmer.cli import app
+    from farmer.files import inotify
+
+    project.farmfile(CHAIN)
+    project.write("src.txt", "one\n")
+    monkeypatch.chdir(project.root)
+    srv = server.Server(str(project.root), 60, app.run_served)
+    srv.open()
+    try:
+        served = server.Served(srv.workspace, srv.watcher, srv.checker)
+        assert served.build(BuildRequest([], jobs=1)) == 0
+        assert served.build(BuildRequest([], jobs=1)) == 0
+        assert srv.checker.noops == 1
+        project.write("src.txt", "two\n")
+        srv.watcher.drain()
+        srv.watcher.clear()  # its events dropped, as an overflowing queue drops them
+        read, write = os.pipe()
+        os.write(write, (-1).to_bytes(4, "little", signed=True) + inotify.IN_Q_OVERFLOW.to_bytes(4, "little")
+                 + bytes(8))
+        real, srv.watcher.fd = srv.watcher.fd, read
+        os.set_blocking(read, False)
+        srv.watcher.drain()
+        srv.watcher.fd = real
+        os.close(read)
+        os.close(write)
+        assert srv.watcher.lost
+        assert served.build(BuildRequest([], jobs=1)) == 0
+        assert project.read("out/b.txt") == "two\ntwo\n"
+        assert (srv.checker.noops, srv.checker.full) == (1, 2)
+        assert not srv.watcher.lost  # watched anew
+        project.write("src.txt", "three\n")
+        assert served.build(BuildRequest([], jobs=1)) == 0
+        assert project.read("out/b.txt") == "three\nthree\n"
+    finally:
+        srv.close()
+
+
+def test_what_the_watcher_cannot_vouch_for_is_always_checked(tmp_path, monkeypatch):
+    from farmer.build.watched import below, unwatched
+
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("src/sub")
+    for name in ("src/a", "src/b", "src/sub/c", "top"):
+        with open(name, "w") as f:
+            f.write(name)
+    os.link("src/b", "linked")
+    os.symlink("a", "src/s")
+    paths = ["src/a", "src/b", "src/sub/c", "top", "linked", "src/s", "/etc/hostname", "gone/x", "src/missing"]
+    # src/b and linked are one file with two names; src/s a symlink; /etc outside; gone unwatched
+    assert unwatched(paths, {"", "src", "src/sub"}) == [1, 4, 5, 6, 7]
+    ordered = sorted(paths)
+    assert below(ordered, "src") == ["src/a", "src/b", "src/missing", "src/s", "src/sub/c"]
+    assert below(ordered, "src/sub") == ["src/sub/c"]
+    assert below(ordered, "") == ordered
+    assert below(ordered, "sr") == []

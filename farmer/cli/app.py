@@ -117,7 +117,7 @@ def build(targets, **options) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
     served = _served()
     if served is not None:  # the server's workspace: its lock, state and warm graph and worlds
-        sys.exit(served.workspace.build(_request(targets, options)))
+        sys.exit(served.build(_request(targets, options)))
     from farmer.build.workspace import Workspace
 
     sys.exit(Workspace().build(_request(targets, options)))

@@ -26,9 +26,11 @@ import time
 
 from farmer import __version__
 from farmer.build import command
+from farmer.build.request import BuildRequest
 from farmer.build.workspace import OtherProject, Workspace
 from farmer.cli import client
 from farmer.cli import exit as ending
+from farmer.cli.quick import quick_build_args
 from farmer.errors import LockHeld, UsageError
 from farmer.files.private import make_dir, make_state_dir, open_file
 from farmer.startup.cheap import signal
@@ -36,6 +38,9 @@ from farmer.startup.cheap import signal
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from farmer.build.watched import WatchedCheck
+    from farmer.files.inotify import Watcher
 
     from farmer.graph.graph import Graph
     from farmer.manifest.spec import Spec
@@ -74,12 +79,70 @@ def project_root(directory: str | None, farmfile: str | None) -> str:
 
 class Served:
     """What a command run for a client sees of the server (cli/app.py reads it from click's
-    context object): the workspace its builds share, and the warm graph its reads share."""
+    context object): the workspace its builds share, the warm graph its reads share, and
+    the kernel's word on what changed (`watcher`, None where there is none)."""
 
-    __slots__ = ("workspace",)
+    __slots__ = ("workspace", "watcher", "checker")
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, watcher: Watcher | None = None,
+                 checker: WatchedCheck | None = None) -> None:
         self.workspace = workspace
+        self.watcher = watcher
+        self.checker = checker
+
+    def build(self, request: BuildRequest) -> int:
+        """A build in the server's workspace: a no-op decided from what the kernel saw
+        changed when it can be, else the build as a farmer of its own runs it."""
+        code = self._watched_noop(request)
+        if code is not None:
+            return code
+        watcher = self.watcher
+        if watcher is not None and not request.dry_run:
+            # This build checks every file (its proof's, or all it reads): what changes from
+            # now on is the next one's to see.
+            watcher.drain()
+            if watcher.lost:
+                watcher.reset()
+            watcher.clear()
+            if self.checker is not None:
+                self.checker.full += 1
+        return self.workspace.build(request)
+
+    def _watched_noop(self, request: BuildRequest) -> int | None:
+        watcher = self.watcher
+        if watcher is None or self.checker is None or not watcher.reliable or request.dry_run \
+                or request.trace_file or request.ninja:
+            return None
+        watcher.drain()
+        if watcher.lost:
+            return None
+        cwd = os.getcwd()
+        code = self._noop_here(request.checked(), watcher)
+        if code is None:
+            os.chdir(cwd)  # where the build that goes on starts from (-C)
+        return code
+
+    def _noop_here(self, request: BuildRequest, watcher: Watcher) -> int | None:
+        if request.farmfile_given:
+            command.enter(request.directory)
+            farmfile = command.find_farmfile(request.farmfile, True)
+        else:
+            farmfile, _ = command.named_manifest(request.directory, request.farmfile, False, False)
+        if command.is_ninja(farmfile, False) or os.path.dirname(farmfile) != self.workspace.root:
+            return None
+        os.chdir(self.workspace.root)
+        from farmer.build import noop
+        from farmer.errors import TaskError
+
+        try:
+            outcome = noop.try_build(farmfile, request.targets, request.jobs, check=self.checker.check)
+        except TaskError:  # the full path says it, with the Farmfile's line
+            return None
+        if not isinstance(outcome, int):
+            return None
+        watcher.clear()
+        self.checker.noops += 1
+        return command.built(outcome)
 
     def load(self, directory: str | None, farmfile: str, ninja: bool, given: bool) -> tuple[Spec, Graph]:
         """`plan`, `query` and `graph`'s project: the graph the last build left warm while it
@@ -108,6 +171,8 @@ class Server:
         self.workspace = workspace if workspace is not None else Workspace(keep=True, role="serve")
         self.role = self.workspace.role
         self.handlers = handlers or self._idle_handlers
+        self.watcher: Watcher | None = None  # farmer serve's (farmer watch has its own)
+        self.checker: WatchedCheck | None = None
         self.path = client.socket_path(root)
         self.identity = client.identity()
         self.listener = None
@@ -121,8 +186,21 @@ class Server:
     # -- start and end ---------------------------------------------------------------
 
     def open(self) -> None:
-        """Take the project's lock (LockHeld: another farmer has it) and listen."""
+        """Take the project's lock (LockHeld: another farmer has it), watch the project's
+        files, and listen."""
         self.workspace.hold(self.root)
+        from farmer.files.inotify import Unavailable, Watcher
+
+        try:
+            self.watcher = Watcher(self.root)
+        except (Unavailable, OSError, AttributeError, ImportError) as e:
+            print(f"farmer serve: no inotify ({e}): every build checks every file", flush=True)
+        else:
+            from farmer.build.watched import WatchedCheck
+
+            self.checker = WatchedCheck(self.watcher)
+            if not self.watcher.reliable:
+                print("farmer serve: a network or shared file system: every build checks every file", flush=True)
         self.listen()
 
     def listen(self) -> None:
@@ -132,6 +210,8 @@ class Server:
     def close(self) -> None:
         try:
             self.unlisten()
+            if self.watcher is not None:
+                self.watcher.close()
         finally:
             self.workspace.close()
 
@@ -177,11 +257,14 @@ class Server:
             left = self.idle_s - (_clock() - self.last)
             if left <= 0:
                 break
+            watching = [self.watcher] if self.watcher is not None and self.watcher.fd >= 0 else []
             try:
-                ready, _, _ = select.select([self.listener], [], [], min(left, 3600.0))
+                ready, _, _ = select.select([self.listener, *watching], [], [], min(left, 3600.0))
             except _Stop:
                 break
-            if ready:
+            if watching and watching[0] in ready:
+                self.watcher.drain()  # while idle: the kernel's queue never fills
+            if self.listener in ready:
                 try:
                     conn = _accept(self.listener)
                 except OSError:
@@ -269,7 +352,14 @@ class Server:
             self.signals = []
             self._command_handlers()
             os.chdir(request["cwd"])
-            return self.runner(list(request["argv"]), Served(self.workspace))
+            argv = list(request["argv"])
+            served = Served(self.workspace, self.watcher, self.checker)
+            args = quick_build_args(argv)
+            if args is None:
+                return self.runner(argv, served)
+            # The common form of `farmer build`, as farmer/__main__.py reads it without click.
+            request = BuildRequest(**args, farmfile_given="farmfile" in args)
+            return ending.guarded(lambda: served.build(request), served.interrupted)
         except OSError as e:  # its directory is gone, say
             print(f"farmer: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
                   file=sys.stderr)
@@ -331,7 +421,17 @@ class Server:
         return {"pid": os.getpid(), "version": __version__, "role": self.role, "root": self.root,
                 "uptime_s": time.time() - self.started, "idle_s": _clock() - self.last,
                 "idle_limit_s": self.idle_s, "commands": self.commands, "busy": self.busy,
-                "holds": [h for h in holds if h], "rss_kb": _rss_kb(), "worlds_rss_kb": _worlds_rss_kb(ws)}
+                "holds": [h for h in holds if h], "rss_kb": _rss_kb(), "worlds_rss_kb": _worlds_rss_kb(ws),
+                "watching": self._watching()}
+
+    def _watching(self) -> str:
+        watcher, checker = self.watcher, self.checker
+        if watcher is None or checker is None:
+            return "no watcher: every build checks every file"
+        if not watcher.reliable:
+            return "a network or shared file system: every build checks every file"
+        return (f"{len(watcher.watched)} folders (inotify); {checker.noops} no-ops from the kernel's "
+                f"events, {checker.full} builds that checked every file")
 
 
 class _Stop(BaseException):
@@ -541,6 +641,7 @@ def status(directory: str | None, farmfile: str | None) -> int:
              + (f" (exits after {_duration(info['idle_limit_s'])} idle)"
                 if info["idle_limit_s"] != float("inf") else " (serves while the watch runs)")) + "\n"
           f"  holds: {', '.join(info['holds'])}\n"
+          + (f"  changes: {info['watching']}\n" if info.get("watching") else "") +
           f"  memory (RSS): {memory}")
     return 0
 
