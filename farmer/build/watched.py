@@ -25,7 +25,7 @@ class WatchedCheck:
     """`check(proof)`: the indices of its files not as recorded, as `Proof.check` returns
     them, looking only where `watcher` says something may have changed."""
 
-    __slots__ = ("watcher", "noops", "full", "_key", "_sorted", "_unwatched")
+    __slots__ = ("watcher", "noops", "full", "_key", "_sorted", "_unwatched", "_position")
 
     def __init__(self, watcher: Watcher) -> None:
         self.watcher = watcher
@@ -34,15 +34,17 @@ class WatchedCheck:
         self._key: tuple | None = None
         self._sorted: list[str] = []  # the proof's paths, sorted (for the folders' prefixes)
         self._unwatched: list[int] = []
+        self._position: dict[str, int] = {}  # each path's index, kept while the proof's paths are
 
     def check(self, proof: Proof) -> set[int]:
         paths, stats = proof.paths, proof.stats
-        position = proof.position()
         key = (proof.serial, len(paths), self.watcher.generation)
-        if key != self._key:
+        if key != self._key:  # (a proof's serial names its paths: proof.py)
+            self._position = proof.position()
             self._sorted = sorted(paths)
             self._unwatched = unwatched(paths, self.watcher.watched)
             self._key = key
+        position = self._position
         suspects = set(self._unwatched)
         for path in self.watcher.dirty:
             n = position.get(path)

@@ -82,13 +82,19 @@ class Served:
     context object): the workspace its builds share, the warm graph its reads share, and
     the kernel's word on what changed (`watcher`, None where there is none)."""
 
-    __slots__ = ("workspace", "watcher", "checker")
+    __slots__ = ("workspace", "watcher", "checker", "old_last_build")
 
     def __init__(self, workspace: Workspace, watcher: Watcher | None = None,
                  checker: WatchedCheck | None = None) -> None:
         self.workspace = workspace
         self.watcher = watcher
         self.checker = checker
+        self.old_last_build: int | None = None  # closed by the server once the client has its answer
+
+    def done(self) -> None:
+        if self.old_last_build is not None:
+            os.close(self.old_last_build)
+            self.old_last_build = None
 
     def build(self, request: BuildRequest) -> int:
         """A build in the server's workspace: a no-op decided from what the kernel saw
@@ -134,6 +140,10 @@ class Served:
         from farmer.build import noop
         from farmer.errors import TaskError
 
+        # The last build's last-build.json, held open while this one replaces it: the file
+        # system frees the old one's blocks at its last close, once the client has its answer,
+        # not in the rename the client waits for (megabytes at 10 000 computations).
+        self.old_last_build = _open_quietly(os.path.join(self.workspace.root, ".farmer", "last-build.json"))
         try:
             outcome = noop.try_build(farmfile, request.targets, request.jobs, check=self.checker.check)
         except TaskError:  # the full path says it, with the Farmfile's line
@@ -314,20 +324,24 @@ class Server:
         request, fds = _receive(conn)
         if request is None:
             return
+        served = Served(self.workspace, self.watcher, self.checker)
         try:
-            code = self.run_command(request, fds)
-        except OtherProject:  # it runs in the client (nothing was printed)
-            conn.sendall(b"local\n")
-            return
-        self.commands += 1
-        try:
-            conn.sendall(b"exit %d\n" % code)
-        except OSError:
-            pass  # the client has gone: its command ran to its end all the same
+            try:
+                code = self.run_command(request, fds, served)
+            except OtherProject:  # it runs in the client (nothing was printed)
+                conn.sendall(b"local\n")
+                return
+            self.commands += 1
+            try:
+                conn.sendall(b"exit %d\n" % code)
+            except OSError:
+                pass  # the client has gone: its command ran to its end all the same
+        finally:
+            served.done()
         if any(s != signal.SIGINT for s in self.signals):
             raise _Stop()
 
-    def run_command(self, request: dict, fds: list[int]) -> int:
+    def run_command(self, request: dict, fds: list[int], served: Served) -> int:
         """A client's command, run with its descriptors, directory, environment and umask;
         its exit status. OtherProject: it builds another project (nothing was printed)."""
         saved = [os.dup(k) for k in (0, 1, 2)]
@@ -353,7 +367,6 @@ class Server:
             self._command_handlers()
             os.chdir(request["cwd"])
             argv = list(request["argv"])
-            served = Served(self.workspace, self.watcher, self.checker)
             args = quick_build_args(argv)
             if args is None:
                 return self.runner(argv, served)
@@ -465,6 +478,13 @@ def _listen(path: str):
     sock.listen(16)
     os.rename(temporary, path)
     return sock
+
+
+def _open_quietly(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
 
 
 def _accept(listener):
