@@ -412,3 +412,28 @@ def test_what_the_watcher_cannot_vouch_for_is_always_checked(tmp_path, monkeypat
     assert below(ordered, "src/sub") == ["src/sub/c"]
     assert below(ordered, "") == ordered
     assert below(ordered, "sr") == []
+
+
+def test_warm_worlds_are_set_up_again_under_another_environment(served):
+    """A world's set-up may read the environment: a command from a shell whose variables
+    differ does not get the worlds another one set up."""
+    served.farmfile("""
+        [world.w]
+        setup = ["import os", "WHO = os environ"]
+    """.replace("os environ", "os.environ.get('WHO', '')") + """
+        [task.greet]
+        world = "w"
+        inputs = ["greet.py"]
+        outputs = ["out/greet.txt"]
+        python = "greet.py {outputs}"
+    """)
+    served.write("greet.py", "import sys\nfrom __main__ import WHO\nopen(sys.argv[1], 'w').write(WHO + ' 1\\n')\n")
+    r = served.build(env={"WHO": "ada"})
+    assert r.returncode == 0, r
+    assert served.read("out/greet.txt") == "ada 1\n"
+    served.write("greet.py", served.read("greet.py").replace("' 1", "' 2"))
+    assert served.build(env={"WHO": "ada"}).returncode == 0
+    assert served.read("out/greet.txt") == "ada 2\n"  # (the warm world)
+    served.write("greet.py", served.read("greet.py").replace("' 2", "' 3"))
+    assert served.build(env={"WHO": "grace"}).returncode == 0
+    assert served.read("out/greet.txt") == "grace 3\n"

@@ -192,6 +192,7 @@ class Server:
         self.stopping = False
         self.busy = False
         self.signals: list[int] = []  # those that came while a command ran
+        self.worlds_env = _environment(os.environ)  # what the warm worlds were set up under
 
     # -- start and end ---------------------------------------------------------------
 
@@ -362,6 +363,7 @@ class Server:
             sys.stdin = open(0, encoding=encoding, closefd=False)
             os.environ.clear()
             os.environ.update(request["env"])
+            self._worlds_for(os.environ)
             self.busy = True
             self.signals = []
             self._command_handlers()
@@ -398,6 +400,15 @@ class Server:
             lock = self.workspace.lock
             if lock is not None:
                 del lock.early[:]  # a client's Ctrl-C stopped its command, not this server
+
+    def _worlds_for(self, environ) -> None:
+        """Warm worlds set up under another environment than this command's (another
+        shell's variables) go: a world's set-up may read them."""
+        worlds = self.workspace.worlds
+        digest = _environment(environ)
+        if worlds is not None and worlds.kept and digest != self.worlds_env:
+            worlds.retain(())
+        self.worlds_env = digest  # the worlds this command sets up are set up under it
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -449,6 +460,18 @@ class Server:
 
 class _Stop(BaseException):
     """SIGTERM, SIGHUP or `serve --stop`: the loop ends."""
+
+
+# What differs between two shells of one user without changing what a program computes: not
+# compared when deciding whether warm worlds were set up under this command's environment.
+_SHELL_ONLY = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLUMNS", "LINES", "WINDOWID", "TERM_SESSION_ID",
+               "SSH_TTY", "TMUX_PANE", "PS1", "PROMPT_COMMAND")
+
+
+def _environment(environ) -> str:
+    from farmer.files.digests import hash_text
+
+    return hash_text(*(f"{k}={v}" for k, v in sorted(environ.items()) if k not in _SHELL_ONLY))
 
 
 def _clock() -> float:
