@@ -83,7 +83,8 @@ def bench_pipeline(args, farmer_argv: list[str], env: dict) -> list[str]:
 def bench_cmake(args, farmer_argv: list[str], env: dict) -> list[str]:
     import projects
 
-    project = next(p for p in projects.cmake_projects(args.work, False) if p.name == "ninja")
+    projects.CMAKE_PROJECTS = [p for p in projects.CMAKE_PROJECTS if p[0] == "ninja"]  # only ninja's fetched
+    project = projects.cmake_projects(args.work, False)[0]
     ninja_dir, farmer_dir = project.dirs["ninja"], project.dirs["farmer"]
     build = {"ninja": ["ninja", "-C", str(ninja_dir)],
              "farmer": farmer_argv + ["build", "-C", str(farmer_dir), "-f", "build.ninja"]}
