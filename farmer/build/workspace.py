@@ -232,7 +232,7 @@ class Workspace:
         return lock
 
     def _lock_for(self, root: str) -> ProjectLock:
-        if self.lock is not None and root != self.root:
+        if self.lock is not None and root != self.root and os.path.realpath(root) != os.path.realpath(self.root):
             raise OtherProject(root)
         if self.lock is None:
             from farmer.files.lock import ProjectLock
