@@ -83,10 +83,10 @@ class ProjectLock:
                 raise LockHeld(
                     f"`farmer watch` (pid {holder}) holds {self.path}: it rebuilds on every change "
                     "already; look at its terminal, or stop it (Ctrl-C) to build by hand") from None
-            if role == "serve":  # its client found it gone, stuck, stopped or of another farmer
+            if role == "serve":  # a command it does not run (busy, stopped, another farmer's version)
                 raise LockHeld(
-                    f"`farmer serve` (pid {holder}) holds {self.path} but did not take this command "
-                    f"(busy, stopped or another farmer's version); wait for it, or stop it: "
+                    f"`farmer serve` (pid {holder}) holds {self.path} and did not run this command "
+                    f"(busy, stopped, or another farmer's version); wait for it, or stop it: "
                     f"farmer serve --stop (kill {holder} if it does not answer)") from None
             raise LockHeld(
                 f"another farmer (pid {holder}) holds {self.path}; wait for it to finish or stop it"
