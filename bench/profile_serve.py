@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from farmer.build.request import BuildRequest  # noqa: E402
 from farmer.cli import app  # noqa: E402
-from farmer.cli import serve as server  # noqa: E402
+from farmer.cli import server  # noqa: E402
 
 
 def main() -> int:

@@ -15,7 +15,8 @@ from conftest import run_farmer, start_farmer
 from helpers import HEAVY, imported
 
 from farmer.cli import client
-from farmer.cli import serve as server
+from farmer.cli import serve as command
+from farmer.cli import server
 
 CHAIN = """
 [task.a]
@@ -261,13 +262,13 @@ def test_idle_limit_ends_the_server_and_bad_durations_are_usage_errors(project):
 
 
 def test_durations():
-    assert server.parse_duration("90s") == 90
-    assert server.parse_duration("30m") == 1800
-    assert server.parse_duration("3h") == 10800
-    assert server.parse_duration("2.5") == 2.5
+    assert command.parse_duration("90s") == 90
+    assert command.parse_duration("30m") == 1800
+    assert command.parse_duration("3h") == 10800
+    assert command.parse_duration("2.5") == 2.5
     for bad in ("", "0", "-5m", "3d", "h", "inf", "nan"):
-        with pytest.raises(server.UsageError):
-            server.parse_duration(bad)
+        with pytest.raises(command.UsageError):
+            command.parse_duration(bad)
 
 
 def test_only_the_same_user_is_talked_to(monkeypatch, tmp_path):

@@ -72,7 +72,9 @@ def try_build(farmfile: str, targets: list[str], jobs: int, digest: str | None =
     proof = read(farmer_dir, farmfile, digest, targets)
     if proof is None:
         return proof
-    if (check(proof) if check is not None else proof.check(warm_manifest_engine if manifest else warm_farmfile_engine)):
+    changed = check(proof) if check is not None else \
+        proof.check(warm_manifest_engine if manifest else warm_farmfile_engine)
+    if changed:
         return proof
     if proof.racy and time.time_ns() - max(max(stat_of(proof.stats, n)[::3]) for n in proof.racy) > RACY_NS:
         # Each racy file vouched for by its content, and now far enough from its last

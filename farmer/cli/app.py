@@ -59,7 +59,7 @@ def _farmfile_given() -> bool:
 
 
 def _served():
-    """What a server that runs this command for a client shares with it (cli/serve.py's
+    """What a server that runs this command for a client shares with it (cli/server.py's
     `Served`: its workspace, its warm graph); None in a farmer of its own."""
     return click.get_current_context().find_root().obj
 
@@ -335,7 +335,7 @@ def main() -> None:
 
 
 def run_served(argv: list[str], served) -> int:
-    """A client's command (`argv`: its words after `farmer`) run by a server (cli/serve.py) as
+    """A client's command (`argv`: its words after `farmer`) run by a server (cli/server.py) as
     `main` runs it, with the server's `served` in click's context: its exit status, where
     `main` would exit with it."""
 

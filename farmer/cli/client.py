@@ -11,7 +11,7 @@ lock, it exits 3 naming it: files/lock.py).
 
 Only the standard library's built-in modules are imported here (`_socket`, not `socket`,
 which imports enum and selectors): this is on the path of every `farmer build`. The server's
-side is farmer/cli/serve.py; both speak the wire format below.
+side is farmer/cli/server.py; both speak the wire format below.
 
 Wire format, on a Unix stream socket: the client sends one line, `farmer-serve1 VERB
 IDENTITY` (VERB: run, status, stop); the server answers one line, `ok PID` or `other PID
@@ -44,7 +44,7 @@ _FLAGS = {"--ninja", "-k", "-n", "--explain", "--no-worlds", "--cache", "--no-ca
 
 # The farmer sources whose stat data, with the version, tells one farmer from another (an
 # upgrade, another checkout, an edited tree): a server of other code is not used.
-_STAMPED = ("__init__.py", "__main__.py", "cli/client.py", "cli/serve.py", "cli/app.py",
+_STAMPED = ("__init__.py", "__main__.py", "cli/client.py", "cli/server.py", "cli/app.py",
             "build/workspace.py", "build/run.py", "build/noop.py", "store/proof.py", "plan/uptodate.py",
             "graph/graph.py", "manifest/farmfile.py", "files/digests.py")
 

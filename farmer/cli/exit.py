@@ -128,7 +128,7 @@ def interrupted(code: int) -> NoReturn:
 def guarded(command: Callable[[], int | None], on_interrupt: Callable[[int], int] | None = None) -> int:
     """The exit status of `command`, its errors said in one line. A signal that stops it
     leaves the process at once (`interrupted`), or with `on_interrupt`, is handed to it
-    with 128 + the signal (a server's, which goes on: cli/serve.py)."""
+    with 128 + the signal (a server's, which goes on: cli/server.py)."""
     try:
         return command() or 0
     except (UsageError, LockHeld) as e:

@@ -228,7 +228,7 @@ class Watcher:
         """inotify sees every file under the root: nothing to add."""
 
     def wait(self, clients=None) -> set[tuple[int, str]]:
-        """`clients`: a server's (cli/serve.py): a client waiting ends the wait, with no events."""
+        """`clients`: a server's (cli/server.py): a client waiting ends the wait, with no events."""
         while True:
             got = self._notify.watch(DEBOUNCE_MS, QUIET_MS, 0, clients)
             if got == "signal":  # our handler raised; watchfiles dropped the exception
@@ -350,7 +350,7 @@ def watch(request: BuildRequest, runner=None) -> int:
     workspace that holds the lock, state.db, the graph and the worlds until the watch
     ends. Returns the exit status when a signal (or a build's) ends the watch. `runner`:
     how a client's command runs (cli/app.py's `run_served`): the watch serves its clients
-    between its builds (cli/serve.py)."""
+    between its builds (cli/server.py)."""
     farmfile, given = command.named_manifest(request.directory, request.farmfile, request.farmfile_given,
                                              request.ninja)
     request = request.replace(directory=None, farmfile=farmfile, farmfile_given=given)
@@ -369,7 +369,7 @@ def watch(request: BuildRequest, runner=None) -> int:
     watcher = server = None
     try:
         if runner is not None:
-            from farmer.cli.serve import Server
+            from farmer.cli.server import Server
 
             server = Server(spec.root, float("inf"), runner, ws, signals.install)
             server.listen()
