@@ -438,3 +438,38 @@ def test_warm_worlds_are_set_up_again_under_another_environment(served):
     served.write("greet.py", served.read("greet.py").replace("' 2", "' 3"))
     assert served.build(env={"WHO": "grace"}).returncode == 0
     assert served.read("out/greet.txt") == "grace 3\n"
+
+
+def test_the_live_view_is_drawn_on_the_callers_terminal(served):
+    """The client hands its terminal over: the server's build sees a terminal and draws its
+    live view there, as a build of its own would."""
+    import pty
+
+    served.farmfile(CHAIN.replace('cmd = "cat src.txt', 'cmd = "sleep 0.5; cat src.txt'))
+    master, slave = pty.openpty()
+    try:
+        build = start_farmer(served.root, "build", env={"TERM": "xterm"}, stdout=slave, stderr=slave, text=False)
+        os.close(slave)
+        slave = -1
+        seen = b""
+        deadline = time.monotonic() + 30
+        while True:
+            import select
+
+            if not select.select([master], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                pytest.fail(f"the terminal was held open after the build: {seen[-300:]!r}")
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer has closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert build.wait(30) == 0
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    assert b"\x1b[?25l" in seen, seen[:300]  # the live view hides the cursor while it draws
+    assert b"ran 2" in seen, seen[-300:]
+    assert _served_commands(served) == 1
