@@ -473,3 +473,24 @@ def test_the_live_view_is_drawn_on_the_callers_terminal(served):
     assert b"\x1b[?25l" in seen, seen[:300]  # the live view hides the cursor while it draws
     assert b"ran 2" in seen, seen[-300:]
     assert _served_commands(served) == 1
+
+
+def test_a_change_made_before_the_server_started_is_seen_by_its_first_build(project):
+    project.farmfile(CHAIN)
+    project.write("src.txt", "one\n")
+    assert project.build().summary()["ran"] == 2  # in its own process: the proof written
+    project.write("src.txt", "two\n")  # no server watches yet
+    r = run_farmer(project.root, "serve", "--idle", "5m")
+    assert r.returncode == 0, r
+    pid = _server_pid(project)
+    try:
+        r = project.build()
+        assert r.returncode == 0 and r.summary()["ran"] == 2, r
+        assert project.read("out/b.txt") == "two\ntwo\n"
+        assert project.build().summary()["up to date"] == 2
+        assert "1 no-ops from the kernel's events, 1 builds that checked every file" in \
+            run_farmer(project.root, "serve", "--status").stdout
+    finally:
+        run_farmer(project.root, "serve", "--stop")
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)

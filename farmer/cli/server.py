@@ -80,6 +80,7 @@ class Served:
             if watcher.lost:
                 watcher.reset()
             watcher.clear()
+            watcher.fresh = False
             if self.checker is not None:
                 self.checker.full += 1
         return self.workspace.build(request)
@@ -90,7 +91,7 @@ class Served:
                 or request.trace_file or request.ninja:
             return None
         watcher.drain()
-        if watcher.lost:
+        if watcher.lost or watcher.fresh:  # it may have missed something: every file is checked
             return None
         cwd = os.getcwd()
         code = self._noop_here(request.checked(), watcher)

@@ -60,6 +60,7 @@ class Watcher:
         self.dirty: set[str] = set()
         self.dirty_dirs: set[str] = set()
         self.lost = False
+        self.fresh = True
         self.reliable = filesystem_seen_whole(root)
         self.reset()
 
@@ -75,6 +76,9 @@ class Watcher:
         self.fd = fd
         self.wds, self.watched = {}, set()
         self.dirty, self.dirty_dirs, self.lost = set(), set(), False
+        # What changed before now is not known: until a build has checked every file, no
+        # decision rests on the events alone (the caller clears it).
+        self.fresh = True
         self.generation += 1
         self._add_tree("")
 
