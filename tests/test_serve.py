@@ -494,3 +494,29 @@ def test_a_change_made_before_the_server_started_is_seen_by_its_first_build(proj
         run_farmer(project.root, "serve", "--stop")
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_project_too_deep_for_a_socket_address_is_served_from_the_runtime_folder(tmp_path):
+    from conftest import Project
+
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    root = tmp_path / ("d" * 60) / ("e" * 60)
+    root.mkdir(parents=True)
+    project = Project(root)
+    project.farmfile(CHAIN)
+    project.write("src.txt", "one\n")
+    r = run_farmer(root, "serve", env=env)
+    assert r.returncode == 0, r
+    pid = _server_pid(project)
+    try:
+        assert [p.name.endswith(".sock") for p in runtime.iterdir()] == [True]
+        assert run_farmer(root, "build", env=env).summary()["ran"] == 2
+        status = run_farmer(root, "serve", "--status", env=env)
+        assert status.returncode == 0 and "1 commands" in status.stdout, status
+    finally:
+        assert run_farmer(root, "serve", "--stop", env=env).returncode == 0
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert list(runtime.iterdir()) == []

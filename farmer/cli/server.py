@@ -461,6 +461,10 @@ def _listen(path: str):
         make_state_dir(folder)
     else:
         make_dir(folder)
+        if os.lstat(folder).st_uid != os.geteuid():  # (clients check the server's uid all the same)
+            from farmer.errors import UsageError
+
+            raise UsageError(f"{folder} belongs to another user: set XDG_RUNTIME_DIR to a folder of yours")
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     temporary = f"{path}.{os.getpid()}"
     unlink(temporary)
