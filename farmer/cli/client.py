@@ -202,7 +202,7 @@ def served(argv: list[str]) -> int | None:
     if hello is None:
         return None
     sock, words = hello
-    if words[0] != b"ok":
+    if words[0] != b"ok" or not words[1].isdigit():
         sock.close()
         return None
     server_pid = int(words[1])
@@ -234,13 +234,13 @@ def _run(sock, server_pid: int, argv: list[str], cwd: str) -> int | None:
         except OSError:
             pass
 
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) != signal.SIG_IGN:
+            signal.signal(s, forward)
     try:
         sock.settimeout(None)  # from here on, a build: as long as it takes
         sock.sendmsg([len(request).to_bytes(8, "little") + request],
                      [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(s) != signal.SIG_IGN:
-                signal.signal(s, forward)
         while True:
             try:
                 line = read_line(sock)
@@ -254,7 +254,9 @@ def _run(sock, server_pid: int, argv: list[str], cwd: str) -> int | None:
     words = line.split()
     if words == [b"local"]:  # another project than the server's: nothing was printed
         return None
-    if len(words) != 2 or words[0] != b"exit":
+    if len(words) != 2 or words[0] != b"exit" or not words[1].isdigit():
+        if got:  # stopped before the server answered: as it would have stopped here
+            return 128 + got[0]
         os.write(2, b"farmer: the server (pid %d) ended during this command; running it here\n" % server_pid)
         return None
     code = int(words[1])

@@ -293,8 +293,18 @@ class Server:
             pass
 
     def _command(self, conn) -> None:
-        request, fds = _receive(conn)
+        # A client's SIGINT from now on is for this command: kept until it runs, which then
+        # stops at once (the client sends it as soon as it has asked).
+        self.signals = []
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self._keep)
+        try:
+            request, fds = _receive(conn)
+        except BaseException:
+            self.handlers()
+            raise
         if request is None:
+            self.handlers()
             return
         served = Served(self.workspace, self.watcher, self.checker)
         try:
@@ -336,8 +346,10 @@ class Server:
             os.environ.update(request["env"])
             self._worlds_for(os.environ)
             self.busy = True
-            self.signals = []
             self._command_handlers()
+            if self.signals:  # the client was stopped before its command began
+                print("farmer: interrupted", file=sys.stderr, flush=True)
+                return 128 + self.signals[0]
             os.chdir(request["cwd"])
             argv = list(request["argv"])
             args = quick_build_args(argv)
@@ -391,6 +403,9 @@ class Server:
     def _command_handlers(self) -> None:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, self._interrupt)
+
+    def _keep(self, signum: int, frame: object) -> None:
+        self.signals.append(signum)
 
     def _stop(self, signum: int, frame: object) -> None:
         self.stopping = True
