@@ -234,8 +234,9 @@ def _run(sock, server_pid: int, argv: list[str], cwd: str) -> int | None:
         except OSError:
             pass
 
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(s) != signal.SIG_IGN:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for s, handler in before.items():
+        if handler != signal.SIG_IGN:
             signal.signal(s, forward)
     try:
         sock.settimeout(None)  # from here on, a build: as long as it takes
@@ -252,9 +253,12 @@ def _run(sock, server_pid: int, argv: list[str], cwd: str) -> int | None:
     finally:
         sock.close()
     words = line.split()
+    local = words == [b"local"] or len(words) != 2 or words[0] != b"exit" or not words[1].isdigit()
+    for s, handler in before.items():  # no more forwarding (a watch would stop); here, as before
+        signal.signal(s, handler if local and not got else signal.SIG_IGN)
     if words == [b"local"]:  # another project than the server's: nothing was printed
         return None
-    if len(words) != 2 or words[0] != b"exit" or not words[1].isdigit():
+    if local:
         if got:  # stopped before the server answered: as it would have stopped here
             return 128 + got[0]
         os.write(2, b"farmer: the server (pid %d) ended during this command; running it here\n" % server_pid)
