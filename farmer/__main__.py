@@ -26,7 +26,8 @@ def run() -> None:
 
     code = served(sys.argv[1:])  # a server of this farmer runs for the project: it runs the command
     if code is not None:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # (None: started with stdout closed)
+            sys.stdout.flush()
         os._exit(code)
     from farmer.cli.quick import quick_build_args
 

@@ -520,3 +520,17 @@ def test_a_project_too_deep_for_a_socket_address_is_served_from_the_runtime_fold
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)
     assert list(runtime.iterdir()) == []
+
+
+def test_a_client_with_a_closed_stdout_is_served_as_a_farmer_of_its_own_runs(served):
+    """A closed stdout is handed over as /dev/null: the build runs, its output goes nowhere,
+    as a farmer of its own writing to a closed stdout (tests/test_cli_closed_stdout.py)."""
+    import subprocess
+
+    from conftest import farmer_command, farmer_env
+
+    cp = subprocess.run(farmer_command("build"), cwd=served.root, env=farmer_env(), stdin=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True, timeout=60, preexec_fn=lambda: os.close(1))
+    assert cp.returncode == 0 and cp.stderr == "", cp
+    assert served.read("out/b.txt") == "one\none\n"
+    assert _served_commands(served) == 1

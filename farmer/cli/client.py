@@ -221,7 +221,7 @@ def _run(sock, server_pid: int, argv: list[str], cwd: str) -> int | None:
     request = marshal.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ), "umask": umask,
                              "encoding": getattr(out, "encoding", None) or "utf-8",
                              "errors": getattr(out, "errors", None) or "strict"})
-    fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
+    fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in map(_open_or_null, (0, 1, 2)))
     got: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -267,6 +267,16 @@ def _run(sock, server_pid: int, argv: list[str], cwd: str) -> int | None:
     if got and code == 128 + signal.SIGINT:
         code = 128 + got[0]  # as if this process had been stopped by its own signal
     return code
+
+
+def _open_or_null(fd: int) -> int:
+    """`fd`, or where it is closed /dev/null in its place: what a farmer of its own writing to
+    a closed descriptor amounts to (cli/exit.py's ReaderGone)."""
+    try:
+        os.fstat(fd)
+        return fd
+    except OSError:
+        return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
 
 
 def ask(root: str, verb: str, timeout: float = ANSWER_S):
