@@ -28,6 +28,7 @@ _MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | 
          | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 _HEAD = 16  # struct inotify_event: wd, mask, cookie, len; then len bytes of name
 SKIP = (".farmer", ".git")
+_MANY = 200_000  # paths remembered as changed, beyond which the watcher gives up and says `lost`
 # File systems whose changes made elsewhere (another machine, the host of a VM) inotify does
 # not see: on these the server checks every file.
 _REMOTE = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "virtiofs", "vboxsf", "afs", "ceph", "glusterfs",
@@ -157,6 +158,9 @@ class Watcher:
                 self._add_tree(rel)
             return
         self.dirty.add(rel)
+        if len(self.dirty) > _MANY:  # a flood of files (a checkout, a generator): check them all
+            self.lost = True
+            self.dirty = set()
 
 
 def filesystem_seen_whole(root: str) -> bool:
