@@ -387,19 +387,34 @@ class BenchError(Exception):
 
 @dataclass
 class Tool:
-    name: str           # farmer | farmer-foreach | ninja | make
+    name: str           # farmer | farmer-foreach | farmer-serve | ninja | make
     dir: Path
     argv: list[str]
     env: dict | None
     state: tuple[str, ...]
+    serve: list[str] | None = None  # farmer-serve: `farmer serve -C DIR`, started before its builds
 
     def clean(self) -> None:
+        if self.serve:  # the server holds .farmer/: stopped, then started on the clean tree
+            self.stop_server()
         for s in self.state + ("out",):
             p = self.dir / s
             if p.is_dir():
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
+        if self.serve:
+            self.start_server()
+
+    def start_server(self) -> None:
+        # (in the project, as its builds run: `python -m farmer` imports from the working directory first)
+        cp = subprocess.run(self.serve + ["--idle", "2h"], env=self.env, capture_output=True, text=True,
+                            timeout=60, cwd=self.dir)
+        if cp.returncode != 0:
+            raise BenchError(f"{self.name}: farmer serve failed: {cp.stderr.strip()}")
+
+    def stop_server(self) -> None:
+        subprocess.run(self.serve + ["--stop"], env=self.env, capture_output=True, timeout=60, cwd=self.dir)
 
     def diagnose(self, timeout: float) -> str:
         """Re-run untimed with output captured, for an error message."""
@@ -676,6 +691,9 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
         if name.startswith("farmer"):
             t = Tool(name, d, farmer_argv + ["build", "-C", str(d), "-j", j, "all"],
                      farmer_env, (".farmer",))
+            if name == "farmer-serve":  # its builds answered by a server (docs/serve.md)
+                t.serve = farmer_argv + ["serve", "-C", str(d)]
+                t.start_server()
         elif name == "ninja":
             t = Tool(name, d, ["ninja", "-C", str(d), "-j", j, "all"], None,
                      (".ninja_log", ".ninja_deps"))
@@ -707,6 +725,15 @@ def bench_size(n: int, args, farmer_argv, farmer_env, results: list[dict]) -> No
                           for k, v in row["tools"].items())
         log(f"[n={n}] {scenario}: {cells}")
 
+    try:
+        _bench_tools(n, args, g, tools, change_src, change_outs, base, record)
+    finally:
+        for t in tools:
+            if t.serve:
+                t.stop_server()
+
+
+def _bench_tools(n, args, g, tools, change_src, change_outs, base, record) -> None:
     failed: set[str] = set()
 
     def attempt(t: Tool, fn):
@@ -899,8 +926,9 @@ def render_table(results: list[dict], tool_names: list[str], markdown: bool) -> 
         for other in ("ninja", "make"):
             if other in tool_names:
                 headers.append(f"farmer/{other}")
-    if "farmer-foreach" in tool_names and "ninja" in tool_names:
-        headers.append("farmer-foreach/ninja")
+    for variant in ("farmer-foreach", "farmer-serve"):
+        if variant in tool_names and "ninja" in tool_names:
+            headers.append(f"{variant}/ninja")
     for name in tool_names:
         headers.append(f"{name} RSS MB")
     firsts = [name for name in tool_names
@@ -917,8 +945,9 @@ def render_table(results: list[dict], tool_names: list[str], markdown: bool) -> 
             for other in ("ninja", "make"):
                 if other in tool_names:
                     cells.append(fmt_ratio(med["farmer"], med[other]))
-        if "farmer-foreach" in tool_names and "ninja" in tool_names:
-            cells.append(fmt_ratio(med["farmer-foreach"], med["ninja"]))
+        for variant in ("farmer-foreach", "farmer-serve"):
+            if variant in tool_names and "ninja" in tool_names:
+                cells.append(fmt_ratio(med[variant], med["ninja"]))
         cells += [fmt_mb(tl.get(k, {}).get("maxrss_kb")) for k in tool_names]
         cells += [fmt_ms(tl.get(k, {}).get("first_s")) for k in firsts]
         rows.append(cells)
@@ -987,7 +1016,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-projects", action="store_true",
                     help="configure the real projects again (kept in WORK/projects/)")
     ap.add_argument("--tools", default="farmer,ninja,make",
-                    help="farmer,farmer-foreach,ninja,make (default: farmer,ninja,make)")
+                    help="farmer,farmer-foreach,farmer-serve,ninja,make (default: farmer,ninja,make; "
+                         "farmer-serve: farmer's builds answered by `farmer serve`)")
     ap.add_argument("--foreach", action="store_true",
                     help="also measure farmer with the first layer as one foreach task")
     ap.add_argument("--out", type=Path, help="write the table as Markdown here")
@@ -1014,7 +1044,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.foreach and "farmer-foreach" not in args.tools:
         args.tools.insert(args.tools.index("farmer") + 1 if "farmer" in args.tools else 0,
                           "farmer-foreach")
-    bad = set(args.tools) - {"farmer", "farmer-foreach", "ninja", "make"}
+    bad = set(args.tools) - {"farmer", "farmer-foreach", "farmer-serve", "ninja", "make"}
     if bad:
         ap.error(f"unknown tool(s): {', '.join(sorted(bad))}")
     if args.repeat < 1:

@@ -26,6 +26,13 @@ def run() -> None:
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(s) != signal.SIG_IGN:
             signal.signal(s, _early)
+    from farmer.cli.client import served
+
+    code = served(sys.argv[1:])  # a server of this farmer runs for the project: it runs the command
+    if code is not None:
+        if sys.stdout is not None:  # (None: started with stdout closed)
+            sys.stdout.flush()
+        os._exit(code)
     from farmer.cli.quick import quick_build_args
 
     args = quick_build_args(sys.argv[1:])

@@ -483,7 +483,7 @@ def test_a_state_db_error_is_one_line_without_the_sqlite3_package():
             "from farmer.cli import exit as ending\n""from farmer.store import state\n"
             "def failing():\n"
             "    raise state.sqlite3.OperationalError('disk I/O error')\n"
-            "print(ending._guarded(failing), 'sqlite3' in sys.modules)\n")
+            "print(ending.guarded(failing), 'sqlite3' in sys.modules)\n")
     path = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(xxhash.__file__))])
     cp = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                         env=farmer_env({"PYTHONPATH": path}), timeout=60)

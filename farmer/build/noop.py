@@ -24,6 +24,10 @@ from farmer.report.lastbuild import Counts, header, summary_line
 from farmer.report.lastbuild import write as write_last_build
 from farmer.store.proof import STATS, Proof, read, write_stats
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def warm_manifest_engine() -> None:
     """What a ninja manifest's build goes on with: the build engine."""
@@ -46,14 +50,17 @@ def _farmfile_bytes(path: str) -> bytes | None:
         return None
 
 
-def try_build(farmfile: str, targets: list[str], jobs: int,
-              digest: str | None = None, ending: str = "summary") -> int | Proof | None:
+def try_build(farmfile: str, targets: list[str], jobs: int, digest: str | None = None,
+              ending: str = "summary",
+              check: Callable[[Proof], set[int]] | None = None) -> int | Proof | None:
     """Finish a no-op build here (its exit status), or leave the build to the full path:
     with the proof, checked (what changed is known), or None. The working directory is the
     project root, and the caller holds the project's lock. `digest`: what the proof is keyed
     by when it is not the Farmfile's bytes (a ninja manifest's, from farmer/store/ninja_stamp.py);
     `ending`: what it prints at its end: "summary" farmer's summary line, "ninja" ninja's
-    `ninja: no work to do.` (`farmer ninja`), "" nothing (`farmer ninja --quiet`)."""
+    `ninja: no work to do.` (`farmer ninja`), "" nothing (`farmer ninja --quiet`).
+    `check`: what tells which of the proof's files changed, instead of `Proof.check` (a
+    server's, which looks only where the kernel saw changes: farmer/build/watched.py)."""
     started_at = time.time()
     t0 = time.monotonic()
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
@@ -66,7 +73,11 @@ def try_build(farmfile: str, targets: list[str], jobs: int,
             return None
         digest = hash_bytes(text)
     proof = read(farmer_dir, farmfile, digest, targets)
-    if proof is None or proof.check(warm_manifest_engine if manifest else warm_farmfile_engine):
+    if proof is None:
+        return proof
+    changed = check(proof) if check is not None else \
+        proof.check(warm_manifest_engine if manifest else warm_farmfile_engine)
+    if changed:
         return proof
     if proof.racy and time.time_ns() - max(max(stat_of(proof.stats, n)[::3]) for n in proof.racy) > RACY_NS:
         # Each racy file vouched for by its content, and now far enough from its last

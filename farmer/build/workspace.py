@@ -42,6 +42,11 @@ if TYPE_CHECKING:
     from farmer.store.state import State
 
 
+class OtherProject(Exception):
+    """A build of another project than the one whose lock the workspace holds (a server's
+    client's, say): it cannot run here."""
+
+
 class Engines:
     """What runs computations and what remembers their outputs, when handed in (tests'
     fakes, as ninja's FakeCommandRunner); None: each build makes its own from the request's
@@ -233,6 +238,8 @@ class Workspace:
         return lock
 
     def _lock_for(self, root: str) -> ProjectLock:
+        if self.lock is not None and root != self.root and os.path.realpath(root) != os.path.realpath(self.root):
+            raise OtherProject(root)
         if self.lock is None:
             from farmer.files.lock import ProjectLock
 

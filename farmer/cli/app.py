@@ -58,9 +58,18 @@ def _farmfile_given() -> bool:
     return click.get_current_context().get_parameter_source("farmfile") != click.core.ParameterSource.DEFAULT
 
 
+def _served():
+    """What a server that runs this command for a client shares with it (cli/server.py's
+    `Served`: its workspace, its warm graph); None in a farmer of its own."""
+    return click.get_current_context().find_root().obj
+
+
 def _load(directory: str | None, farmfile: str, ninja: bool):
     """Read the Farmfile (or the ninja manifest) and traverse it; the project root becomes
     the working directory."""
+    served = _served()
+    if served is not None:
+        return served.load(directory, farmfile, ninja, _farmfile_given())
     return command.load_project(directory, farmfile, False, ninja, _farmfile_given())
 
 
@@ -113,6 +122,9 @@ class _BuildCommand(click.Command):
 @_build_options
 def build(targets, **options) -> None:
     """Build TARGETs (task names or output paths); the Farmfile's default, else everything."""
+    served = _served()
+    if served is not None:  # the server's workspace: its lock, state and warm graph and worlds
+        sys.exit(served.build(_request(targets, options)))
     from farmer.build.workspace import Workspace
 
     sys.exit(Workspace().build(_request(targets, options)))
@@ -121,7 +133,7 @@ def build(targets, **options) -> None:
 def _watch(targets, **options) -> None:
     from farmer.cli.watch import watch
 
-    sys.exit(watch(_request(targets, options)))
+    sys.exit(watch(_request(targets, options), run_served))
 
 
 cli.add_command(_BuildCommand(
@@ -129,6 +141,27 @@ cli.add_command(_BuildCommand(
     help="Build TARGETs, then build again whenever one of their inputs changes; worlds stay "
          "warm between builds. Takes the options of build.",
     short_help="Build, then rebuild on every change."))
+
+
+@cli.command()
+@click.option("--idle", default="3h", metavar="DURATION", show_default=True,
+              help="Exit after this long without a command: 90s, 30m, 3h or seconds.")
+@click.option("--stop", is_flag=True, help="Stop the project's server (exit 0 also when none runs).")
+@click.option("--status", is_flag=True, help="Say whether a server runs and what it holds (exit 1: none).")
+@_option(_PROJECT["directory"])
+@click.option("-f", "farmfile", default=None, metavar="FARMFILE", help="The Farmfile, relative to -C DIR.")
+def serve(idle, stop, status, directory, farmfile) -> None:
+    """Keep a farmer running for the project: build, plan, query and graph are answered by it,
+    with the graph, the state and the worlds kept warm (docs/serve.md)."""
+    from farmer.cli import serve as server
+
+    if stop and status:
+        raise UsageError("serve takes one of --stop and --status")
+    if stop:
+        sys.exit(server.stop(directory, farmfile))
+    if status:
+        sys.exit(server.status(directory, farmfile))
+    sys.exit(server.start(directory, farmfile, idle, run_served))
 
 
 @cli.command()
@@ -320,9 +353,24 @@ def main() -> None:
     ending.main(_main)
 
 
-def _main() -> int:
+def run_served(argv: list[str], served) -> int:
+    """A client's command (`argv`: its words after `farmer`) run by a server (cli/server.py) as
+    `main` runs it, with the server's `served` in click's context: its exit status, where
+    `main` would exit with it."""
+
+    def command() -> int:
+        try:
+            return _main(argv, served)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+    return ending.guarded(command, served.interrupted)
+
+
+def _main(argv: list[str] | None = None, served=None) -> int:
     try:
-        cli.main(standalone_mode=False, prog_name="farmer", complete_var="_FARMER_COMPLETE")
+        cli.main(args=argv, obj=served, standalone_mode=False, prog_name="farmer",
+                 complete_var="_FARMER_COMPLETE")
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.exceptions.NoArgsIsHelpError as e:  # a bare `farmer`: its help, as click does
@@ -332,5 +380,9 @@ def _main() -> int:
         print(f"farmer: error: {e.format_message().rstrip('.')}; {_hint(e)}", file=sys.stderr)
         return 2
     except click.exceptions.Abort as e:  # click's word for a KeyboardInterrupt
+        if served is not None:  # the server goes on: `run_served` says it
+            stop = KeyboardInterrupt()
+            stop.signum = getattr(e.__cause__, "signum", signal.SIGINT)  # type: ignore[attr-defined]
+            raise stop from None
         ending.interrupted(128 + getattr(e.__cause__, "signum", signal.SIGINT))
     return 0

@@ -76,7 +76,7 @@ def main(command: Callable[[], int | None], leave_at_once: bool = False) -> NoRe
     try:
         for s in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, _stop)
-        code = _guarded(command)
+        code = guarded(command)
     finally:
         # The outcome is decided: a signal now (a second Ctrl-C while farmer exits) must
         # not turn the exit status into a KeyboardInterrupt or a death by signal.
@@ -125,7 +125,10 @@ def interrupted(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _guarded(command: Callable[[], int | None]) -> int:
+def guarded(command: Callable[[], int | None], on_interrupt: Callable[[int], int] | None = None) -> int:
+    """The exit status of `command`, its errors said in one line. A signal that stops it
+    leaves the process at once (`interrupted`), or with `on_interrupt`, is handed to it
+    with 128 + the signal (a server's, which goes on: cli/server.py)."""
     try:
         return command() or 0
     except (UsageError, LockHeld) as e:
@@ -137,7 +140,10 @@ def _guarded(command: Callable[[], int | None]) -> int:
         print(f"farmer: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Stopped) as e:
-        interrupted(128 + getattr(e, "signum", signal.SIGINT))
+        code = 128 + getattr(e, "signum", signal.SIGINT)
+        if on_interrupt is None:
+            interrupted(code)
+        return on_interrupt(code)
     except Exception as e:
         sqlite3 = sys.modules.get("_sqlite3")  # only a command that opened state.db has it (state.py)
         if sqlite3 is None or not isinstance(e, sqlite3.Error):

@@ -227,11 +227,14 @@ class Watcher:
     def track(self, paths: dict[str, tuple | None], listings: dict[str, set[str]]) -> None:
         """inotify sees every file under the root: nothing to add."""
 
-    def wait(self) -> set[tuple[int, str]]:
+    def wait(self, clients=None) -> set[tuple[int, str]]:
+        """`clients`: a server's (cli/server.py): a client waiting ends the wait, with no events."""
         while True:
-            got = self._notify.watch(DEBOUNCE_MS, QUIET_MS, 0, None)
+            got = self._notify.watch(DEBOUNCE_MS, QUIET_MS, 0, clients)
             if got == "signal":  # our handler raised; watchfiles dropped the exception
                 raise KeyboardInterrupt
+            if got == "stop":
+                return set()
             if isinstance(got, set):
                 return got
 
@@ -255,10 +258,12 @@ class PollingWatcher:
         self.stats = {p: key if key is not None else _stat(p) for p, key in paths.items()}
         self.listings = {prefix: set(files) for prefix, files in listings.items()}
 
-    def wait(self) -> set[tuple[int, str]]:
+    def wait(self, clients=None) -> set[tuple[int, str]]:
         events: set[tuple[int, str]] = set()
         while True:
             time.sleep(POLL_S if not events else QUIET_MS / 1000)
+            if clients is not None and not events and clients.is_set():
+                return events
             found = self._poll()
             if not found and events:
                 return events
@@ -340,10 +345,12 @@ def _say(text: str) -> None:
     print(f"farmer: watch: {text}", file=sys.stderr, flush=True)
 
 
-def watch(request: BuildRequest) -> int:
+def watch(request: BuildRequest, runner=None) -> int:
     """`farmer watch`: a build of `request`, then one more after each change, in one
     workspace that holds the lock, state.db, the graph and the worlds until the watch
-    ends. Returns the exit status when a signal (or a build's) ends the watch."""
+    ends. Returns the exit status when a signal (or a build's) ends the watch. `runner`:
+    how a client's command runs (cli/app.py's `run_served`): the watch serves its clients
+    between its builds (cli/server.py)."""
     farmfile, given = command.named_manifest(request.directory, request.farmfile, request.farmfile_given,
                                              request.ninja)
     request = request.replace(directory=None, farmfile=farmfile, farmfile_given=given)
@@ -359,8 +366,13 @@ def watch(request: BuildRequest) -> int:
     request = request.replace(directory=None, farmfile=os.fspath(spec.path), farmfile_given=True)
     # The builds' handlers keep the signals they do not act on in the lock's list: this one.
     ws.hold(spec.root, signals.early)
-    watcher = None
+    watcher = server = None
     try:
+        if runner is not None:
+            from farmer.cli.server import Server
+
+            server = Server(spec.root, float("inf"), runner, ws, signals.install)
+            server.listen()
         watcher = _watcher(spec.root)  # before the first build, so that no change is missed
         inputs = Inputs(spec, graph, targets)
         del graph  # (the workspace keeps it for the builds)
@@ -376,10 +388,12 @@ def watch(request: BuildRequest) -> int:
                 if stopped is not None:  # one whose exception did not reach us
                     return stopped
                 try:
-                    events = watcher.wait()
+                    events = watcher.wait(server)
                 except KeyboardInterrupt as e:
                     e.signum = signals.signum  # type: ignore[attr-defined]
                     raise
+                if server is not None and not server.serve_pending():
+                    return 0  # farmer serve --stop
                 changed, reload = inputs.changes(events, Recorded(ws.open_state))
             _say(f"{time.strftime('%H:%M:%S')} {', '.join(changed[:10])}"
                  f"{f' and {len(changed) - 10} more' if len(changed) > 10 else ''} changed")
@@ -398,6 +412,8 @@ def watch(request: BuildRequest) -> int:
     finally:
         signals.ignore()  # a second Ctrl-C must not cut the cleanup short
         try:
+            if server is not None:
+                server.unlisten()
             ws.close()  # its worlds stopped, then the lock released
         finally:
             if watcher is not None:

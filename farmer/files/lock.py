@@ -39,7 +39,7 @@ def unmark_fifos(farmer_dir: str) -> None:
 
 
 def _holder(fd: int) -> tuple[str, str]:
-    """The holder's pid and role (`watch`, or "" for a build) as written in the lock file.
+    """The holder's pid and role (`watch`, `serve`, or "" for a build) as written in the lock file.
     A holder that has just taken the lock writes it within microseconds, so an empty file
     is read again for a moment (a new project's file is empty until its first holder
     writes): up to half a second, which a holder descheduled on a loaded machine may take."""
@@ -51,9 +51,18 @@ def _holder(fd: int) -> tuple[str, str]:
     return "unknown", ""
 
 
+def holder(path: str) -> tuple[str, str]:
+    """The pid and role written in the lock file at `path` (its holder's, while it is held)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+
+
 class ProjectLock:
     """`role`: written under the pid, so that a second farmer can say who holds the lock
-    (`watch`; "" for a build)."""
+    (`watch`, `serve`; "" for a build)."""
 
     def __init__(self, farmer_dir: str | os.PathLike, role: str = "") -> None:
         self.role = role
@@ -74,6 +83,11 @@ class ProjectLock:
                 raise LockHeld(
                     f"`farmer watch` (pid {holder}) holds {self.path}: it rebuilds on every change "
                     "already; look at its terminal, or stop it (Ctrl-C) to build by hand") from None
+            if role == "serve":  # a command it does not run (busy, stopped, another farmer's version)
+                raise LockHeld(
+                    f"`farmer serve` (pid {holder}) holds {self.path} and did not run this command "
+                    f"(busy, stopped, or another farmer's version); wait for it, or stop it: "
+                    f"farmer serve --stop (kill {holder} if it does not answer)") from None
             raise LockHeld(
                 f"another farmer (pid {holder}) holds {self.path}; wait for it to finish or stop it"
             ) from None
