@@ -235,7 +235,7 @@ def test_a_client_through_the_server_imports_nothing_heavy(served):
     assert "farmer.cli.client" in modules
     assert not (HEAVY | NOT_ON_AN_INCREMENTAL_BUILD) & modules, sorted((HEAVY | NOT_ON_AN_INCREMENTAL_BUILD) & modules)
     farmer_modules = {m for m in modules if m.startswith("farmer")}
-    assert farmer_modules <= {"farmer", "farmer.__main__", "farmer.cli", "farmer.cli.client", "farmer.startup",
+    assert farmer_modules <= {"farmer", "farmer.__main__", "farmer.cli", "farmer.cli.client", "farmer.cli.quick", "farmer.startup",
                               "farmer.startup.cheap"}, sorted(farmer_modules)
     assert not {"socket", "selectors", "zlib", "farmer.store.proof"} & modules, sorted(modules)
 
@@ -534,3 +534,13 @@ def test_a_client_with_a_closed_stdout_is_served_as_a_farmer_of_its_own_runs(ser
     assert cp.returncode == 0 and cp.stderr == "", cp
     assert served.read("out/b.txt") == "one\none\n"
     assert _served_commands(served) == 1
+
+
+def test_every_option_of_farmer_build_is_served(served):
+    """The client reads `farmer build`'s own options table: an option added there (here -v,
+    ninja's verbose lines) is answered by the server, not refused beside it with exit 3."""
+    assert served.build().returncode == 0
+    before = _served_commands(served)
+    r = served.build("-v", "--quiet", "-k", "0")
+    assert r.returncode == 0 and r.summary()["up to date"] == 2, r
+    assert _served_commands(served) == before + 1

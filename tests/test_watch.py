@@ -190,7 +190,7 @@ def test_the_lock_is_held_while_watching(project, watching):
     w.builds(1)
     r = project.build()  # answered by the watch, between its builds (docs/serve.md)
     assert r.returncode == 0 and r.summary()["up to date"] == 1, r
-    r = project.build("-kj1")  # a form its client does not read: run here, beside the watch
+    r = project.build("-vj1")  # a form its client does not read: run here, beside the watch
     assert r.returncode == 3, r
     assert "farmer watch" in r.stderr and str(w.proc.pid) in r.stderr, r
     assert "Traceback" not in r.stderr

@@ -35,12 +35,22 @@ MAGIC = b"farmer-serve1"
 SOCKET_NAME = "serve.sock"
 _MAX_SUN_PATH = 107  # sockaddr_un's path, without its final NUL
 
-# The options of the served commands, with whether each takes a value: a command line with
-# any other option (or options run together) is not looked into, and runs here.
-_VALUED = {"-C", "-f", "-j", "-l", "--timeout", "--trace", "--cache-dir", "--base-dir", "--remote",
-           "--remote-instance", "--remote-header", "--remote-timeout", "--format"}
-_FLAGS = {"--ninja", "-k", "-n", "--explain", "--no-worlds", "--cache", "--no-cache", "--remote-exec",
-          "--no-remote-upload", "--simulate", "--from-scratch", "--json"}
+# The options of the served commands beyond `farmer build`'s table (farmer/cli/quick.py, which
+# imports nothing): a command line with any other option (or options run together) is not
+# looked into, and runs here.
+_OTHER_VALUED = ("--format",)
+_OTHER_FLAGS = ("--simulate", "--from-scratch", "--json")
+
+
+def _options() -> tuple[set[str], set[str]]:
+    """The served commands' options that take a value, and those that take none (a count
+    such as -k is read as one: a number after it is a word like a target)."""
+    from farmer.cli.quick import BUILD_OPTIONS, COUNT, FLAG, SWITCH
+    valued, flags = set(_OTHER_VALUED), set(_OTHER_FLAGS)
+    for option in BUILD_OPTIONS:
+        (flags if option.kind in (FLAG, SWITCH, COUNT) else valued).update(option.flags)
+    return valued, flags
+
 
 # The farmer sources whose stat data, with the version, tells one farmer from another (an
 # upgrade, another checkout, an edited tree): a server of other code is not used.
@@ -68,6 +78,7 @@ def command_project(argv: list[str], cwd: str) -> str | None:
     None when `argv` is not a served command in a form read here (it then runs here)."""
     if not argv or argv[0] not in SERVED:
         return None
+    valued, flags = _options()
     directory = farmfile = None
     ninja = False
     i, n = 1, len(argv)
@@ -79,10 +90,10 @@ def command_project(argv: list[str], cwd: str) -> str | None:
         if not arg.startswith("-") or arg == "-":
             continue
         name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name in _FLAGS and not eq:
+        if name in flags and not eq:
             ninja = ninja or name == "--ninja"
             continue
-        if name not in _VALUED:
+        if name not in valued:
             if arg[:2] in ("-C", "-f", "-j", "-l") and len(arg) > 2:  # -Cdir, -j4
                 name, value, eq = arg[:2], arg[2:], "="
             else:
