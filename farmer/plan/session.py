@@ -41,7 +41,7 @@ _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is g
 class Session:
     __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
                  "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked", "fresh",
-                 "fresh_at", "fresh_discovered")
+                 "fresh_at", "fresh_discovered", "setup_reads_now")
 
     def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
                  traces: dict[str, Trace], all_traces: bool, selected: list[int],
@@ -74,6 +74,7 @@ class Session:
         self.fresh: list[str] = []
         self.fresh_at: memoryview | None = None
         self.fresh_discovered: dict[int, list[str]] = {}
+        self.setup_reads_now: dict[str, list[str]] = {}  # worlds set up in this build: what they read
 
     @classmethod
     def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int],
@@ -129,8 +130,24 @@ class Session:
         if not self.worlds:
             from farmer.run.worlds.chain import fingerprints
 
-            self.worlds = fingerprints(self.spec, self.digests)
+            self.worlds = fingerprints(self.spec, self.digests, self.setup_reads)
         return self.worlds[name]
+
+    def setup_reads(self, world: str) -> list[str]:
+        """The files world `world`'s set-up read: in this build, else when it last ran (its
+        record in state.db: run/worlds/reads.py, record/recorder.py)."""
+        now = self.setup_reads_now.get(world)
+        if now is None:
+            kept = self.trace(world_setup_id(world))
+            now = self.setup_reads_now[world] = [p for p, _ in kept.discovered] if kept is not None else []
+        return now
+
+    def world_set_up(self, world: str, paths: list[str]) -> None:
+        """World `world` was set up in this build and read `paths`: its fingerprint from
+        now on holds them."""
+        if self.setup_reads(world) != paths:
+            self.setup_reads_now[world] = paths
+            self.worlds = {}
 
     def outputs_written(self, paths: list[str]) -> None:
         """A world whose input was just rebuilt has a new fingerprint."""

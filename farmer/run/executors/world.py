@@ -30,7 +30,7 @@ from farmer.files.private import make_dir, open_file
 from farmer.graph.graph import Computation
 from farmer.manifest.spec import WorldSpec
 from farmer.run.executors.base import Executor, Outcome
-from farmer.run.executors.process import drop_empty_log, log_path
+from farmer.run.executors.process import drop_empty_log, log_path, reads_path
 from farmer.run.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
 from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
 from farmer.run.worlds.protocol import ProtocolError
@@ -278,7 +278,8 @@ class WorldExecutor(Executor):
         job.deadline = job.dispatched + job.timeout if job.timeout else None
         proc.jobs[job.id] = job
         self._send(proc, "run", job=job.id, args=args,
-                   log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode)
+                   log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode,
+                   reads=reads_path(self.logs, comp.id))
         if last:  # the world ends with this job; a later task starts a new one
             proc.state = "closing"
             proc.closing_normally = True

@@ -12,7 +12,9 @@ when the frame is complete, and a frame cut short by the end of the stream at `e
 
 farmer -> world (the world's `.in` FIFO):
   run    {job, args, log, env, mode}   mode "fork": in a forked child; "exec": in the world
-                                       itself, which then exits (its last pending future)
+                                       itself, which then exits (its last pending future);
+                                       optional `reads`: where the task's driver writes what
+                                       it read (reads.py)
   world  {job, name, base, setup, env, log}  fork a child world: it runs `setup` and then
                                        serves on the FIFOs `base`.in / `base`.out
   close  {}                            exit; nothing is running

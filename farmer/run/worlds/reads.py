@@ -1,0 +1,159 @@
+"""What a Python step reads, recorded inside its own interpreter (standard library only: the
+driver loads this file by path, without the farmer package).
+
+farmer runs Python steps in its driver, so it can see what they use, as a depfile shows what
+a compile used. Two sources, both cheap:
+
+- an audit hook (PEP 578) sees every `open` event: `open()`, `io.open`, `os.open`, pathlib's
+  reads, `io.open_code`. A hook cannot be removed, so it is installed once per interpreter
+  and collects only while a set-up or a step is active (`Reads.begin` ... `Reads.end`);
+  otherwise it returns at once;
+- the modules a step imported: `sys.modules` at its end, less what its world's set-up had
+  imported already (`Reads.snapshot`), each by its source file.
+
+What is kept (`Reads.end`): existing regular files, made absolute against the working
+directory of the open, except the interpreter's own (under `sys.base_prefix` or
+`sys.base_exec_prefix`, but for a site-packages or dist-packages folder there: third-party
+packages count), /proc, /sys, /dev, farmer's own folder (`.farmer/` in the project root), and
+bytecode caches (a module counts by its source). A file the step opened for writing is its
+product, not an input: it is reported apart (`wrote`), inside the project root only, for
+farmer's warning about undeclared outputs. Paths inside the root are made relative to it.
+
+The file farmer reads back (`dump`, `load`): a JSON object
+  {"read": [PATH...], "wrote": [PATH...], "setup": [[WORLD, BEGAN_NS, [PATH...]]...]}
+where `setup` lists what each world of the step's chain read while it set up (root world
+first) and when that set-up began (the wall clock, ns).
+
+Not seen: files read by processes the step starts (subprocesses, multiprocessing workers),
+files a C extension opens without Python's `open`, files opened relative to a directory
+descriptor (`dir_fd`), and a step that ends with `os._exit` reports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+_SKIPPED = ("/proc/", "/sys/", "/dev/")
+_PACKAGES = ("/site-packages/", "/dist-packages/")
+
+
+class Reads:
+    """The recording of one interpreter (and of the processes forked from it)."""
+
+    __slots__ = ("active", "opened", "root", "snapshot", "setups", "_own")
+
+    def __init__(self, root: str) -> None:
+        self.active = False
+        self.opened: list[tuple[object, int]] = []  # (path as opened, made absolute, flags)
+        self.root = os.path.abspath(root)
+        self.snapshot: frozenset[str] = frozenset(sys.modules)  # modules a step does not count
+        self.setups: list[list] = []  # [world, began_ns, paths] of the chain, root world first
+        prefixes = {os.path.abspath(p) + os.sep for p in (sys.base_prefix, sys.base_exec_prefix) if p}
+        self._own = (tuple(prefixes), os.path.join(self.root, ".farmer") + os.sep)
+
+    def install(self) -> None:
+        """The audit hook, once per interpreter; forks inherit it (and this object)."""
+        opened = self.opened
+        getcwd, isabs, fspath = os.getcwd, os.path.isabs, os.fspath
+        me = self
+
+        def hook(event: str, args: tuple) -> None:
+            if event == "open" and me.active:
+                path = args[0]
+                if isinstance(path, int) or path is None:
+                    return  # a descriptor: its file was opened (and seen) by path before
+                try:
+                    path = fspath(path)
+                    if isinstance(path, bytes):
+                        path = os.fsdecode(path)
+                    if not isabs(path):
+                        path = os.path.join(getcwd(), path)
+                except (TypeError, ValueError, OSError):
+                    return
+                opened.append((path, args[2] if isinstance(args[2], int) else 0))
+
+        sys.addaudithook(hook)
+
+    def begin(self) -> None:
+        """A set-up or a step starts: collect from now on."""
+        self.opened.clear()
+        self.active = True
+
+    def end(self) -> tuple[list[str], list[str]]:
+        """Stop collecting: (files read, files written inside the root), each once, in the
+        order first seen; modules imported since `snapshot` count as read."""
+        self.active = False
+        written: dict[str, None] = {}
+        read: dict[str, None] = {}
+        for path, flags in self.opened:
+            path = os.path.normpath(path)
+            if flags & (os.O_WRONLY | os.O_RDWR):
+                written[path] = None
+            else:
+                read[path] = None
+        self.opened.clear()
+        snapshot = self.snapshot
+        for name, module in list(sys.modules.items()):
+            if name not in snapshot:
+                source = getattr(module, "__file__", None)
+                if isinstance(source, str):
+                    read[os.path.normpath(os.path.abspath(source))] = None
+        kept_read = [p for p in (self._kept(p) for p in read if p not in written) if p is not None]
+        kept_written = [p for p in (self._kept(p) for p in written) if p is not None and not p.startswith("/")]
+        return kept_read, kept_written
+
+    def _kept(self, path: str) -> str | None:
+        """`path` as recorded (relative inside the root), or None when it is not recorded."""
+        prefixes, farmer_dir = self._own
+        if path.startswith(_SKIPPED) or path.startswith(farmer_dir) or "/__pycache__/" in path:
+            return None
+        if path.startswith(prefixes) and not any(p in path for p in _PACKAGES):
+            return None  # the interpreter's own: its standard library, its headers
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+        except (OSError, ValueError):
+            return None
+        return path.removeprefix(self.root + os.sep)
+
+    def set_up(self, world: str, began_ns: int, paths: list[str]) -> None:
+        """World `world`'s set-up, which began at `began_ns`, read `paths`: its modules are
+        the world's from now on, not its steps'."""
+        self.setups.append([world, began_ns, paths])
+        self.snapshot = frozenset(sys.modules)
+
+
+def dump(path: str, read: list[str], wrote: list[str], setups: list[list]) -> None:
+    """Write what a step read where farmer looks for it; a failure to is no failure of the
+    step (farmer then knows nothing of its reads)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    with os.fdopen(fd, "w") as f:
+        json.dump({"read": read, "wrote": wrote, "setup": setups}, f, separators=(",", ":"))
+
+
+def load(path: str) -> tuple[list[str], list[str], list[tuple[str, int, list[str]]]] | None:
+    """What `dump` wrote at `path` (read, wrote, set-ups), removing the file; None when there
+    is none or it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    try:
+        read = [str(p) for p in data["read"]]
+        wrote = [str(p) for p in data["wrote"]]
+        setups = [(str(w), int(t), [str(p) for p in paths]) for w, t, paths in data["setup"]]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return read, wrote, setups
