@@ -239,7 +239,7 @@ class _Build:
         from farmer.run.executors.composite import with_worlds
 
         return with_worlds(executor, self.session.spec, comps, to_run, logs, self.t0, opts.timeout,
-                           warn, self.worlds, self.session.world_fingerprint)
+                           warn, self.worlds, self.session.world_declared_fingerprint)
 
     def _console(self, to_run: dict[int, str]) -> bool:
         """Whether the plan runs a command of ninja's console pool (only a build.ninja has

@@ -41,7 +41,7 @@ _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is g
 class Session:
     __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
                  "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked", "fresh",
-                 "fresh_at", "fresh_discovered", "setup_reads_now")
+                 "fresh_at", "fresh_discovered", "setup_reads_now", "declared_worlds")
 
     def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
                  traces: dict[str, Trace], all_traces: bool, selected: list[int],
@@ -75,6 +75,7 @@ class Session:
         self.fresh_at: memoryview | None = None
         self.fresh_discovered: dict[int, list[str]] = {}
         self.setup_reads_now: dict[str, list[str]] = {}  # worlds set up in this build: what they read
+        self.declared_worlds: dict[str, str] = {}  # world fingerprints without what set-ups read
 
     @classmethod
     def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int],
@@ -133,6 +134,16 @@ class Session:
             self.worlds = fingerprints(self.spec, self.digests, self.setup_reads)
         return self.worlds[name]
 
+    def world_declared_fingerprint(self, name: str) -> str:
+        """A world's fingerprint without the files its set-up read: what a world kept warm by
+        `farmer watch` is kept under (those files are checked apart, by their change times:
+        run/executors/world.py)."""
+        if not self.declared_worlds:
+            from farmer.run.worlds.chain import fingerprints
+
+            self.declared_worlds = fingerprints(self.spec, self.digests)
+        return self.declared_worlds[name]
+
     def setup_reads(self, world: str) -> list[str]:
         """The files world `world`'s set-up read: in this build, else when it last ran (its
         record in state.db: run/worlds/reads.py, record/recorder.py)."""
@@ -154,6 +165,7 @@ class Session:
         if self.worlds and any(i in paths for inputs in self.graph.world_inputs.values()
                                for i in inputs):
             self.worlds = {}
+            self.declared_worlds = {}
 
     def to_run(self) -> dict[int, str]:
         """What would run, and why: the computations out of date now, and everything

@@ -36,6 +36,7 @@ from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
 from farmer.run.worlds.protocol import ProtocolError
 
 _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
+_TICK_NS = 20_000_000  # time stamps lag the clock by up to a kernel tick (cache/use.py's margin)
 
 
 class WorldExecutor(Executor):
@@ -364,6 +365,7 @@ class WorldExecutor(Executor):
         if began is not None:
             self.setup_s[proc.name] = time.monotonic() - began
         proc.pid = proc.pid or msg["pid"]
+        proc.setup_reads = msg.get("reads")
         try:
             proc.open_input()
         except OSError as e:
@@ -537,7 +539,8 @@ class WorldExecutor(Executor):
             self.warm.discard(proc)
             raise
         now = self.fingerprint(name) if self.fingerprint else None
-        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc):
+        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc) \
+                or not _setup_reads_hold(self.root, proc.setup_reads):
             self.warm.discard(proc)
             return None
         self._move(proc, self.warm.selector, self.selector, adopt=True)
@@ -612,3 +615,19 @@ class WorldExecutor(Executor):
         if world is not None and not self.stopping:
             self._close_unneeded(world)
 
+
+def _setup_reads_hold(root: str, reads: list | None) -> bool:
+    """Whether every file a kept world's setup read (`reads`: [began_ns, paths], as its
+    `ready` said) is unchanged since the setup began: its change time, which nothing sets
+    back, is older than that (by a kernel tick, by which time stamps lag the clock). Its
+    fingerprint leaves them out."""
+    if reads is None:
+        return True  # (a world of a driver that does not say: nothing read is known)
+    began, paths = reads
+    for path in paths:
+        try:
+            if os.stat(os.path.join(root, path)).st_ctime_ns >= began - _TICK_NS:
+                return False
+        except OSError:
+            return False
+    return True

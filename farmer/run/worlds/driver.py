@@ -273,7 +273,8 @@ class World:
             import threading
 
             threads = threading.active_count()
-        self.send("ready", pid=os.getpid(), version=protocol.VERSION, threads=threads)
+        _, began, read = self.recording.setups[-1]
+        self.send("ready", pid=os.getpid(), version=protocol.VERSION, threads=threads, reads=[began, read])
         self.serve()
 
     def serve(self) -> None:

@@ -19,7 +19,9 @@ farmer -> world (the world's `.in` FIFO):
                                        serves on the FIFOs `base`.in / `base`.out
   close  {}                            exit; nothing is running
 world -> farmer (the world's `.out` FIFO):
-  ready  {pid, version, threads}       setup done; `threads` alive after it
+  ready  {pid, version, threads}       setup done; `threads` alive after it; optional
+                                       `reads`: [BEGAN_NS, [PATH...]], what the setup read and
+                                       when it began (reads.py)
   setup-failed {traceback}             setup raised; the world exits
   forked {job, pid}                    a child started, already in its own process group
   done   {job, code, signal, wall, cpu, rss_kb}  a job ended (for a fork: as wait4 saw it)
