@@ -221,3 +221,18 @@ def test_the_driver_records_imports_and_opens_but_not_the_interpreters_own(tmp_p
     assert [(w, ps) for w, _, ps in setups] == [("w", ["setupmod.py"])]
 
 
+
+
+def test_another_environment_with_another_version_of_a_package_is_no_cache_hit(pipeline, tmp_path, monkeypatch):
+    """Two virtual environments of one machine: what the first's step read still exists, at
+    its own path, but this environment imports the package from elsewhere."""
+    assert pipeline.build("--cache").returncode == 0
+    other = tmp_path / "other-site"
+    (other / "teamlib").mkdir(parents=True)
+    (other / "teamlib" / "__init__.py").write_text('VERSION = "2.0"\n')
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(other), os.environ["PYTHONPATH"].split(os.pathsep, 1)[1]]))
+    _fresh_checkout(pipeline)
+    r = pipeline.build("--cache")
+    assert r.returncode == 0, r.output
+    assert pipeline.statuses()["out/scaled.txt"] == "ran"
+    assert pipeline.read("out/scaled.txt") == "1 3 2.0 10\n"

@@ -197,6 +197,8 @@ class Recorder:
         if not outcome.ok:
             self._inputs_before.pop(comp.index, None)
             self.failed_outputs(comp)
+            if comp.kind == "python":  # what a failed run read is no record of anything
+                _unlink(self._reads_file(comp))
         else:
             if started is None:  # not prepared: nothing digested vouches for what it read
                 started = (time.time_ns(), 0)
