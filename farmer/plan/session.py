@@ -74,7 +74,9 @@ class Session:
         self.fresh: list[str] = []
         self.fresh_at: memoryview | None = None
         self.fresh_discovered: dict[int, list[str]] = {}
-        self.setup_reads_now: dict[str, list[str]] = {}  # worlds set up in this build: what they read
+        # What each world's set-up read: (path, the digest it read), for a world set up in
+        # this build; (path, None) as state.db keeps it from the last set-up (digested now).
+        self.setup_reads_now: dict[str, list[tuple[str, str | None]]] = {}
         self.declared_worlds: dict[str, str] = {}  # world fingerprints without what set-ups read
 
     @classmethod
@@ -144,21 +146,31 @@ class Session:
             self.declared_worlds = fingerprints(self.spec, self.digests)
         return self.declared_worlds[name]
 
-    def setup_reads(self, world: str) -> list[str]:
-        """The files world `world`'s set-up read: in this build, else when it last ran (its
-        record in state.db: run/worlds/reads.py, record/recorder.py)."""
+    def setup_reads(self, world: str) -> list[tuple[str, str | None]]:
+        """The files world `world`'s set-up read, with the digests it read when it was set
+        up in this build, else (None) as it last ran (its record in state.db:
+        run/worlds/reads.py, record/recorder.py)."""
         now = self.setup_reads_now.get(world)
         if now is None:
             kept = self.trace(world_setup_id(world))
-            now = self.setup_reads_now[world] = [p for p, _ in kept.discovered] if kept is not None else []
+            now = self.setup_reads_now[world] = [(p, None) for p, _ in kept.discovered] if kept else []
         return now
 
-    def world_set_up(self, world: str, paths: list[str]) -> None:
-        """World `world` was set up in this build and read `paths`: its fingerprint from
-        now on holds them."""
-        if self.setup_reads(world) != paths:
-            self.setup_reads_now[world] = paths
-            self.worlds = {}
+    def world_set_up(self, world: str, read: list[tuple[str, str]]) -> None:
+        """World `world` was set up in this build and read `read` (paths, digests as read):
+        its fingerprint from now on holds them, as the world does."""
+        self.setup_reads_now[world] = list(read)  # type: ignore[arg-type]
+        self.worlds = {}
+
+    def world_setup_paths(self, world: str) -> list[str]:
+        """The files the set-ups of `world` and its ancestors read (what a no-op proof of
+        its tasks rests on besides their own files)."""
+        paths: list[str] = []
+        name: str | None = world
+        while name is not None:
+            paths += [p for p, _ in self.setup_reads(name)]
+            name = self.spec.worlds[name].parent
+        return paths
 
     def outputs_written(self, paths: list[str]) -> None:
         """A world whose input was just rebuilt has a new fingerprint."""
@@ -312,7 +324,7 @@ class Session:
             if traced is not None and traced[0]:
                 paths += traced[0]
             if comp.world is not None:
-                paths += self.graph.world_inputs[comp.world]
+                paths += self.graph.world_inputs[comp.world] + self.world_setup_paths(comp.world)
             yield i, paths
 
     def _written(self, ran: bytearray) -> Callable[[str], bool]:

@@ -66,9 +66,9 @@ class RunListener:
         """Computation `index` ran (or was restored) and `trace`, complete, is on its way to
         state.db."""
 
-    def world_set_up(self, world: str, paths: list[str]) -> None:
-        """World `world` was set up in this build, and its set-up read `paths` (its
-        fingerprint holds them from now on)."""
+    def world_set_up(self, world: str, read: list[tuple[str, str]]) -> None:
+        """World `world` was set up in this build, and its set-up read `read` (paths with
+        the digests it read): its fingerprint holds them from now on."""
 
 
 class Recorder:
@@ -88,6 +88,9 @@ class Recorder:
         # with the digests the world read; and the undeclared writes warned of: (task, path).
         self._setups: dict[tuple[str, int], list[tuple[str, str]]] = {}
         self._warned_writes: set[tuple[str, str]] = set()
+        # A world task's chain of set-ups' reads, for its cache entry (`_keep`): its trace
+        # leaves them to its world's fingerprint.
+        self._chain_reads: dict[int, list[tuple[str, str]]] = {}
         self.observers = observers or []
         self.digests = digests
         self.state = state
@@ -219,7 +222,12 @@ class Recorder:
         self.listener.recorded(comp.index, trace)
         self._pending_traces.append(trace)
         origin = outcome.origin
+        chain = self._chain_reads.pop(comp.index, None)
         if (not isinstance(origin, Restored) or origin.keep_locally) and not unsure:
+            if chain:  # an entry names every file its run rested on, its world's set-up's too
+                own = {p for p, _ in chain}
+                trace = Trace(trace.id, trace.action, trace.world, trace.inputs,
+                              chain + [d for d in trace.discovered if d[0] not in own], trace.outputs)
             self.cache.store(comp, trace, outcome)
 
     def idle(self) -> None:
@@ -381,11 +389,13 @@ class Recorder:
     def _python_reads(self, comp: Computation, started: tuple[int, int],
                       discovered: list[tuple[str, str]], unhashed: list[tuple[int, str]]) -> bool:
         """What a python step read, as its driver recorded it (run/worlds/reads.py), into its
-        trace's `discovered`: first what each set-up of its world chain read (judged once
-        per set-up, against the set-up's start: a file changed since may not be what the
-        world holds), then what the step itself read, less what it declares. Said: each
-        file inside the root it wrote without declaring it. Whether a file is recorded as
-        CHANGED (the run is then not cached, and runs again next build)."""
+        trace's `discovered`, less what it declares. What each set-up of its world chain
+        read is the world's: judged once per set-up, against the set-up's start (a file
+        changed since may not be what the world holds), told to the listener (the world's
+        fingerprint holds it) and kept in state.db for the next build's; the step's cache
+        entry names it too (`_keep`). Said: each file inside the root it wrote without
+        declaring it. Whether a file is recorded as CHANGED (the run is then not cached,
+        and runs again next build)."""
         from farmer.run.worlds import reads
 
         got = reads.load(self._reads_file(comp))
@@ -393,19 +403,19 @@ class Recorder:
             return False
         read, wrote, setups = got
         unsure = False
-        seen = set(comp.inputs)
+        chain: list[tuple[str, str]] = []
         for world, began_ns, paths in setups:
             judged = self._setups.get((world, began_ns))
             if judged is None:
                 judged = self._setups[(world, began_ns)] = [
                     (p, self._discovered(comp, p, (began_ns, 0))) for p in paths]
-                self.listener.world_set_up(world, paths)
+                self.listener.world_set_up(world, judged)
                 self._pending_traces.append(Trace(world_setup_id(world), "", None, [], judged, []))
-            for p, digest in judged:
-                if p not in seen:
-                    seen.add(p)
-                    discovered.append((p, digest))
-                    unsure = unsure or digest == CHANGED
+            chain += judged
+            unsure = unsure or any(digest == CHANGED for _, digest in judged)
+        if chain and not self._later:  # (`_later`: a build without an output cache)
+            self._chain_reads[comp.index] = chain
+        seen = set(comp.inputs)
         for p in read:
             if p not in seen and p not in comp.outputs:
                 seen.add(p)

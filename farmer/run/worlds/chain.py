@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 
 
 def fingerprints(spec: Spec, digests: Digests,
-                 setup_reads: Callable[[str], list[str]] | None = None) -> dict[str, str]:
+                 setup_reads: Callable[[str], list[tuple[str, str | None]]] | None = None) -> dict[str, str]:
     """Every world's fingerprint now; `setup_reads(name)`: the files world `name`'s set-up
-    read when it last ran (none known: the world's declared part alone, as before any
-    set-up was recorded)."""
+    read, each with the digest it read (None: its digest now), when it last ran (none
+    known: the world's declared part alone, as before any set-up was recorded)."""
     out: dict[str, str] = {}
 
     def fp(name: str) -> str:
@@ -35,7 +35,7 @@ def fingerprints(spec: Spec, digests: Digests,
             env = [f"{k}={v}" for k, v in sorted(w.env.items())]
             read = setup_reads(name) if setup_reads is not None else []
             if read:
-                env += ["\0read", *(f"{p}={digest_or_changed(digests, p) or 'missing'}" for p in read)]
+                env += ["\0read", *(f"{p}={d or digest_or_changed(digests, p) or 'missing'}" for p, d in read)]
             out[name] = hash_text(parent, sys.version, "\0setup", *w.setup, "\0inputs", *inputs,
                                   "\0env", *env)
         return out[name]
