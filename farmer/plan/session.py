@@ -41,7 +41,7 @@ _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is g
 class Session:
     __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
                  "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked", "fresh",
-                 "fresh_at", "fresh_discovered", "setup_reads_now", "declared_worlds")
+                 "fresh_at", "fresh_discovered", "setup_reads_now", "declared_worlds", "setup_paths")
 
     def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
                  traces: dict[str, Trace], all_traces: bool, selected: list[int],
@@ -78,6 +78,7 @@ class Session:
         # this build; (path, None) as state.db keeps it from the last set-up (digested now).
         self.setup_reads_now: dict[str, list[tuple[str, str | None]]] = {}
         self.declared_worlds: dict[str, str] = {}  # world fingerprints without what set-ups read
+        self.setup_paths: dict[str, list[str]] = {}  # `world_setup_paths`, once per world
 
     @classmethod
     def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int],
@@ -161,15 +162,18 @@ class Session:
         its fingerprint from now on holds them, as the world does."""
         self.setup_reads_now[world] = list(read)  # type: ignore[arg-type]
         self.worlds = {}
+        self.setup_paths = {}
 
     def world_setup_paths(self, world: str) -> list[str]:
         """The files the set-ups of `world` and its ancestors read (what a no-op proof of
         its tasks rests on besides their own files)."""
-        paths: list[str] = []
-        name: str | None = world
-        while name is not None:
-            paths += [p for p, _ in self.setup_reads(name)]
-            name = self.spec.worlds[name].parent
+        paths = self.setup_paths.get(world)
+        if paths is None:
+            paths = self.setup_paths[world] = []
+            name: str | None = world
+            while name is not None:
+                paths += [p for p, _ in self.setup_reads(name)]
+                name = self.spec.worlds[name].parent
         return paths
 
     def outputs_written(self, paths: list[str]) -> None:

@@ -86,7 +86,7 @@ class Recorder:
         self.logs = logs if logs is not None else os.path.join(root, ".farmer", "logs")
         # World set-ups whose reads were judged (`_python_reads`): (world, began_ns) -> files
         # with the digests the world read; and the undeclared writes warned of: (task, path).
-        self._setups: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        self._setups: dict[tuple[str, int], tuple[list[tuple[str, str]], bool]] = {}
         self._warned_writes: set[tuple[str, str]] = set()
         # A world task's chain of set-ups' reads, for its cache entry (`_keep`): its trace
         # leaves them to its world's fingerprint.
@@ -405,14 +405,18 @@ class Recorder:
         unsure = False
         chain: list[tuple[str, str]] = []
         for world, began_ns, paths in setups:
-            judged = self._setups.get((world, began_ns))
-            if judged is None:
-                judged = self._setups[(world, began_ns)] = [
-                    (p, self._discovered(comp, p, (began_ns, 0))) for p in paths]
+            known = self._setups.get((world, began_ns))
+            if known is None:
+                if paths is None:  # written once by the world process (reads.ship)
+                    paths = reads.load_setup(os.path.join(self.logs, "worlds", world + ".reads"), world, began_ns)
+                    if paths is None:
+                        continue  # set up again since: what this set-up read is not known
+                judged = [(p, self._discovered(comp, p, (began_ns, 0))) for p in paths]
+                known = self._setups[(world, began_ns)] = (judged, any(d == CHANGED for _, d in judged))
                 self.listener.world_set_up(world, judged)
                 self._pending_traces.append(Trace(world_setup_id(world), "", None, [], judged, []))
-            chain += judged
-            unsure = unsure or any(digest == CHANGED for _, digest in judged)
+            chain += known[0]
+            unsure = unsure or known[1]
         if chain and not self._later:  # (`_later`: a build without an output cache)
             self._chain_reads[comp.index] = chain
         seen = set(comp.inputs)

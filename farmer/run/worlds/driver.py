@@ -133,7 +133,7 @@ def finish_task(args: list[str], world_globals: dict, recording: reads.Reads, re
         code = code or 120
     read, wrote = recording.end()
     if reads_file:
-        reads.dump(reads_file, read, wrote, recording.setups)
+        reads.dump(reads_file, read, wrote, recording.setup_refs())
     return code
 
 
@@ -313,6 +313,8 @@ class World:
     def handle(self, msg: dict) -> None:
         kind = msg["t"]
         if kind == "run":
+            if isinstance(msg.get("reads"), str):  # the set-ups' lists, once, not by every task
+                self.recording.ship(os.path.dirname(msg["reads"]))
             if msg["mode"] == "exec":
                 self.execute(msg)
             elif self.fork(msg["job"]) == 0:

@@ -20,9 +20,12 @@ product, not an input: it is reported apart (`wrote`), inside the project root o
 farmer's warning about undeclared outputs. Paths inside the root are made relative to it.
 
 The file farmer reads back (`dump`, `load`): a JSON object
-  {"read": [PATH...], "wrote": [PATH...], "setup": [[WORLD, BEGAN_NS, [PATH...]]...]}
+  {"read": [PATH...], "wrote": [PATH...], "setup": [[WORLD, BEGAN_NS, [PATH...] | null]...]}
 where `setup` lists what each world of the step's chain read while it set up (root world
-first) and when that set-up began (the wall clock, ns).
+first) and when that set-up began (the wall clock, ns). A world process writes each set-up's
+list once, before its first task (`ship`: `worlds/WORLD.reads` beside the logs), and its
+tasks then name it with null: a setup that imports numpy reads 500 files, which fifty tasks
+need not each write and farmer read.
 
 Not seen: files read by processes the step starts (subprocesses, multiprocessing workers),
 files a C extension opens without Python's `open`, files opened relative to a directory
@@ -43,7 +46,7 @@ _PACKAGES = ("/site-packages/", "/dist-packages/")
 class Reads:
     """The recording of one interpreter (and of the processes forked from it)."""
 
-    __slots__ = ("active", "opened", "root", "snapshot", "setups", "_own")
+    __slots__ = ("_own", "active", "opened", "root", "setups", "shipped", "snapshot")
 
     def __init__(self, root: str) -> None:
         self.active = False
@@ -51,6 +54,7 @@ class Reads:
         self.root = os.path.abspath(root)
         self.snapshot: frozenset[str] = frozenset(sys.modules)  # modules a step does not count
         self.setups: list[list] = []  # [world, began_ns, paths] of the chain, root world first
+        self.shipped = 0  # how many of `setups` are written for farmer (`ship`)
         prefixes = {os.path.abspath(p) + os.sep for p in (sys.base_prefix, sys.base_exec_prefix) if p}
         self._own = (tuple(prefixes), os.path.join(self.root, ".farmer") + os.sep)
 
@@ -119,6 +123,17 @@ class Reads:
             return None
         return path.removeprefix(self.root + os.sep)
 
+    def ship(self, logs: str) -> None:
+        """Write each set-up's list not written yet to `logs`/worlds/WORLD.reads, which the
+        steps' records then name (a world process, before it starts a step)."""
+        for world, began_ns, paths in self.setups[self.shipped:]:
+            dump_setup(os.path.join(logs, "worlds", world + ".reads"), world, began_ns, paths)
+        self.shipped = len(self.setups)
+
+    def setup_refs(self) -> list[list]:
+        """`setups` as a step's record holds them: the lists `ship` wrote as null."""
+        return [[w, t, None if k < self.shipped else paths] for k, (w, t, paths) in enumerate(self.setups)]
+
     def set_up(self, world: str, began_ns: int, paths: list[str]) -> None:
         """World `world`'s set-up, which began at `began_ns`, read `paths`: its modules are
         the world's from now on, not its steps'."""
@@ -129,17 +144,38 @@ class Reads:
 def dump(path: str, read: list[str], wrote: list[str], setups: list[list]) -> None:
     """Write what a step read where farmer looks for it; a failure to is no failure of the
     step (farmer then knows nothing of its reads)."""
+    _write(path, {"read": read, "wrote": wrote, "setup": setups})
+
+
+def dump_setup(path: str, world: str, began_ns: int, paths: list[str]) -> None:
+    _write(path, {"world": world, "began": began_ns, "read": paths})
+
+
+def _write(path: str, data: dict) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
         return
     with os.fdopen(fd, "w") as f:
-        json.dump({"read": read, "wrote": wrote, "setup": setups}, f, separators=(",", ":"))
+        json.dump(data, f, separators=(",", ":"))
 
 
-def load(path: str) -> tuple[list[str], list[str], list[tuple[str, int, list[str]]]] | None:
-    """What `dump` wrote at `path` (read, wrote, set-ups), removing the file; None when there
-    is none or it cannot be read."""
+def load_setup(path: str, world: str, began_ns: int) -> list[str] | None:
+    """What `ship` wrote at `path` for world `world`'s set-up that began at `began_ns`;
+    None when there is none, or it is another set-up's (the world was set up again)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data["world"] != world or data["began"] != began_ns:
+            return None
+        return [str(p) for p in data["read"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def load(path: str) -> tuple[list[str], list[str], list[tuple[str, int, list[str] | None]]] | None:
+    """What `dump` wrote at `path` (read, wrote, set-ups: None for a list `ship` wrote),
+    removing the file; None when there is none or it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -153,7 +189,8 @@ def load(path: str) -> tuple[list[str], list[str], list[tuple[str, int, list[str
     try:
         read = [str(p) for p in data["read"]]
         wrote = [str(p) for p in data["wrote"]]
-        setups = [(str(w), int(t), [str(p) for p in paths]) for w, t, paths in data["setup"]]
+        setups = [(str(w), int(t), None if paths is None else [str(p) for p in paths])
+                  for w, t, paths in data["setup"]]
     except (KeyError, TypeError, ValueError):
         return None
     return read, wrote, setups
