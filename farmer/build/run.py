@@ -155,7 +155,8 @@ class _Build:
         engines = compose(EngineContext(session.spec, session, opts, logs, reporter.message, self.t0), self.cache)
         cache = engines.cache
         recorder = Recorder(comps, session.spec.root, session.digests, session.state, session.world_fingerprint,
-                            session, reporter.message, cache, engines.observers, logs)
+                            session, reporter.message, cache, engines.observers, logs,
+                            session.graph.world_inputs)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.deferred = self.deferred
         # last-build.json's predicted makespan, simulated once the first commands run (after

@@ -76,13 +76,17 @@ class Recorder:
     build's; `world_fingerprint(name)`: a world's fingerprint now; `listener`: told of each
     run recorded; `warn(text)`: prints a warning line; `cache`: the output caches;
     `observers`: the engines' (farmer/record/engine.py), told of each run's outcome; `logs`:
-    the logs' folder, where a python step's driver leaves what the step read."""
+    the logs' folder, where a python step's driver leaves what the step read;
+    `world_inputs`: each world's declared inputs (its ancestors' too), which its fingerprint
+    holds already: not among what its set-up read."""
 
     def __init__(self, comps: list[Computation], root: str, digests: Digests, state: State,
                  world_fingerprint: Callable[[str | None], str | None], listener: RunListener,
                  warn: Callable[[str], None], cache: RunCache | None = None,
-                 observers: list[RunObserver] | None = None, logs: str | None = None) -> None:
+                 observers: list[RunObserver] | None = None, logs: str | None = None,
+                 world_inputs: dict[str, list[str]] | None = None) -> None:
         self.comps = comps
+        self.world_inputs = world_inputs or {}
         self.logs = logs if logs is not None else os.path.join(root, ".farmer", "logs")
         # World set-ups whose reads were judged (`_python_reads`): (world, began_ns) -> files
         # with the digests the world read; and the undeclared writes warned of: (task, path).
@@ -411,7 +415,8 @@ class Recorder:
                     paths = reads.load_setup(os.path.join(self.logs, "worlds", world + ".reads"), world, began_ns)
                     if paths is None:
                         continue  # set up again since: what this set-up read is not known
-                judged = [(p, self._discovered(comp, p, (began_ns, 0))) for p in paths]
+                declared = set(self.world_inputs.get(world, ()))
+                judged = [(p, self._discovered(comp, p, (began_ns, 0))) for p in paths if p not in declared]
                 known = self._setups[(world, began_ns)] = (judged, any(d == CHANGED for _, d in judged))
                 self.listener.world_set_up(world, judged)
                 self._pending_traces.append(Trace(world_setup_id(world), "", None, [], judged, []))

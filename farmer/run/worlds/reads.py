@@ -46,10 +46,11 @@ _PACKAGES = ("/site-packages/", "/dist-packages/")
 class Reads:
     """The recording of one interpreter (and of the processes forked from it)."""
 
-    __slots__ = ("_own", "active", "opened", "root", "setups", "shipped", "snapshot")
+    __slots__ = ("_own", "active", "imported", "opened", "root", "setups", "shipped", "snapshot")
 
     def __init__(self, root: str) -> None:
         self.active = False
+        self.imported: list[str] = []  # the modules `import` events named since `begin`
         self.opened: list[tuple[object, int]] = []  # (path as opened, made absolute, flags)
         self.root = os.path.abspath(root)
         self.snapshot: frozenset[str] = frozenset(sys.modules)  # modules a step does not count
@@ -65,7 +66,10 @@ class Reads:
         me = self
 
         def hook(event: str, args: tuple) -> None:
-            if event == "open" and me.active:
+            if event == "import":
+                if me.active and isinstance(args[0], str):
+                    me.imported.append(args[0])
+            elif event == "open" and me.active:
                 path = args[0]
                 if isinstance(path, int) or path is None:
                     return  # a descriptor: its file was opened (and seen) by path before
@@ -84,6 +88,7 @@ class Reads:
     def begin(self) -> None:
         """A set-up or a step starts: collect from now on."""
         self.opened.clear()
+        self.imported = []
         self.active = True
 
     def end(self) -> tuple[list[str], list[str]]:
@@ -99,12 +104,17 @@ class Reads:
             else:
                 read[path] = None
         self.opened.clear()
-        snapshot = self.snapshot
-        for name, module in list(sys.modules.items()):
-            if name not in snapshot:
-                source = getattr(module, "__file__", None)
-                if isinstance(source, str):
-                    read[os.path.normpath(os.path.abspath(source))] = None
+        modules, snapshot = sys.modules, self.snapshot
+        # The modules the `import` events named, unless the count says more came another
+        # way (importlib.import_module raises none): in a fork of a world, walking every
+        # module would touch (and so copy) the memory of each.
+        new = {name for name in self.imported if name in modules and name not in snapshot}
+        if len(modules) != len(snapshot) + len(new):
+            new = modules.keys() - snapshot
+        for name in new:
+            source = getattr(modules.get(name), "__file__", None)
+            if isinstance(source, str):
+                read[os.path.normpath(os.path.abspath(source))] = None
         kept_read = [p for p in (self._kept(p) for p in read if p not in written) if p is not None]
         kept_written = [p for p in (self._kept(p) for p in written) if p is not None and not p.startswith("/")]
         return kept_read, kept_written
