@@ -76,7 +76,7 @@ def run_setup(chain: list[tuple[str, list[str]]], world_globals: dict, recording
                 linecache.cache[filename] = (len(line), None, [line + "\n"], filename)
                 exec(compile(line, filename, "exec"), world_globals)
         finally:
-            read, _ = recording.end()
+            read, _ = recording.end(keep=True)
         recording.set_up(name, began, read)
 
 

@@ -46,7 +46,7 @@ _PACKAGES = ("/site-packages/", "/dist-packages/")
 class Reads:
     """The recording of one interpreter (and of the processes forked from it)."""
 
-    __slots__ = ("_own", "active", "imported", "opened", "root", "setups", "shipped", "snapshot")
+    __slots__ = ("_own", "active", "imported", "kept", "opened", "root", "setups", "shipped", "snapshot")
 
     def __init__(self, root: str) -> None:
         self.active = False
@@ -56,12 +56,12 @@ class Reads:
         self.snapshot: frozenset[str] = frozenset(sys.modules)  # modules a step does not count
         self.setups: list[list] = []  # [world, began_ns, paths] of the chain, root world first
         self.shipped = 0  # how many of `setups` are written for farmer (`ship`)
+        self.kept: list[list] = []  # what set-ups collected, never freed (`end`)
         prefixes = {os.path.abspath(p) + os.sep for p in (sys.base_prefix, sys.base_exec_prefix) if p}
         self._own = (tuple(prefixes), os.path.join(self.root, ".farmer") + os.sep)
 
     def install(self) -> None:
         """The audit hook, once per interpreter; forks inherit it (and this object)."""
-        opened = self.opened
         getcwd, isabs, fspath = os.getcwd, os.path.isabs, os.fspath
         me = self
 
@@ -81,7 +81,7 @@ class Reads:
                         path = os.path.join(getcwd(), path)
                 except (TypeError, ValueError, OSError):
                     return
-                opened.append((path, args[2] if isinstance(args[2], int) else 0))
+                me.opened.append((path, args[2] if isinstance(args[2], int) else 0))
 
         sys.addaudithook(hook)
 
@@ -91,9 +91,12 @@ class Reads:
         self.imported = []
         self.active = True
 
-    def end(self) -> tuple[list[str], list[str]]:
+    def end(self, keep: bool = False) -> tuple[list[str], list[str]]:
         """Stop collecting: (files read, files written inside the root), each once, in the
-        order first seen; modules imported since `snapshot` count as read."""
+        order first seen; modules imported since `snapshot` count as read. `keep`, for a
+        set-up: what it collected is kept, not freed. Freed, it would leave holes among the
+        modules the set-up loaded, which every fork's first allocations fill, copying a page
+        each (about 400 pages a task after a set-up that imports numpy)."""
         self.active = False
         written: dict[str, None] = {}
         read: dict[str, None] = {}
@@ -103,7 +106,11 @@ class Reads:
                 written[path] = None
             else:
                 read[path] = None
-        self.opened.clear()
+        if keep:
+            self.kept.append(self.opened)
+            self.opened = []
+        else:
+            self.opened.clear()
         modules, snapshot = sys.modules, self.snapshot
         # The modules the `import` events named, unless the count says more came another
         # way (importlib.import_module raises none): in a fork of a world, walking every
