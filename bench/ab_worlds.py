@@ -48,6 +48,8 @@ def main() -> None:
             works[name] = m.BENCH_DIR / "work" / f"worlds-{workload}"
             m.write_project(works[name], workload, args.tasks, args.dataset_mb)
         for mode, extra in (("worlds", []), ("fresh", ["--no-worlds"])):
+            if not repeat[mode]:
+                continue
             cmd = [sys.executable, "-m", "farmer", "build", "-j", "2", *extra]
             digests = set()
             for r in range(repeat[mode]):
