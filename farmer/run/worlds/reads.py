@@ -8,8 +8,10 @@ a compile used. Two sources, both cheap:
   reads, `io.open_code`. A hook cannot be removed, so it is installed once per interpreter
   and collects only while a set-up or a step is active (`Reads.begin` ... `Reads.end`);
   otherwise it returns at once;
-- the modules a step imported: `sys.modules` at its end, less what its world's set-up had
-  imported already (`Reads.snapshot`), each by its source file.
+- the modules a step imported, each by its source file: `sys.modules` at its end, less what
+  its world's set-up had imported already (`Reads.snapshot`), found by the names the
+  `import` events gave (a walk of every module, in a fork of a world, would copy the pages
+  of each), by all its keys when the count says a module came another way.
 
 What is kept (`Reads.end`): existing regular files, made absolute against the working
 directory of the open, except the interpreter's own (under `sys.base_prefix` or
