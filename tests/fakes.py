@@ -18,7 +18,7 @@ import re
 import shlex
 import subprocess
 
-from farmer.run.executors.process import log_path
+from farmer.run.executors.process import log_path, reads_path
 from farmer.run.executors.simulated import SimulatedExecutor
 
 
@@ -47,7 +47,8 @@ class FakeRunner(SimulatedExecutor):
             except CannotFake:
                 if self.strict:
                     raise
-                code = subprocess.run(comp.argv(), stdin=subprocess.DEVNULL, stdout=log,
+                reads = reads_path(logs, comp.id) if comp.kind == "python" else None
+                code = subprocess.run(comp.argv(reads), stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT, env={**os.environ, **comp.env}).returncode
                 code = code if code >= 0 else 128 - code
         if code:

@@ -634,7 +634,8 @@ def test_python_argv(tmp_path):
         python = "{inputs} --out {outputs}"
         """, ["my script.py"])
     argv = by_id(g, "o.txt").argv()
-    assert argv[1:] == ["my script.py", "--out", "o.txt"]
+    assert argv[-3:] == ["my script.py", "--out", "o.txt"]
+    assert argv[1].endswith("driver.py") and argv[2:5] == ["--setup", "[]", "--"]
     assert os.path.basename(argv[0]).startswith("python")
 
 

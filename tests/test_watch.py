@@ -325,6 +325,32 @@ def test_a_changed_world_input_restarts_that_world_only(project, watching):
     assert _setups(project) == ["base", "data", "data"]
 
 
+def test_a_module_a_world_setup_imports_restarts_the_world_once(project, watching):
+    project.farmfile("""
+        [world.w]
+        setup = ["open('setups.log', 'a').write('w\\\\n')", "import setupmod"]
+        [task.t]
+        inputs = ["t.py"]
+        outputs = ["out/t.txt"]
+        world = "w"
+        python = "t.py {outputs}"
+    """)
+    project.write("setupmod.py", "FACTOR = 1\n")
+    task = "import sys\nopen(sys.argv[1], 'w').write(f'{setupmod.FACTOR} #VERSION\\n')\n"
+    project.write("t.py", task.replace("VERSION", "0"))
+    w = watching()
+    w.builds(1)
+    assert project.read("out/t.txt") == "1 #0\n"
+    _edit(project, "setupmod.py", "FACTOR = 2\n")  # not declared: the setup's recorded read
+    w.wait_until(lambda: project.read("out/t.txt").startswith("2 "))
+    w.builds(2)
+    assert _setups(project) == ["w", "w"]
+    _edit(project, "t.py", task.replace("VERSION", "1"))
+    w.wait_until(lambda: project.read("out/t.txt") == "2 #1\n")
+    w.builds(3)
+    assert _setups(project) == ["w", "w"], "the restarted world was not kept warm"
+
+
 def test_a_world_that_died_between_builds_is_restarted(project, watching):
     _worlds_project(project)
     w = watching()

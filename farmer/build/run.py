@@ -160,7 +160,8 @@ class _Build:
         engines = compose(EngineContext(session.spec, session, opts, logs, reporter.message, self.t0), self.cache)
         cache = engines.cache
         recorder = Recorder(comps, session.spec.root, session.digests, session.state, session.world_fingerprint,
-                            session, reporter.message, cache, engines.observers)
+                            session, reporter.message, cache, engines.observers, logs,
+                            session.graph.world_inputs)
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.deferred = self.deferred
         # last-build.json's predicted makespan, simulated once the first commands run (after
@@ -257,7 +258,7 @@ class _Build:
         from farmer.run.executors.composite import with_worlds
 
         return with_worlds(executor, self.session.spec, comps, to_run, logs, self.t0, opts.timeout,
-                           warn, self.worlds, self.session.world_fingerprint)
+                           warn, self.worlds, self.session.world_declared_fingerprint)
 
     def _console(self, to_run: dict[int, str]) -> bool:
         """Whether the plan runs a command of ninja's console pool (only a build.ninja has

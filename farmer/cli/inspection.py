@@ -11,7 +11,7 @@ from farmer.files.lock import ProjectLock
 from farmer.graph.graph import Graph, select
 from farmer.manifest.spec import Spec
 from farmer.run.executors.process import log_path
-from farmer.store.state import State
+from farmer.store.state import State, world_setup_id
 
 
 def _edges(graph: Graph, selected: list[int]) -> list[tuple[int, int]]:
@@ -62,14 +62,21 @@ def query(spec: Spec, graph: Graph, target: str) -> str:
     comp = graph.computations[_one(graph, target)]
     farmer_dir = os.path.join(spec.root, ".farmer")
     discovered: list[str] = []
+    setup_read: list[str] = []  # what the set-ups of its world chain read (recorded with the world)
     if os.path.exists(os.path.join(farmer_dir, "state.db")):
         state = State(farmer_dir, readonly=True)
         try:
-            trace = state.traces().get(comp.id)
+            traces = state.traces()
         finally:
             state.close()
+        trace = traces.get(comp.id)
         if trace is not None:
             discovered = [p for p, _ in trace.discovered]
+        world = comp.world
+        while world is not None and world in spec.worlds:
+            kept = traces.get(world_setup_id(world))
+            setup_read = [p for p, _ in kept.discovered] + setup_read if kept is not None else setup_read
+            world = spec.worlds[world].parent
     lines = [f"id: {comp.id}", f"task: {comp.task}"]
     if comp.wildcards:
         lines.append("wildcards: " + ", ".join(f"{k}={v}" for k, v in sorted(comp.wildcards.items())))
@@ -80,7 +87,8 @@ def query(spec: Spec, graph: Graph, target: str) -> str:
         lines.append(f"depfile: {comp.depfile}")
     world_inputs = graph.world_inputs.get(comp.world, []) if comp.world else []
     for title, items in (("inputs", comp.inputs), ("discovered inputs", discovered),
-                         *((("world inputs", world_inputs),) if comp.world else ()),
+                         *((("world inputs", world_inputs), ("read by the world's setup", setup_read))
+                           if comp.world else ()),
                          ("outputs", comp.outputs),
                          ("consumers", [graph.computations[c].id for c in comp.consumers])):
         lines.append(f"{title}:" + ("" if items else " (none)"))

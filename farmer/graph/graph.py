@@ -192,16 +192,22 @@ class Computation:
     def __repr__(self) -> str:
         return f"Computation({self.index}, {self.id!r}, task={self.task!r}, kind={self.kind!r})"
 
-    def argv(self) -> list[str]:
-        """The process to start: `/bin/sh -c CMD`, `python3 LINE` (no shell), or for a world
-        task a fresh `python3` that runs the world chain's setup first (`--no-worlds`)."""
+    def argv(self, reads: str | None = None) -> list[str]:
+        """The process to start: `/bin/sh -c CMD`, or for a python line farmer's driver in a
+        fresh `python3`, which runs a world task's world chain's setup first (`--no-worlds`)
+        and writes what the step read to `reads` (run/worlds/reads.py). A python line that
+        starts with an interpreter option the driver does not take (`-u x.py`) runs as
+        `python3 LINE`, unrecorded."""
         if self.kind == "cmd":
             return ["/bin/sh", "-c", self.action or ""]
         import shlex  # here: only a python line is split (a build of cmd tasks never imports it)
 
         args = shlex.split(self.action or "")
+        recorded = ["--reads", reads] if reads else []
         if self.world is not None:
-            return [sys.executable, _DRIVER, "--setup", self.world_setup or "[]", "--", *args]
+            return [sys.executable, _DRIVER, *recorded, "--setup", self.world_setup or "[]", "--", *args]
+        if args and (args[0] in ("-c", "-m") or not args[0].startswith("-")):
+            return [sys.executable, _DRIVER, *recorded, "--setup", "[]", "--", *args]
         return [sys.executable, *args]
 
 

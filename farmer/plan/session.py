@@ -40,7 +40,7 @@ _PRIOR_RUNS = 5000  # the newest measured runs a never measured computation is g
 class Session:
     __slots__ = ("spec", "graph", "state", "digests", "traces", "all_traces", "selected",
                  "affected", "worlds", "verdicts", "dirty", "proof", "rank", "rechecked", "fresh",
-                 "fresh_at", "fresh_discovered")
+                 "fresh_at", "fresh_discovered", "setup_reads_now", "declared_worlds", "setup_paths")
 
     def __init__(self, spec: Spec, graph: Graph, state: State, digests: Digests,
                  traces: dict[str, Trace], all_traces: bool, selected: list[int],
@@ -73,6 +73,11 @@ class Session:
         self.fresh: list[str] = []
         self.fresh_at: memoryview | None = None
         self.fresh_discovered: dict[int, list[str]] = {}
+        # What each world's set-up read: (path, the digest it read), for a world set up in
+        # this build; (path, None) as state.db keeps it from the last set-up (digested now).
+        self.setup_reads_now: dict[str, list[tuple[str, str | None]]] = {}
+        self.declared_worlds: dict[str, str] = {}  # world fingerprints without what set-ups read
+        self.setup_paths: dict[str, list[str]] = {}  # `world_setup_paths`, once per world
 
     @classmethod
     def full(cls, spec: Spec, graph: Graph, state: State, selected: list[int],
@@ -128,14 +133,54 @@ class Session:
         if not self.worlds:
             from farmer.run.worlds.chain import fingerprints
 
-            self.worlds = fingerprints(self.spec, self.digests)
+            self.worlds = fingerprints(self.spec, self.digests, self.setup_reads)
         return self.worlds[name]
+
+    def world_declared_fingerprint(self, name: str) -> str:
+        """A world's fingerprint without the files its set-up read: what a world kept warm by
+        `farmer watch` is kept under (those files are checked apart, by their change times:
+        run/executors/world.py)."""
+        if not self.declared_worlds:
+            from farmer.run.worlds.chain import fingerprints
+
+            self.declared_worlds = fingerprints(self.spec, self.digests)
+        return self.declared_worlds[name]
+
+    def setup_reads(self, world: str) -> list[tuple[str, str | None]]:
+        """The files world `world`'s set-up read, with the digests it read when it was set
+        up in this build, else (None) as it last ran (its record in state.db:
+        run/worlds/reads.py, record/recorder.py)."""
+        now = self.setup_reads_now.get(world)
+        if now is None:
+            kept = self.trace(world_setup_id(world))
+            now = self.setup_reads_now[world] = [(p, None) for p, _ in kept.discovered] if kept else []
+        return now
+
+    def world_set_up(self, world: str, read: list[tuple[str, str]]) -> None:
+        """World `world` was set up in this build and read `read` (paths, digests as read):
+        its fingerprint from now on holds them, as the world does."""
+        self.setup_reads_now[world] = list(read)  # type: ignore[arg-type]
+        self.worlds = {}
+        self.setup_paths = {}
+
+    def world_setup_paths(self, world: str) -> list[str]:
+        """The files the set-ups of `world` and its ancestors read (what a no-op proof of
+        its tasks rests on besides their own files)."""
+        paths = self.setup_paths.get(world)
+        if paths is None:
+            paths = self.setup_paths[world] = []
+            name: str | None = world
+            while name is not None:
+                paths += [p for p, _ in self.setup_reads(name)]
+                name = self.spec.worlds[name].parent
+        return paths
 
     def outputs_written(self, paths: list[str]) -> None:
         """A world whose input was just rebuilt has a new fingerprint."""
         if self.worlds and any(i in paths for inputs in self.graph.world_inputs.values()
                                for i in inputs):
             self.worlds = {}
+            self.declared_worlds = {}
 
     def to_run(self) -> dict[int, str]:
         """What would run, and why: the computations out of date now, and everything
@@ -288,7 +333,7 @@ class Session:
             if traced is not None and traced[0]:
                 paths += traced[0]
             if comp.world is not None:
-                paths += self.graph.world_inputs[comp.world]
+                paths += self.graph.world_inputs[comp.world] + self.world_setup_paths(comp.world)
             yield i, paths
 
     def _written(self, ran: bytearray) -> Callable[[str], bool]:

@@ -66,18 +66,35 @@ class RunListener:
         """Computation `index` ran (or was restored) and `trace`, complete, is on its way to
         state.db."""
 
+    def world_set_up(self, world: str, read: list[tuple[str, str]]) -> None:
+        """World `world` was set up in this build, and its set-up read `read` (paths with
+        the digests it read): its fingerprint holds them from now on."""
+
 
 class Recorder:
     """`comps`: the graph's computations; `root`: the project's; `digests` and `state`: the
     build's; `world_fingerprint(name)`: a world's fingerprint now; `listener`: told of each
     run recorded; `warn(text)`: prints a warning line; `cache`: the output caches;
-    `observers`: the engines' (farmer/record/engine.py), told of each run's outcome."""
+    `observers`: the engines' (farmer/record/engine.py), told of each run's outcome; `logs`:
+    the logs' folder, where a python step's driver leaves what the step read;
+    `world_inputs`: each world's declared inputs (its ancestors' too), which its fingerprint
+    holds already: not among what its set-up read."""
 
     def __init__(self, comps: list[Computation], root: str, digests: Digests, state: State,
                  world_fingerprint: Callable[[str | None], str | None], listener: RunListener,
                  warn: Callable[[str], None], cache: RunCache | None = None,
-                 observers: list[RunObserver] | None = None) -> None:
+                 observers: list[RunObserver] | None = None, logs: str | None = None,
+                 world_inputs: dict[str, list[str]] | None = None) -> None:
         self.comps = comps
+        self.world_inputs = world_inputs or {}
+        self.logs = logs if logs is not None else os.path.join(root, ".farmer", "logs")
+        # World set-ups whose reads were judged (`_python_reads`): (world, began_ns) -> files
+        # with the digests the world read; and the undeclared writes warned of: (task, path).
+        self._setups: dict[tuple[str, int], tuple[list[tuple[str, str]], bool]] = {}
+        self._warned_writes: set[tuple[str, str]] = set()
+        # A world task's chain of set-ups' reads, for its cache entry (`_keep`): its trace
+        # leaves them to its world's fingerprint.
+        self._chain_reads: dict[int, list[tuple[str, str]]] = {}
         self.observers = observers or []
         self.digests = digests
         self.state = state
@@ -117,8 +134,10 @@ class Recorder:
                 digests.forget(path)
             before.append((path, digest_text(digests, path)))
         self._inputs_before[comp.index] = before
-        if comp.depfile and self._fs_start is None:
+        if (comp.depfile or comp.kind == "python") and self._fs_start is None:
             self._fs_start = _fs_now(os.path.join(self._root, ".farmer", "lock"))
+        if comp.kind == "python":  # what an older run left is not what this one will read
+            _unlink(self._reads_file(comp))
         hit = self.cache.lookup(comp, before, self.world_fingerprint(comp.world))
         # After the lookup, which digests the files a cached run's depfile lists: a restore
         # starts from what it checked, as a command does from what it reads.
@@ -185,6 +204,8 @@ class Recorder:
         if not outcome.ok:
             self._inputs_before.pop(comp.index, None)
             self.failed_outputs(comp)
+            if comp.kind == "python":  # what a failed run read is no record of anything
+                _unlink(self._reads_file(comp))
         else:
             if started is None:  # not prepared: nothing digested vouches for what it read
                 started = (time.time_ns(), 0)
@@ -205,7 +226,12 @@ class Recorder:
         self.listener.recorded(comp.index, trace)
         self._pending_traces.append(trace)
         origin = outcome.origin
+        chain = self._chain_reads.pop(comp.index, None)
         if (not isinstance(origin, Restored) or origin.keep_locally) and not unsure:
+            if chain:  # an entry names every file its run rested on, its world's set-up's too
+                own = {p for p, _ in chain}
+                trace = Trace(trace.id, trace.action, trace.world, trace.inputs,
+                              chain + [d for d in trace.discovered if d[0] not in own], trace.outputs)
             self.cache.store(comp, trace, outcome)
 
     def idle(self) -> None:
@@ -341,6 +367,75 @@ class Recorder:
             return self._changed(comp, path, st.st_ctime_ns >= started_ns)
         return digest
 
+    def _add_discovered(self, comp: Computation, path: str, started: tuple[int, int],
+                        discovered: list[tuple[str, str]], unhashed: list[tuple[int, str]]) -> bool:
+        """Append `path`, a file the run read that it does not declare, to its trace's
+        `discovered`; whether it is recorded as CHANGED."""
+        # Outside the root: a header of the system or of the source tree, an installed
+        # module, which no command of the build writes. Judged later (`_discovered`), if
+        # digested already too: a stat each, which the run's consumers need not wait for.
+        if self._later and (path.startswith("../") or path.startswith("/") and not path.startswith(self._root)):
+            unhashed.append((len(discovered), path))
+            discovered.append((path, CHANGED))
+            return False
+        if path in comp.outputs:  # written by the run itself: recorded as it left it
+            discovered.append((path, digest_text(self.digests, path)))
+            return False
+        digest = self._discovered(comp, path, started)
+        discovered.append((path, digest))
+        return digest == CHANGED
+
+    def _reads_file(self, comp: Computation) -> str:
+        from farmer.run.executors.process import reads_path
+
+        return reads_path(self.logs, comp.id)
+
+    def _python_reads(self, comp: Computation, started: tuple[int, int],
+                      discovered: list[tuple[str, str]], unhashed: list[tuple[int, str]]) -> bool:
+        """What a python step read, as its driver recorded it (run/worlds/reads.py), into its
+        trace's `discovered`, less what it declares. What each set-up of its world chain
+        read is the world's: judged once per set-up, against the set-up's start (a file
+        changed since may not be what the world holds), told to the listener (the world's
+        fingerprint holds it) and kept in state.db for the next build's; the step's cache
+        entry names it too (`_keep`). Said: each file inside the root it wrote without
+        declaring it. Whether a file is recorded as CHANGED (the run is then not cached,
+        and runs again next build)."""
+        from farmer.run.worlds import reads
+
+        got = reads.load(self._reads_file(comp))
+        if got is None:  # no record (`os._exit`, a line run as plain python3): nothing known
+            return False
+        read, wrote, setups = got
+        unsure = False
+        chain: list[tuple[str, str]] = []
+        for world, began_ns, paths in setups:
+            known = self._setups.get((world, began_ns))
+            if known is None:
+                if paths is None:  # written once by the world process (reads.ship)
+                    paths = reads.load_setup(os.path.join(self.logs, "worlds", world + ".reads"), world, began_ns)
+                    if paths is None:
+                        continue  # set up again since: what this set-up read is not known
+                declared = set(self.world_inputs.get(world, ()))
+                judged = [(p, self._discovered(comp, p, (began_ns, 0))) for p in paths if p not in declared]
+                known = self._setups[(world, began_ns)] = (judged, any(d == CHANGED for _, d in judged))
+                self.listener.world_set_up(world, judged)
+                self._pending_traces.append(Trace(world_setup_id(world), "", None, [], judged, []))
+            chain += known[0]
+            unsure = unsure or known[1]
+        if chain and not self._later:  # (`_later`: a build without an output cache)
+            self._chain_reads[comp.index] = chain
+        seen = set(comp.inputs)
+        for p in read:
+            if p not in seen and p not in comp.outputs:
+                seen.add(p)
+                unsure = self._add_discovered(comp, p, started, discovered, unhashed) or unsure
+        for p in wrote:
+            if p not in comp.outputs and (comp.task, p) not in self._warned_writes:
+                self._warned_writes.add((comp.task, p))
+                self.warn(f"farmer: warning: task {comp.task} ({comp.id}) wrote {p}, which it does "
+                          "not declare as an output; declare it in `outputs`")
+        return unsure
+
     def _before_runs(self, st: os.stat_result) -> bool:
         """Whether a file's ctime says it changed before this build's runs started, by its
         own file system's clock (`_fs_start`: the same device's), not the wall clock's,
@@ -369,29 +464,17 @@ class Recorder:
                 text = ""
             try:
                 declared = set(comp.inputs)
-                own = comp.outputs  # written by the run itself: recorded as it left them
-                later, root = self._later, self._root
                 for p in depfile.parse(text):
                     p = os.path.normpath(p)
                     if p not in declared:
                         declared.add(p)
-                        # Outside the root: a header of the system or of the source tree,
-                        # which no command of the build writes. Judged later (`_discovered`),
-                        # if digested already too: a stat each, which the run's consumers
-                        # need not wait for.
-                        if later and (p.startswith("../") or p.startswith("/") and not p.startswith(root)):
-                            unhashed.append((len(discovered), p))
-                            discovered.append((p, CHANGED))
-                        elif p in own:
-                            discovered.append((p, digest_text(digests, p)))
-                        else:
-                            digest = self._discovered(comp, p, started)
-                            unsure = unsure or digest == CHANGED
-                            discovered.append((p, digest))
+                        unsure = self._add_discovered(comp, p, started, discovered, unhashed) or unsure
             except depfile.DepfileError as e:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
             if edge is not None and edge.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
                 _unlink(comp.depfile)
+        if comp.kind == "python":
+            unsure = self._python_reads(comp, started, discovered, unhashed) or unsure
         if edge is not None and edge.rspfile:
             _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.world_fingerprint(comp.world), inputs,

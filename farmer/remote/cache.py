@@ -150,7 +150,8 @@ class RemoteCache:
             declared = [self.file_now(path) for path in comp.inputs]
         except Changed:
             return None
-        key1 = actions.key1_of(description.canonical()) if comp.depfile else None
+        # (a python step's discovered inputs are what it read: run/worlds/reads.py)
+        key1 = actions.key1_of(description.canonical()) if comp.depfile or comp.kind == "python" else None
         found = RemoteLookup(description, declared, key1)
         if key1 is None:
             found.action = self.action_of(comp, found, [])
@@ -266,6 +267,10 @@ class RemoteCache:
             from farmer.record import depfile
 
             depfile.write(comp, found.discovered)  # for the recorder, as after a run
+        if comp.kind == "python":  # what the step read, for the recorder, as after a run
+            from farmer.run.worlds import reads
+
+            reads.dump(log[:-4] + ".reads", [p for p, _ in found.discovered], [], [])
         return done
 
     def refused(self, comp: Computation, error: Exception, say: Callable[[str, str], None]) -> None:

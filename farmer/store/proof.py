@@ -410,19 +410,23 @@ def _first(rests_on: Iterable[tuple[int, list[str]]], taken: Digests, selected: 
     at = int64s(taken.slots(), -1)  # each file's index in `paths`, by its slot in `taken`
     starts, items = int64s(proof.count + 1), int64s(4 * proof.count + 16)
     rows = used = 0
+    known: dict[str, int] = {}  # (many computations rest on one file: a world's set-up's)
     for _, files in rests_on:
         for p in files:
-            slot = taken.taken_slot(p)
-            if slot is None:
-                return None  # not digested in this build: nothing vouches for it
-            n = at[slot]
+            n = known.get(p, -1)
             if n < 0:
-                n = at[slot] = len(paths)
-                paths.append(p)
-                stat, digest, was_racy = taken.taken_at(slot)
-                stats += stat
-                if was_racy:
-                    racy[n] = digest
+                slot = taken.taken_slot(p)
+                if slot is None:
+                    return None  # not digested in this build: nothing vouches for it
+                n = at[slot]
+                if n < 0:
+                    n = at[slot] = len(paths)
+                    paths.append(p)
+                    stat, digest, was_racy = taken.taken_at(slot)
+                    stats += stat
+                    if was_racy:
+                        racy[n] = digest
+                known[p] = n
             if used == len(items):
                 items = _grown(items, used)
             items[used] = n

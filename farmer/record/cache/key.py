@@ -11,19 +11,20 @@ up-to-date rule (§2) compares, plus what §2 leaves to the user but a shared ca
 | inputs | every declared input's path (relative to the project root) and content digest, in declared order | §2 |
 | inherited env | the value of each variable named in `[cache] env` (unset and empty differ) | commands see the whole environment; only these are keyed |
 | programs | for a `cmd`, the first word of each simple command (`gcc` in `FOO=1 gcc -c a.c && ar ...`, and `ar`) resolved on the `PATH` the command gets, with the digest of that file (shell builtins as `builtin`, unknown ones as `missing`); for a `python` task, the interpreter's digest | a compiler upgrade is a miss (ccache's compiler_check) |
-| platform | `sys.platform`, the machine (`x86_64`), and for python tasks the Python version | outputs of one OS or ISA are not another's |
+| platform | `sys.platform`, the machine (`x86_64`), and for python tasks the Python version, `reads` and the module search path (`import_roots`) | outputs of one OS or ISA are not another's; a python entry names what the step read, found where this environment finds its imports |
 
 Never in it: the absolute project path (a Farmfile's paths are relative to its root and its
 commands run there, so another checkout elsewhere has the same key), `PATH` itself (what it
 selects is keyed, by digest), time stamps, `cost`/`cpus`/`pool`/`timeout`, undeclared
 inputs, variables not named in `[cache] env`.
 
-**Depfile-discovered inputs: the two-level key** (ccache's direct mode). The description
+**Discovered inputs: the two-level key** (ccache's direct mode): a depfile's, and the files a
+python step imported or opened (and its world's set-up did). The description
 above, with declared inputs only, gives the first-level key (`ActionDescription.key`). It
 names the entries of recent *variants*: each holds the discovered paths with the digests
 they had when it was stored, and its own key (`variant_key`) digests the first-level key and
 that list. A lookup is a hit only for a variant whose every listed file has that digest now.
-A computation without a depfile has one variant, with an empty list.
+A computation with neither has one variant, with an empty list.
 
 A remote cache maps the same description onto a REAPI Action (SHA-256) from
 `ActionDescription.parts()`, or digests `canonical()` with its own hash.
@@ -132,7 +133,9 @@ def describe(comp: Computation, world: str | None, inputs: list[tuple[str, str]]
     """The description of `comp` about to run with `inputs` (declared, with digests)."""
     platform = [sys.platform, os.uname().machine]
     if comp.kind == "python":
-        platform.append(sys.version)
+        # "reads": its entries name what the step read (run/worlds/reads.py); entries of
+        # farmers that did not record it name nothing, and are no hit for this one.
+        platform += [sys.version, "reads", *import_roots(os.getcwd())]
         used = [("python3", programs.interpreter())]
     else:
         path = comp.env.get("PATH", environ.get("PATH", os.defpath))
@@ -144,6 +147,17 @@ def describe(comp: Computation, world: str | None, inputs: list[tuple[str, str]]
     return ActionDescription(comp.kind or "", comp.action or "", comp.env, comp.outputs,
                              comp.depfile, rspfile, rspfile_content, world, inputs,
                              inherited, used, platform, workdir)
+
+
+def import_roots(root: str) -> list[str]:
+    """Where a python step's imports are looked up besides its own folder: farmer's module
+    search path (the steps run with farmer's interpreter and environment: `PYTHONPATH`, the
+    standard library, site-packages) but its first entry, farmer's own folder; an entry
+    inside `root` relative to it. An entry names the files an import finds: a variant lists
+    a module it read by its path, and two virtual environments of one machine hold two
+    versions of a package at two paths that both exist."""
+    inside = root.rstrip(os.sep) + os.sep
+    return [os.path.relpath(p, root) if p.startswith(inside) else p for p in sys.path[1:] if p]
 
 
 _PREFIX_MAPS = ("-fdebug-prefix-map=", "-ffile-prefix-map=")

@@ -119,6 +119,10 @@ class LocalRunCache(RunCache):
                 from farmer.record import depfile
 
                 depfile.write(comp, entry.discovered)  # one ninja removes once read: as listed
+            if comp.kind == "python":  # what the step read, for the recorder, as after a run
+                from farmer.run.worlds import reads
+
+                reads.dump(log[:-4] + ".reads", [p for p, _ in entry.discovered], [], [])
         except NotHere:
             return False  # a link that would lead out of this root or to no file: a miss
         except BadBlob as e:

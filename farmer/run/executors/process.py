@@ -122,6 +122,11 @@ def log_path(logs: str | os.PathLike, comp_id: str) -> str:
     return os.path.join(logs, name + ".log")
 
 
+def reads_path(logs: str | os.PathLike, comp_id: str) -> str:
+    """Where a python step's driver writes what it read (run/worlds/reads.py), beside its log."""
+    return log_path(logs, comp_id)[:-4] + ".reads"
+
+
 def drop_empty_log(log: str) -> None:
     """A successful run that printed nothing leaves no log (the rule `_keep_output` follows),
     for executors whose runs write their logs themselves (worlds)."""
@@ -223,7 +228,7 @@ class ProcessExecutor(Executor):
                 except OSError:
                     pass  # let the shell run it and say what is wrong, as it would have
             if pid is None:
-                argv = comp.argv()
+                argv = comp.argv(reads_path(self.logs, comp.id) if comp.kind == "python" else None)
                 actions = [] if console else [
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     _output_to(output, log),

@@ -37,12 +37,13 @@ from farmer.run.executors.base import (
     Outcome,
     SetupEnd,
 )
-from farmer.run.executors.process import drop_empty_log, log_path
+from farmer.run.executors.process import drop_empty_log, log_path, reads_path
 from farmer.run.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
 from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
 from farmer.run.worlds.protocol import ProtocolError
 
 _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
+_TICK_NS = 20_000_000  # time stamps lag the clock by up to a kernel tick (cache/use.py's margin)
 
 
 class WorldExecutor(Executor):
@@ -318,7 +319,8 @@ class WorldExecutor(Executor):
         job.deadline = job.dispatched + job.timeout if job.timeout else None
         proc.jobs[job.id] = job
         self._send(proc, "run", job=job.id, args=args,
-                   log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode)
+                   log=str(log_path(self.logs, comp.id)), env=comp.env, mode=job.mode,
+                   reads=reads_path(self.logs, comp.id))
         if last:  # the world ends with this job; a later task starts a new one
             proc.state = "closing"
             proc.closing_normally = True
@@ -405,6 +407,7 @@ class WorldExecutor(Executor):
             self.setup_s[proc.name] = time.monotonic() - began
         self._setup_over(proc, "ok")
         proc.pid = proc.pid or msg["pid"]
+        proc.setup_reads = msg.get("reads")
         try:
             proc.open_input()
         except OSError as e:
@@ -582,7 +585,8 @@ class WorldExecutor(Executor):
             self.warm.discard(proc)
             raise
         now = self.fingerprint(name) if self.fingerprint else None
-        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc):
+        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc) \
+                or not _setup_reads_hold(self.root, proc.setup_reads):
             self.warm.discard(proc)
             return None
         self._move(proc, self.warm.selector, self.selector, adopt=True)
@@ -657,3 +661,19 @@ class WorldExecutor(Executor):
         if world is not None and not self.stopping:
             self._close_unneeded(world)
 
+
+def _setup_reads_hold(root: str, reads: list | None) -> bool:
+    """Whether every file a kept world's setup read (`reads`: [began_ns, paths], as its
+    `ready` said) is unchanged since the setup began: its change time, which nothing sets
+    back, is older than that (by a kernel tick, by which time stamps lag the clock). Its
+    fingerprint leaves them out."""
+    if reads is None:
+        return True  # (a world of a driver that does not say: nothing read is known)
+    began, paths = reads
+    for path in paths:
+        try:
+            if os.stat(os.path.join(root, path)).st_ctime_ns >= began - _TICK_NS:
+                return False
+        except OSError:
+            return False
+    return True

@@ -1,5 +1,7 @@
-"""World fingerprints (SPEC §2): a world is identified by its parent's fingerprint, its
-setup lines, its inputs' digests and the Python version."""
+"""World fingerprints: a world is identified by its parent's fingerprint, its setup lines,
+its inputs' digests, its env, the Python version, and the digests of the files its set-up
+read when it last ran (the modules it imported, the files it opened: run/worlds/reads.py),
+which state.db keeps with the world (`setup_reads`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,16 @@ from farmer.files.digests import Digests, digest_or_changed, hash_text
 from farmer.manifest import template
 from farmer.manifest.spec import Spec
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def fingerprints(spec: Spec, digests: Digests) -> dict[str, str]:
+
+def fingerprints(spec: Spec, digests: Digests,
+                 setup_reads: Callable[[str], list[tuple[str, str | None]]] | None = None) -> dict[str, str]:
+    """Every world's fingerprint now; `setup_reads(name)`: the files world `name`'s set-up
+    read, each with the digest it read (None: its digest now), when it last ran (none
+    known: the world's declared part alone, as before any set-up was recorded)."""
     out: dict[str, str] = {}
 
     def fp(name: str) -> str:
@@ -23,6 +33,9 @@ def fingerprints(spec: Spec, digests: Digests) -> dict[str, str]:
             paths = [os.path.normpath(template.render(p, {}, {}, spec.vars, False)) for p in w.inputs]
             inputs = [f"{p}={digest_or_changed(digests, p)}" for p in paths]
             env = [f"{k}={v}" for k, v in sorted(w.env.items())]
+            read = setup_reads(name) if setup_reads is not None else []
+            if read:
+                env += ["\0read", *(f"{p}={d or digest_or_changed(digests, p) or 'missing'}" for p, d in read)]
             out[name] = hash_text(parent, sys.version, "\0setup", *w.setup, "\0inputs", *inputs,
                                   "\0env", *env)
         return out[name]

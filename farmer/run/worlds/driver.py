@@ -2,8 +2,10 @@
 
 Standard library only, so a world starts fast. Two ways to run:
 
-  driver.py --setup JSON -- LINE...      a fresh interpreter runs the world chain's setup and
-                                          then one task, and exits (`--no-worlds`)
+  driver.py [--reads FILE] --setup JSON -- LINE...
+                                          a fresh interpreter runs the world chain's setup and
+                                          then one task, and exits (`--no-worlds`, and a
+                                          `python` task without a world: an empty chain)
   driver.py --serve BASE --world NAME --root DIR --setup JSON
                                           a world process: runs its setup, says `ready` on
                                           BASE.out and serves the commands farmer writes to
@@ -15,6 +17,10 @@ reported exactly). An execute-job runs in the world itself, which then exits: it
 world's last pending future. A child world is a fork that runs its own setup and serves on
 new FIFOs. Every fork moves into its own process group before it runs anything, so farmer
 can kill a task with whatever it started, without killing the world.
+
+Every set-up and task is recorded (reads.py): what a task read, beyond what its world's
+set-up had, goes to the file farmer names (`reads` in a `run` command, `--reads`), with what
+each set-up of its chain read.
 """
 
 from __future__ import annotations
@@ -34,32 +40,44 @@ import time
 import traceback
 
 if __package__:
-    from farmer.run.worlds import protocol
-else:  # run as a script: load the protocol next to us without the farmer package
+    from farmer.run.worlds import protocol, reads
+else:  # run as a script: load the modules next to us without the farmer package
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location(
-        "_farmer_world_protocol", os.path.join(os.path.dirname(os.path.abspath(__file__)), "protocol.py"))
-    protocol = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-    _spec.loader.exec_module(protocol)  # type: ignore[union-attr]
+    def _load(name: str):
+        spec = importlib.util.spec_from_file_location(
+            f"_farmer_world_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+
+    protocol = _load("protocol")
+    reads = _load("reads")
 
 _HIDDEN_FILES = {os.path.abspath(__file__), runpy.__file__, "<frozen runpy>"}
 
 
 # -- setup and tasks ----------------------------------------------------------------------
 
-def run_setup(chain: list[tuple[str, list[str]]], world_globals: dict) -> None:
+def run_setup(chain: list[tuple[str, list[str]]], world_globals: dict, recording: reads.Reads) -> None:
     """Run each world's setup lines, root world first, in one globals dict, as `python3 -c`
-    would in the project root (the working directory): its modules are importable."""
+    would in the project root (the working directory): its modules are importable. What
+    each set-up reads is recorded as the world's (`recording`)."""
     root = os.getcwd()
-    if root not in sys.path:
+    if chain and root not in sys.path:  # (an empty chain: a plain `python` task, as python3 runs it)
         sys.path.insert(0, root)
     for name, lines in chain:
-        for number, line in enumerate(lines, 1):
-            filename = f"<world {name} setup line {number}>"
-            # Tracebacks then quote the failing setup line like a line of a file.
-            linecache.cache[filename] = (len(line), None, [line + "\n"], filename)
-            exec(compile(line, filename, "exec"), world_globals)
+        began = time.time_ns()
+        recording.begin()
+        try:
+            for number, line in enumerate(lines, 1):
+                filename = f"<world {name} setup line {number}>"
+                # Tracebacks then quote the failing setup line like a line of a file.
+                linecache.cache[filename] = (len(line), None, [line + "\n"], filename)
+                exec(compile(line, filename, "exec"), world_globals)
+        finally:
+            read, _ = recording.end(keep=True)
+        recording.set_up(name, began, read)
 
 
 def run_task(args: list[str], world_globals: dict) -> None:
@@ -91,9 +109,11 @@ def run_task(args: list[str], world_globals: dict) -> None:
         runpy.run_path(script, init_globals=shared, run_name="__main__")
 
 
-def finish_task(args: list[str], world_globals: dict) -> int:
+def finish_task(args: list[str], world_globals: dict, recording: reads.Reads, reads_file: str | None) -> int:
     """Run a task and end it as a fresh interpreter would: exit status from SystemExit or 1
-    with a traceback, then exit handlers, non-daemon threads joined, streams flushed."""
+    with a traceback, then exit handlers, non-daemon threads joined, streams flushed; what
+    it read (`recording`) is then written to `reads_file`."""
+    recording.begin()
     try:
         run_task(args, world_globals)
         code = 0
@@ -111,6 +131,9 @@ def finish_task(args: list[str], world_globals: dict) -> int:
                 t.join()
     if not _flush_std():
         code = code or 120
+    read, wrote = recording.end()
+    if reads_file:
+        reads.dump(reads_file, read, wrote, recording.setup_refs())
     return code
 
 
@@ -199,9 +222,10 @@ def die_with_parent(parent: int) -> None:
 class World:
     """One world process: its FIFOs, its globals, the children it forked."""
 
-    def __init__(self, name: str, root: str, base: str) -> None:
+    def __init__(self, name: str, root: str, base: str, recording: reads.Reads) -> None:
         self.name = name
         self.root = root
+        self.recording = recording
         self.globals: dict = {"__name__": "__world__", "__builtins__": __builtins__}
         self.children: dict[int, tuple[int, float]] = {}  # pid -> (job, monotonic start)
         self._open(base)
@@ -230,7 +254,7 @@ class World:
         sys.argv = [""]
         started = time.monotonic()
         try:
-            run_setup(chain, self.globals)
+            run_setup(chain, self.globals, self.recording)
         except BaseException as e:  # noqa: BLE001 - a failing setup is reported, not raised
             text = "".join(format_traceback(e))
             print(text, end="", file=sys.stderr)
@@ -249,7 +273,8 @@ class World:
             import threading
 
             threads = threading.active_count()
-        self.send("ready", pid=os.getpid(), version=protocol.VERSION, threads=threads)
+        _, began, read = self.recording.setups[-1]
+        self.send("ready", pid=os.getpid(), version=protocol.VERSION, threads=threads, reads=[began, read])
         self.serve()
 
     def serve(self) -> None:
@@ -288,6 +313,8 @@ class World:
     def handle(self, msg: dict) -> None:
         kind = msg["t"]
         if kind == "run":
+            if isinstance(msg.get("reads"), str):  # the set-ups' lists, once, not by every task
+                self.recording.ship(os.path.dirname(msg["reads"]))
             if msg["mode"] == "exec":
                 self.execute(msg)
             elif self.fork(msg["job"]) == 0:
@@ -352,7 +379,7 @@ class World:
         os.chdir(self.root)
         os.environ.update(msg["env"])
         _redirect(msg["log"], append=False)
-        return finish_task([str(a) for a in msg["args"]], self.globals)
+        return finish_task([str(a) for a in msg["args"]], self.globals, self.recording, msg.get("reads"))
 
     def execute(self, msg: dict) -> None:
         """The world's last future: run it here, report, and end the world."""
@@ -444,23 +471,30 @@ def main(argv: list[str]) -> None:
         base, name, root, setup = argv[1], argv[3], argv[5], argv[7]
         die_with_parent(int(argv[9]))  # before the setup, which may take long
         os.chdir(root)
-        world = World(name, root, base)
+        recording = reads.Reads(root)
+        recording.install()
+        world = World(name, root, base, recording)
         world.setup_and_serve([(name, [str(line) for line in json.loads(setup)])])
         return
+    reads_file = None
+    if len(argv) >= 2 and argv[0] == "--reads":
+        reads_file, argv = argv[1], argv[2:]
     if len(argv) < 3 or argv[0] != "--setup" or argv[2] != "--":
-        raise SystemExit("usage: driver.py --setup JSON -- PYTHON-LINE...\n"
+        raise SystemExit("usage: driver.py [--reads FILE] --setup JSON -- PYTHON-LINE...\n"
                          "       driver.py --serve BASE --world NAME --root DIR --setup JSON")
     chain = [(name, lines) for name, lines in json.loads(argv[1])]
     world_globals: dict = {"__name__": "__world__", "__builtins__": __builtins__}
+    recording = reads.Reads(os.getcwd())
+    recording.install()
     saved_argv = sys.argv
     sys.argv = [""]
     try:
-        run_setup(chain, world_globals)
+        run_setup(chain, world_globals, recording)
     except BaseException as e:  # noqa: BLE001 - as a world reports a failing setup
         print_traceback(e)
         raise SystemExit(1) from None
     sys.argv = saved_argv
-    raise SystemExit(finish_task(argv[3:], world_globals))
+    raise SystemExit(finish_task(argv[3:], world_globals, recording, reads_file))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ class Proc:
     eof_at: float | None = None  # when EOF came while its exit status was still unknown
     status: str | None = None  # how it ended: "exit 3", "signal 9"
     error: str | None = None  # what went wrong with it, when something did
+    setup_reads: list | None = None  # [began_ns, [path...]]: what its own setup read (`ready`)
 
     def read(self) -> tuple[list[dict], bool]:
         """The messages that arrived, and whether the stream ended; ProtocolError on garbage."""

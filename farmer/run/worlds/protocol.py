@@ -12,12 +12,16 @@ when the frame is complete, and a frame cut short by the end of the stream at `e
 
 farmer -> world (the world's `.in` FIFO):
   run    {job, args, log, env, mode}   mode "fork": in a forked child; "exec": in the world
-                                       itself, which then exits (its last pending future)
+                                       itself, which then exits (its last pending future);
+                                       optional `reads`: where the task's driver writes what
+                                       it read (reads.py)
   world  {job, name, base, setup, env, log}  fork a child world: it runs `setup` and then
                                        serves on the FIFOs `base`.in / `base`.out
   close  {}                            exit; nothing is running
 world -> farmer (the world's `.out` FIFO):
-  ready  {pid, version, threads}       setup done; `threads` alive after it
+  ready  {pid, version, threads}       setup done; `threads` alive after it; optional
+                                       `reads`: [BEGAN_NS, [PATH...]], what the setup read and
+                                       when it began (reads.py)
   setup-failed {traceback}             setup raised; the world exits
   forked {job, pid}                    a child started, already in its own process group
   done   {job, code, signal, wall, cpu, rss_kb}  a job ended (for a fork: as wait4 saw it)
