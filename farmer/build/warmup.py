@@ -87,10 +87,11 @@ def warm_up(ws: Workspace, targets: list[str], failed_before: dict[str, str],
     spec, graph = ws.spec, ws.graph
     state = ws.open_state()
     digests = Digests(ws.digests.entries() if ws.digests is not None else state.stat_cache())
-    # The fingerprints a build takes (its session's), so that the next build adopts them.
+    # The fingerprints a build keeps its warm worlds under (its session's declared ones: what
+    # a set-up read is checked apart, run/executors/world.py), so that the next build adopts them.
     session = Session(spec, graph, state, digests, {}, False, [], [])
     try:
-        prints = {name: session.world_fingerprint(name) for name in names}
+        prints = {name: session.world_declared_fingerprint(name) for name in names}
     except OSError:  # an input unreadable now: the next build says so
         return done
     names = [n for n in names if failed_before.get(n) != prints[n]]
