@@ -21,7 +21,7 @@ from farmer.files.queued import take_queued
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
-from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
+from farmer.remote.client import GONE, Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError, explain
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 # the description's parts that are in the Command itself; the rest go into FARMER_KEY
 _IN_COMMAND = frozenset({"action", "env", "outputs", "depfile", "inputs", "inherited"})
-_DOWN = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 UPLOAD_WAIT_S = 60.0  # at the end of a build, for uploads still queued
 _UPLOAD_BATCH = 64  # runs uploaded together, at most
 
@@ -61,6 +60,19 @@ def variants_blob(result: re.ActionResult | None) -> Digest | None:
     return result.output_files[0].digest
 
 
+def _link_target(path: str) -> str:
+    """The target of the output link `path`, when another checkout can make the same link:
+    relative and inside the project (as the local cache keeps links); Changed otherwise
+    (that result is not uploaded)."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        raise Changed(path) from None
+    if not restoring.link_stays_inside(path, target):
+        raise Changed(path)
+    return target
+
+
 class _Upload:
     __slots__ = ("comp", "found", "discovered", "outputs", "log", "duration_s")
 
@@ -81,6 +93,7 @@ class RemoteCache:
         self._warn = warn
         self._client: Client | None = None
         self._off = False
+        self.off_because = ""  # why the remote is off: what its warning said
         self._upload_off = not settings.upload
         self._warned: set[str] = set()
         self._messages: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
@@ -108,7 +121,8 @@ class RemoteCache:
     def _fail(self, e: RemoteError) -> None:
         """The remote is down or broken: off for the rest of the build, said once."""
         self._off = True
-        self._once("off", f"farmer: warning: remote {self.settings.endpoint.url} unavailable ({e}); "
+        self.off_because = self.off_because or explain(e)
+        self._once("off", f"farmer: warning: remote {self.settings.endpoint.url}: {explain(e)}; "
                           "building without it")
 
     # -- looking up and restoring ----------------------------------------------------------------
@@ -286,6 +300,9 @@ class RemoteCache:
         outputs with farmer's digests."""
         for path, content in contents.items():
             self.digests.learn(path, content)
+        for path in comp.outputs:
+            if path not in contents:  # a link: its digest is what it leads to, read again
+                self.digests.forget(path)
         self.hits += 1
         return [(p, digest_or_changed(self.digests, p) or "missing") for p in comp.outputs]
 
@@ -293,8 +310,9 @@ class RemoteCache:
         """The remote failed a call (on any thread): off for the rest of the build; the warning
         is said once, on the build's thread."""
         if not self._off:
+            self.off_because = explain(e)
             self._off = True
-            self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url} unavailable ({e}); "
+            self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url}: {explain(e)}; "
                                        "building without it"))
 
     def say(self, kind: str, text: str) -> None:
@@ -332,13 +350,14 @@ class RemoteCache:
                 self._upload(jobs)
             except RemoteError as e:
                 self._upload_off = True
-                if e.code in _DOWN:  # the server went away: as a failed lookup would find
+                if e.code == "CANCELLED":  # closed under it: the build said why already
                     self._off = True
-                    self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url} "
-                                               f"unavailable ({e}); building without it"))
-                else:
+                elif e.code in GONE and e.code != "PERMISSION_DENIED":  # gone, as a failed lookup would find
+                    self.went_away(e)
+                else:  # (a read-only credential: lookups go on)
+                    why = explain(e) if e.code == "PERMISSION_DENIED" else f"failed ({e})"
                     self._messages.put(("upload", f"farmer: warning: upload to {self.settings.endpoint.url} "
-                                                  f"failed ({e}); not uploading more this build"))
+                                                  f"{why}; not uploading more this build"))
             except OSError as e:
                 self._upload_off = True
                 self._messages.put(("upload", f"farmer: warning: cannot upload a result ({e.strerror or e}); "
@@ -372,6 +391,11 @@ class RemoteCache:
         result = re.ActionResult(exit_code=0)
         mine: list[Blob] = []
         for path, digest in job.outputs:
+            if os.path.islink(path):  # kept as that link (v2.1's field, and v2.0's for older readers)
+                target = _link_target(path)
+                result.output_symlinks.add(path=path, target=target)
+                result.output_file_symlinks.add(path=path, target=target)
+                continue
             f = self._file(path, digest)
             result.output_files.add(path=path, digest=f.digest, is_executable=f.executable)
             mine.append(Blob(f.digest, path=path))

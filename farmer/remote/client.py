@@ -26,6 +26,7 @@ from farmer.remote import rpc  # noqa: E402
 from farmer.remote.config import Endpoint  # noqa: E402
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
 from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs  # noqa: E402
+from farmer.remote.protos.google.longrunning import operations_pb2 as ops  # noqa: E402
 from farmer.remote.protos.google.rpc import code_pb2, error_details_pb2, status_pb2  # noqa: E402
 
 Digest = re.Digest
@@ -53,6 +54,18 @@ class RemoteError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.method = ""  # the call that failed, when a call did
+
+
+# the codes that say the server is not there (or not answering): no more calls this build
+GONE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED", "PERMISSION_DENIED", "UNIMPLEMENTED"})
+
+
+class QueueTimeout(RemoteError):
+    """A remote execution that no worker took within the progress timeout."""
+
+    def __init__(self, waited_s: float) -> None:
+        super().__init__("QUEUE_TIMEOUT", f"no worker took it within {waited_s:g} s")
 
 
 class BlobMissing(RemoteError):
@@ -526,7 +539,10 @@ class Client:
 
     def execute(self, action: Digest, timeout: float, skip_cache_lookup: bool = False) -> re.ExecuteResponse:
         """Run `action` on the server's workers and wait for its ExecuteResponse (at most `timeout`
-        seconds). A stream that breaks is re-attached with WaitExecution."""
+        seconds). A stream that breaks is re-attached with WaitExecution. The server must show
+        progress: an action still queued after the endpoint's timeout (no worker took it) raises
+        QueueTimeout (the operation is cancelled), and a stream that says nothing for that long,
+        not even the operation's state that every (re-)attach answers first, DEADLINE_EXCEEDED."""
         request = re.ExecuteRequest(instance_name=self.endpoint.instance, action_digest=action,
                                     skip_cache_lookup=skip_cache_lookup, digest_function=SHA256)
         return self._follow(request, "", timeout)
@@ -537,23 +553,35 @@ class Client:
 
     def _follow(self, request: re.ExecuteRequest | None, name: str, timeout: float) -> re.ExecuteResponse:
         deadline = time.monotonic() + timeout
+        progress_s = self.endpoint.timeout
+        queued_since: float | None = None  # when the operation was first seen waiting for a worker
         attempt = 0
         while True:
             self._check_open()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RemoteError("DEADLINE_EXCEEDED", f"execution took longer than {timeout:.0f} s")
+            # each call lasts at most `progress_s`: its first answer (the state) proves the server
+            # alive, and a queued action is given up on, not waited for until `timeout`
+            window = min(left, progress_s)
             if name:
-                call = self._method("WaitExecution")(re.WaitExecutionRequest(name=name), timeout=left,
+                call = self._method("WaitExecution")(re.WaitExecutionRequest(name=name), timeout=window,
                                                      metadata=self._metadata)
             else:
-                call = self._method("Execute")(request, timeout=left, metadata=self._metadata)
+                call = self._method("Execute")(request, timeout=window, metadata=self._metadata)
             self._track(call)
+            heard = False
             try:
                 for op in call:
+                    heard = True
                     name = op.name or name
                     if op.done:
                         return _execute_response(op)
+                    if _stage(op) in (re.ExecutionStage.QUEUED, re.ExecutionStage.CACHE_CHECK,
+                                      re.ExecutionStage.UNKNOWN):
+                        queued_since = queued_since or time.monotonic()
+                    else:
+                        queued_since = None
                 error = None  # the stream ended without a final operation: re-attach
             except grpc.RpcError as e:
                 error = e
@@ -562,6 +590,11 @@ class Client:
             if error is not None:
                 if self._closed:
                     raise RemoteError("CANCELLED", "Execute cancelled")
+                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and heard and window < left:
+                    if queued_since is not None and time.monotonic() - queued_since >= progress_s:
+                        self._cancel_operation(name)
+                        raise QueueTimeout(progress_s)
+                    continue  # alive and working: re-attach, which answers with the state again
                 if name and request is not None and error.code() == grpc.StatusCode.NOT_FOUND:
                     name = ""  # the server forgot the operation: start again
                 elif error.code() not in TRANSIENT:
@@ -570,6 +603,22 @@ class Client:
             if attempt > RETRIES + 1:
                 raise RemoteError("UNAVAILABLE", "the Execute stream kept breaking")
             time.sleep(min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** attempt))
+
+    def _cancel_operation(self, name: str) -> None:
+        """Ask the server to drop an operation farmer no longer waits for (best effort: a server
+        may run it anyway, and its result is then cached like any other)."""
+        if not name:
+            return
+        try:
+            self.call("CancelOperation", ops.CancelOperationRequest(name=name),
+                      timeout=min(self.endpoint.timeout, CONNECT_TIMEOUT_S), retry=False)
+        except RemoteError:
+            pass
+
+
+def _stage(op) -> int:
+    md = re.ExecuteOperationMetadata()
+    return md.stage if op.metadata.Unpack(md) else re.ExecutionStage.UNKNOWN
 
 
 def _execute_response(op) -> re.ExecuteResponse:
@@ -608,7 +657,29 @@ def _code_name(code: int) -> str:
 
 def _error(name: str, e: grpc.RpcError) -> RemoteError:
     details = (e.details() or "").splitlines()
-    return RemoteError(e.code().name, f"{name}: {details[0][:200] if details else 'no details'}")
+    error = RemoteError(e.code().name, f"{name}: {_cut(details[0]) if details else 'no details'}")
+    error.method = name
+    return error
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """A server's message, at most about `limit` characters, cut between words."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def explain(e: RemoteError) -> str:
+    """What a failed call says about the server, in words a user acts on: a bad or expired
+    credential and a refusal are named as such, a method the server lacks too; the rest is
+    the server being unavailable."""
+    if e.code == "UNAUTHENTICATED":
+        return f"authentication error ({e}; check the remote's token or credential helper)"
+    if e.code == "PERMISSION_DENIED":
+        return f"permission error ({e})"
+    if e.code == "UNIMPLEMENTED":
+        return f"server does not support {e.method or 'a call farmer makes'} ({e})"
+    return f"unavailable ({e})"
 
 
 def _retry_info(e: grpc.RpcError) -> float | None:

@@ -6,6 +6,8 @@ so the stubs do not pin a grpcio version.
 
 from __future__ import annotations
 
+from google.protobuf import empty_pb2 as empty
+
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs
 from farmer.remote.protos.google.devtools.remoteworkers.v1test2 import bots_pb2 as bots
@@ -31,6 +33,8 @@ METHODS = {
     "Execute": (_RE + "Execution/Execute", "unary_stream", re.ExecuteRequest, ops.Operation),
     "WaitExecution": (_RE + "Execution/WaitExecution", "unary_stream",
                       re.WaitExecutionRequest, ops.Operation),
+    "CancelOperation": ("/google.longrunning.Operations/CancelOperation", "unary_unary",
+                        ops.CancelOperationRequest, empty.Empty),
     "Read": ("/google.bytestream.ByteStream/Read", "unary_stream", bs.ReadRequest, bs.ReadResponse),
     "Write": ("/google.bytestream.ByteStream/Write", "stream_unary", bs.WriteRequest, bs.WriteResponse),
     "CreateBotSession": (_BOTS + "CreateBotSession", "unary_unary",

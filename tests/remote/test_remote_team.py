@@ -1,0 +1,66 @@
+"""What a team leans on, against a real BuildGrid (tests/remote/conftest.py): symbolic-link outputs
+kept as links by the remote cache and by remote execution, a queued action that no worker takes,
+a server that freezes, a corrupt blob healed, bots that come back after the server dropped them,
+and why a computation ran here under --remote-exec."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import time
+
+import pytest
+from helpers import last_build_tasks, write_files
+
+if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
+    pytest.skip("grpcio is not installed (pip install -e '.[remote]')", allow_module_level=True)
+
+# a library and the link to it, as CMake's cmake_symlink_library makes them
+LINKS = """\
+[remote]
+salt = "{salt}"
+
+[task.lib]
+inputs = ["src.txt"]
+outputs = ["libx.so.1.0"]
+cmd = "cat src.txt > libx.so.1.0 && {{{{ [ -z \\"$RUNS\\" ] || echo lib >> \\"$RUNS\\"; }}}}"
+
+[task.links]
+inputs = ["libx.so.1.0"]
+outputs = ["libx.so"]
+cmd = "ln -sf libx.so.1.0 libx.so && {{{{ [ -z \\"$RUNS\\" ] || echo links >> \\"$RUNS\\"; }}}}"
+"""
+
+
+def links_project(path, salt: str, text: str = "lib\n") -> str:
+    return str(write_files(path, {"Farmfile": LINKS.format(salt=salt), "src.txt": text}))
+
+
+def test_a_link_output_comes_back_from_the_remote_cache_as_the_same_link(tmp_path, farmer, reapi, salt):
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance]
+    first = links_project(tmp_path / "a", salt)
+    assert farmer(first, *remote).returncode == 0
+    assert farmer.ran() == ["lib", "links"]
+    second = links_project(tmp_path / "b", salt)
+    r = farmer(second, *remote)
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == []
+    assert "warning" not in r.stdout + r.stderr
+    link = os.path.join(second, "libx.so")
+    assert os.path.islink(link) and os.readlink(link) == "libx.so.1.0"
+    assert open(link).read() == "lib\n"
+    r = farmer(second, *remote)  # the restored link is recorded as the run's: a no-op
+    assert r.returncode == 0 and farmer.ran() == [] and "up to date 2" in r.stdout, r.stdout
+
+
+def test_a_link_made_on_a_worker_comes_back_as_a_link(tmp_path, farmer, reapi, salt):
+    root = links_project(tmp_path / "a", salt, text=f"lib {salt}\n")
+    r = farmer(root, "--remote", reapi.url, "--remote-exec", "-j", "1")
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stdout + r.stderr
+    assert farmer.ran() == []  # both ran on the workers
+    assert {t["executor"] for t in last_build_tasks(root).values()} == {"remote"}
+    link = os.path.join(root, "libx.so")
+    assert os.path.islink(link) and os.readlink(link) == "libx.so.1.0"
