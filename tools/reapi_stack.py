@@ -76,7 +76,8 @@ schedulers:
     storage: *cas
     action-cache: *ac
     poll-interval: 0.05
-    bot-session-keepalive-timeout: 60
+    bot-session-keepalive-timeout: {bot_timeout}
+    session-expiry-timer-interval: {expiry_interval}
     assigners:
       - !priority-age-assigner
         count: 1
@@ -175,9 +176,12 @@ def start_postgres(state: str) -> str:
     return f"postgresql+psycopg2://bgd@127.0.0.1:{port}/bgd"
 
 
-def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache", disk: str | None = None) -> str:
+def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache", disk: str | None = None,
+                 bot_timeout_s: int = 60) -> str:
     """A bgd server (with execution: it starts PostgreSQL first); its grpc:// URL. With `disk`, the
-    cache instance keeps its blobs in files there (DIR/cas/objects/ab/cdef...), which a test may damage."""
+    cache instance keeps its blobs in files there (DIR/cas/objects/ab/cdef...), which a test may damage.
+    `bot_timeout_s`: how long the scheduler keeps a bot's session that does not call (a test of bots
+    the server dropped makes it short)."""
     program = bgd()
     if program is None:
         raise RuntimeError(f"no bgd: run `{sys.argv[0]} install` (pip install {BUILDGRID})")
@@ -187,7 +191,9 @@ def start_server(state: str, name: str, execution: bool, cache_instance: str = "
         dsn = start_postgres(state)
         subprocess.run([program, "migrate", "apply", dsn], check=True, timeout=120,
                        stdout=open(os.path.join(state, "migrate.log"), "ab"), stderr=subprocess.STDOUT)
-        text = CONFIG.format(port=port, connections=CONNECTIONS.format(dsn=dsn), schedulers=SCHEDULERS, cache_storage=storage,
+        text = CONFIG.format(port=port, connections=CONNECTIONS.format(dsn=dsn), schedulers=SCHEDULERS.format(
+                                 bot_timeout=bot_timeout_s, expiry_interval=min(10.0, bot_timeout_s / 3)),
+                             cache_storage=storage,
                              instances=EXEC_INSTANCE + "\n" + CACHE_INSTANCE.format(name=cache_instance))
     else:
         text = CONFIG.format(port=port, connections="", schedulers="", cache_storage=storage,
@@ -230,12 +236,12 @@ def start_bots(state: str, url: str, count: int) -> None:
         _record(state, f"bot-{i}", proc.pid)
 
 
-def start(state: str, bots: int = 2) -> dict[str, str]:
+def start(state: str, bots: int = 2, bot_timeout_s: int = 60) -> dict[str, str]:
     """The whole stack; the environment variables the tests read."""
     os.makedirs(state, exist_ok=True)
     t0 = time.monotonic()
     try:
-        url = start_server(state, "bgd", execution=True)
+        url = start_server(state, "bgd", execution=True, bot_timeout_s=bot_timeout_s)
         start_bots(state, url, bots)
     except BaseException:
         stop(state)

@@ -136,6 +136,72 @@ def own_cache_server(reapi, tmp_path):
         stack.stop(state)
 
 
+class ExecStack:
+    """A whole execution stack of a test's own (PostgreSQL, bgd, bots), which the test may freeze,
+    and whose bots it may stop: `pids` by name (bgd, bot-0, ...) as tools/reapi_stack.py recorded them."""
+
+    __slots__ = ("url", "state", "stack")
+
+    def __init__(self, stack, state: str, url: str) -> None:
+        self.stack, self.state, self.url = stack, state, url
+
+    @property
+    def pids(self) -> dict:
+        import json
+        with open(os.path.join(self.state, "pids.json")) as f:
+            return json.load(f)
+
+    def bot_sessions(self) -> int:
+        """The bot sessions the server's scheduler keeps (in its database)."""
+        import re
+        with open(os.path.join(self.state, "bgd.yml")) as f:
+            port = re.search(r"postgresql\+psycopg2://bgd@127\.0\.0\.1:(\d+)/bgd", f.read()).group(1)
+        out = subprocess.run([os.path.join(self.stack.pgbin(), "psql"), "-h", "127.0.0.1", "-p", port, "-U", "bgd",
+                              "-d", "bgd", "-tAc", "SELECT count(*) FROM bots"], check=True, timeout=60,
+                             capture_output=True, text=True).stdout
+        return int(out.strip())
+
+    def bot_log(self, i: int) -> str:
+        with open(os.path.join(self.state, f"bot-{i}.log"), errors="replace") as f:
+            return f.read()
+
+
+@pytest.fixture
+def own_exec_stack(reapi, tmp_path):
+    """own_exec_stack(bots=1, bot_timeout_s=60) -> an ExecStack, stopped after the test."""
+    stack = load_stack()
+    if stack.bgd() is None or stack.pgbin() is None:
+        unavailable("BuildGrid or PostgreSQL is not installed")
+    states = []
+
+    def make(bots: int = 1, bot_timeout_s: int = 60) -> ExecStack:
+        state = str(tmp_path / f"own-stack-{len(states)}")
+        states.append(state)
+        env = stack.start(state, bots=bots, bot_timeout_s=bot_timeout_s)
+        return ExecStack(stack, state, env["FARMER_TEST_REAPI"])
+
+    try:
+        yield make
+    finally:
+        for state in states:
+            for pid in _stopped_pids(state):  # a frozen process cannot take its SIGTERM
+                try:
+                    os.kill(pid, __import__("signal").SIGCONT)
+                except ProcessLookupError:
+                    pass
+            stack.stop(state)
+
+
+def _stopped_pids(state: str) -> list[int]:
+    import json
+    try:
+        with open(os.path.join(state, "pids.json")) as f:
+            data = json.load(f)
+    except OSError:
+        return []
+    return [v for k, v in data.items() if isinstance(v, int)]
+
+
 @pytest.fixture
 def client_of(reapi):
     """client_of(instance="") -> a farmer.remote Client on the test server, closed after the test."""

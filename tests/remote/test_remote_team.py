@@ -64,3 +64,29 @@ def test_a_link_made_on_a_worker_comes_back_as_a_link(tmp_path, farmer, reapi, s
     assert {t["executor"] for t in last_build_tasks(root).values()} == {"remote"}
     link = os.path.join(root, "libx.so")
     assert os.path.islink(link) and os.readlink(link) == "libx.so.1.0"
+
+
+def test_a_bot_the_server_dropped_registers_again(own_exec_stack, client_of, tmp_path):
+    """A bot silent for longer than the server's bot session timeout (a server frozen that long, a
+    network partition, the bot itself stopped) finds its session dropped ("Bot does not exist");
+    it registers again and takes work."""
+    from .test_remote_client import action_of
+
+    stack = own_exec_stack(bots=1, bot_timeout_s=3)
+    bot = stack.pids["bot-0"]
+    until = time.monotonic() + 60
+    while not stack.bot_sessions() and time.monotonic() < until:  # the bot registered
+        time.sleep(0.2)
+    os.kill(bot, signal.SIGSTOP)
+    try:
+        while stack.bot_sessions() and time.monotonic() < until:  # the server reaps the silent session
+            time.sleep(0.5)
+        assert stack.bot_sessions() == 0
+    finally:
+        os.kill(bot, signal.SIGCONT)
+    client = client_of("", url=stack.url, timeout=20)
+    digest = action_of(client, ["/bin/sh", "-c", "echo back > out.txt"], {}, ["out.txt"], tmp_path)
+    response = client.execute(digest, 60)
+    assert response.result.exit_code == 0, stack.bot_log(0)
+    log = stack.bot_log(0)
+    assert "Bot does not exist" in log and "registering again" in log, log
