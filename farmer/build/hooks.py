@@ -86,6 +86,8 @@ class BuildHooks(Hooks):
         if self.running.pop(outcome.index, None) is not None and outcome.origin.restored and self.opts.explain:
             # looked up alongside other work (farmer/remote/lookups.py): restored after it started
             self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.origin.name} cache")
+        if outcome.local_because and self.opts.explain:  # remote execution was on: why not there
+            self.reporter.message(f"farmer: explain: {comp.id}: ran here, not remotely: {outcome.local_because}")
         outcome = self.recorder.record(comp, outcome)
         silent = outcome.origin.restored or outcome.printed is False
         # (a silent success has no log to name or read: its path is not made)

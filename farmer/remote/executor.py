@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from farmer.run.executors.process import ProcessExecutor
     from farmer.store.state import Trace
 
-DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout waits at most this long
+DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout, once a worker took it, waits at most this long
 
 
 class Fallback(Exception):
@@ -77,6 +77,7 @@ class RemoteExecutor(RelayExecutor):
         self.results: queue.SimpleQueue = queue.SimpleQueue()
         self.remote_ran: set[int] = set()  # indices that ran remotely (last-build.json's executor)
         self.local_because: dict[int, str] = {}  # why one that runs here does not run remotely
+        self.queue_timed_out = False  # an action waited --remote-timeout for a worker: send no more
         self.fallbacks = 0
         self._warned: set[str] = set()
 
@@ -141,6 +142,8 @@ class RemoteExecutor(RelayExecutor):
             return why
         if self.remote.off:
             return f"remote failed: {self.remote.off_because}"
+        if self.queue_timed_out:
+            return "remote queue timeout"  # no worker took the last ones: none is sent again
         if len(self.inflight) >= self.jobs:
             return "remote slots full"
         # not relocatable: a worker's directory is not this one, nor has it our files
@@ -201,8 +204,10 @@ class RemoteExecutor(RelayExecutor):
             self.fallbacks += 1
             if isinstance(error, QueueTimeout):
                 self.local_because[comp.index] = "remote queue timeout"
+                self.queue_timed_out = True
                 self._once("queue", f"farmer: warning: remote execution of {comp.id} was still queued after "
-                                    f"{self.remote.settings.endpoint.timeout:g} s ({error}); running it here")
+                                    f"{self.remote.settings.endpoint.timeout:g} s ({error}); running it and "
+                                    "the rest here")
             elif isinstance(error, RemoteError) and error.code in GONE:
                 self.local_because[comp.index] = f"remote failed: {explain(error)}"
                 self.remote.fail(error)  # the server is gone: no more remote runs this build

@@ -90,3 +90,68 @@ def test_a_bot_the_server_dropped_registers_again(own_exec_stack, client_of, tmp
     assert response.result.exit_code == 0, stack.bot_log(0)
     log = stack.bot_log(0)
     assert "Bot does not exist" in log and "registering again" in log, log
+
+
+# for why a computation ran here: a plain compile-like step, one naming the root's absolute path,
+# one with remote = false, and a python step
+REASONS = """\
+[remote]
+salt = "{salt}"
+
+[task.sent]
+inputs = ["a.txt"]
+outputs = ["out/sent.txt"]
+cmd = "sleep 0.5; cat a.txt > out/sent.txt && {{{{ [ -z \\"$RUNS\\" ] || echo sent >> \\"$RUNS\\"; }}}}"
+
+[task.pinned]
+inputs = ["a.txt"]
+outputs = ["out/pinned.txt"]
+remote = false
+cmd = "cat a.txt > out/pinned.txt"
+
+[task.absolute]
+inputs = ["a.txt"]
+outputs = ["out/absolute.txt"]
+cmd = "cat {root}/a.txt > out/absolute.txt"
+
+[task.py]
+inputs = ["a.txt", "copier.py"]
+outputs = ["out/py.txt"]
+python = "copier.py a.txt {{outputs}}"
+"""
+
+
+def reasons_project(path, salt: str) -> str:
+    return str(write_files(path, {"Farmfile": REASONS.format(salt=salt, root=path), "a.txt": salt,
+                                  "copier.py": "import shutil, sys\nshutil.copy(sys.argv[1], sys.argv[2])\n"}))
+
+
+def test_every_step_run_here_says_why(tmp_path, farmer, reapi, salt):
+    root = reasons_project(tmp_path / "p", salt)
+    r = farmer(root, "--remote", reapi.url, "--remote-exec", "--explain", "-j", "1")
+    assert r.returncode == 0, r.stderr
+    tasks = last_build_tasks(root)
+    assert tasks["out/sent.txt"]["executor"] == "remote" and "local_because" not in tasks["out/sent.txt"]
+    assert tasks["out/pinned.txt"]["local_because"] == "remote = false"
+    assert tasks["out/absolute.txt"]["local_because"] == f"absolute path {root} under the root"
+    assert tasks["out/py.txt"]["local_because"] == "python task"
+    said = r.stdout + r.stderr
+    assert "farmer: explain: out/pinned.txt: ran here, not remotely: remote = false" in said
+    assert f"out/absolute.txt: ran here, not remotely: absolute path {root} under the root" in said
+
+
+def test_an_action_no_worker_takes_runs_here_after_the_remote_timeout(tmp_path, farmer, own_exec_stack, salt):
+    stack = own_exec_stack(bots=0)  # every action stays queued
+    root = reasons_project(tmp_path / "p", salt)
+    t0 = time.monotonic()
+    r = farmer(root, "--remote", stack.url, "--remote-exec", "--remote-timeout", "3", "--explain")
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert farmer.ran() == ["sent"]
+    assert open(os.path.join(root, "out/sent.txt")).read() == salt
+    task = last_build_tasks(root)["out/sent.txt"]
+    assert task["executor"] == "local" and task["local_because"] == "remote queue timeout", task
+    said = r.stdout + r.stderr
+    assert said.count("farmer: warning") == 1 and "still queued after 3 s" in said, said
+    assert "out/sent.txt: ran here, not remotely: remote queue timeout" in said
+    assert elapsed < 40, elapsed  # not the hour a queued action could wait (generous: a loaded machine)
