@@ -220,6 +220,11 @@ class RemoteCache:
     def off(self) -> bool:
         return self._off
 
+    def cancel_in_flight(self) -> None:
+        """End the calls in flight (the remote runs' streams): the remote was found gone."""
+        if self._client is not None:
+            self._client.cancel_calls()
+
     def connected(self) -> Client | None:
         """The client once connected (None before the first call, or when the remote is off)."""
         return None if self._off else self._client
@@ -429,6 +434,7 @@ class RemoteCache:
     def close(self, abandon: bool = False) -> None:
         """Wait (at most UPLOAD_WAIT_S) for the uploads, or drop them with `abandon` (an interrupt);
         cancel what is still in flight; print what the uploader had to say."""
+        abandon = abandon or self._off  # a server gone or frozen takes no uploads: no wait for them
         if self._uploader is not None:
             if abandon:
                 self._upload_off = True

@@ -36,6 +36,9 @@ TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXH
 RETRIES = 2                 # attempts after the first
 BACKOFF_S = (0.1, 1.0)      # first delay, cap
 CONNECT_TIMEOUT_S = 2.0     # the first call: a server that hangs costs this much, once
+# A lookup's deadline (and a batch read's, beyond its bytes' time): a server that freezes mid-build
+# costs this much once (the remote is then off for the build), not the whole --remote-timeout.
+LOOKUP_TIMEOUT_S = 2.0
 BATCH_LIMIT = 4 * 1024 * 1024 - 64 * 1024   # gRPC's default 4 MiB message, minus headroom
 BATCH_COUNT = 1000
 CHUNK = 1024 * 1024
@@ -312,6 +315,10 @@ class Client:
     def _stream_timeout(self, size: int) -> float:
         return self.endpoint.timeout + size / STREAM_RATE
 
+    def lookup_timeout(self, size: int = 0) -> float:
+        """The deadline of a lookup, or of a read of `size` bytes on the critical path."""
+        return min(self.endpoint.timeout, LOOKUP_TIMEOUT_S) + size / STREAM_RATE
+
     # -- CAS -----------------------------------------------------------------------------------
 
     def find_missing(self, digests: Iterable[Digest]) -> list[Digest]:
@@ -450,7 +457,8 @@ class Client:
             size += d.size_bytes + 100
         requests = [re.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=batch,
                                              digest_function=SHA256) for batch in batches]
-        for batch, resp in zip(batches, self.call_many("BatchReadBlobs", requests)):
+        timeout = self.lookup_timeout(max((sum(d.size_bytes for d in b) for b in batches), default=0))
+        for batch, resp in zip(batches, self.call_many("BatchReadBlobs", requests, timeout=timeout)):
             if isinstance(resp, RemoteError):
                 raise resp
             for r in resp.responses:
@@ -470,7 +478,8 @@ class Client:
 
     def _batch_read(self, digests: list[Digest]) -> dict[str, bytes]:
         resp = self.call("BatchReadBlobs", re.BatchReadBlobsRequest(
-            instance_name=self.endpoint.instance, digests=digests, digest_function=SHA256))
+            instance_name=self.endpoint.instance, digests=digests, digest_function=SHA256),
+            timeout=self.lookup_timeout(sum(d.size_bytes for d in digests)))
         out, missing = {}, []
         for r in resp.responses:
             if r.status.code == code_pb2.NOT_FOUND:
@@ -514,7 +523,7 @@ class Client:
         try:
             return self.call("GetActionResult", re.GetActionResultRequest(
                 instance_name=self.endpoint.instance, action_digest=action, inline_stdout=False,
-                inline_stderr=False, digest_function=SHA256))
+                inline_stderr=False, digest_function=SHA256), timeout=self.lookup_timeout())
         except RemoteError as e:
             if e.code == "NOT_FOUND":
                 return None

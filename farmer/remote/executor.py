@@ -78,6 +78,7 @@ class RemoteExecutor(RelayExecutor):
         self.remote_ran: set[int] = set()  # indices that ran remotely (last-build.json's executor)
         self.local_because: dict[int, str] = {}  # why one that runs here does not run remotely
         self.queue_timed_out = False  # an action waited --remote-timeout for a worker: send no more
+        self._abandoned = False  # the remote went off: the runs in flight there were cancelled
         self.fallbacks = 0
         self._warned: set[str] = set()
 
@@ -98,6 +99,9 @@ class RemoteExecutor(RelayExecutor):
         future.add_done_callback(lambda f, c=comp, s=started: self._finished(c, s, f))
 
     def wait(self, timeout: float | None) -> list[Outcome]:
+        if self.remote.off and self.inflight and not self._abandoned:
+            self._abandoned = True  # the server went away (a lookup found it): the runs there end now
+            self.remote.cancel_in_flight()
         done = super().wait(timeout)
         for outcome in done:  # those that ran here say why (last-build.json, --explain)
             outcome.local_because = self.local_because.pop(outcome.index, None)
@@ -208,6 +212,8 @@ class RemoteExecutor(RelayExecutor):
                 self._once("queue", f"farmer: warning: remote execution of {comp.id} was still queued after "
                                     f"{self.remote.settings.endpoint.timeout:g} s ({error}); running it and "
                                     "the rest here")
+            elif self.remote.off and isinstance(error, RemoteError) and error.code == "CANCELLED":
+                self.local_because[comp.index] = f"remote failed: {self.remote.off_because}"
             elif isinstance(error, RemoteError) and error.code in GONE:
                 self.local_because[comp.index] = f"remote failed: {explain(error)}"
                 self.remote.fail(error)  # the server is gone: no more remote runs this build

@@ -106,7 +106,7 @@ class Restorer:
         requests = [re.GetActionResultRequest(instance_name=instance, action_digest=d, inline_stdout=False,
                                               inline_stderr=False, digest_function=re.DigestFunction.SHA256)
                     for digests in asks for d in digests]
-        answers = iter(client.call_many("GetActionResult", requests))
+        answers = iter(client.call_many("GetActionResult", requests, timeout=client.lookup_timeout()))
         results = []
         for digests in asks:
             got = []

@@ -155,3 +155,56 @@ def test_an_action_no_worker_takes_runs_here_after_the_remote_timeout(tmp_path, 
     assert said.count("farmer: warning") == 1 and "still queued after 3 s" in said, said
     assert "out/sent.txt: ran here, not remotely: remote queue timeout" in said
     assert elapsed < 40, elapsed  # not the hour a queued action could wait (generous: a loaded machine)
+
+
+# `slow` misses in a second checkout (b.txt differs) but writes what it wrote in the first, so
+# `after` would be a hit: its lookup is the one a server frozen meanwhile leaves unanswered
+FREEZE = """\
+[remote]
+salt = "{salt}"
+
+[task.first]
+inputs = ["a.txt"]
+outputs = ["out/first"]
+cmd = "cat a.txt > out/first"
+
+[task.slow]
+inputs = ["b.txt"]
+outputs = ["out/slow"]
+cmd = "sleep 3; echo same > out/slow"
+
+[task.after]
+inputs = ["out/slow"]
+outputs = ["out/after"]
+cmd = "cat out/slow > out/after && {{{{ [ -z \\"$RUNS\\" ] || echo after >> \\"$RUNS\\"; }}}}"
+"""
+
+
+def test_a_server_frozen_mid_build_costs_a_lookup_deadline_not_the_remote_timeout(tmp_path, farmer,
+                                                                                   own_cache_server, salt):
+    remote = ["--remote", own_cache_server.url]
+    first = write_files(tmp_path / "a", {"Farmfile": FREEZE.format(salt=salt), "a.txt": "a", "b.txt": "1"})
+    assert farmer(str(first), *remote).returncode == 0
+    assert farmer.ran() == ["after"]
+    second = write_files(tmp_path / "b", {"Farmfile": FREEZE.format(salt=salt), "a.txt": "a", "b.txt": "2"})
+    p = farmer.start(str(second), *remote, "-j", "2")
+    frozen = False
+    try:
+        for line in p.stdout:
+            if "out/first" in line:  # restored; slow runs: freeze the server before `after` is looked up
+                os.kill(own_cache_server.pid, signal.SIGSTOP)
+                frozen, t0 = True, time.monotonic()
+                break
+        out, err = p.communicate(timeout=120)
+        elapsed = time.monotonic() - t0
+    finally:
+        if frozen:
+            os.kill(own_cache_server.pid, signal.SIGCONT)
+    assert p.returncode == 0, err
+    assert farmer.ran() == ["after"]  # its lookup went unanswered: it ran here
+    said = out + err
+    assert said.count("farmer: warning") == 1 and "DEADLINE_EXCEEDED" in said, said
+    # slow's 3 s, one lookup deadline (2 s), after's run; not the 30 s --remote-timeout, nor the
+    # uploads' wait at the end (generous: a loaded machine)
+    assert elapsed < 20, (elapsed, said)
+    assert open(os.path.join(second, "out/after")).read() == "same\n"
