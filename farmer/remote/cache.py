@@ -94,6 +94,9 @@ class RemoteCache:
         self._client: Client | None = None
         self._off = False
         self.off_because = ""  # why the remote is off: what its warning said
+        # (hash, size) of blobs a download found corrupt: the local run's good copy is uploaded
+        # again, past FindMissingBlobs, which would say the server has it (any thread adds)
+        self.corrupt: set[tuple[str, int]] = set()
         self._upload_off = not settings.upload
         self._warned: set[str] = set()
         self._messages: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
@@ -290,7 +293,11 @@ class RemoteCache:
     def refused(self, comp: Computation, error: Exception, say: Callable[[str, str], None]) -> None:
         """A hit whose files could not be had: a warning (`say(kind, text)`, said once per kind),
         and a server error switches the remote off."""
-        if isinstance(error, (BlobMissing, BlobCorrupt)):
+        if isinstance(error, BlobCorrupt):
+            self.corrupt.add((error.digest.hash, error.digest.size_bytes))
+            say("blob", f"farmer: warning: remote blob for {comp.id}: {error}; running it (and uploading "
+                        "its good copy again)")
+        elif isinstance(error, BlobMissing):
             say("blob", f"farmer: warning: remote blob for {comp.id}: {error}; running it")
         elif isinstance(error, RemoteError):
             self.went_away(error)
@@ -380,7 +387,9 @@ class RemoteCache:
                 continue  # a file changed since the run: its result is not vouched for
         if not entries:
             return
-        client.upload(blobs)
+        again = frozenset(k for k in ((b.digest.hash, b.digest.size_bytes) for b in blobs) if k in self.corrupt)
+        client.upload(blobs, again)  # a blob found corrupt there: sent again, FindMissingBlobs or not
+        self.corrupt.difference_update(again)
         client.update_action_results([(act.digest, result) for _, act, result, _ in entries])
         self.uploaded += len(entries)
         for job, _, _, discovered in entries:

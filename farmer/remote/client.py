@@ -81,6 +81,7 @@ class BlobMissing(RemoteError):
 class BlobCorrupt(RemoteError):
     def __init__(self, digest: Digest) -> None:
         super().__init__("CORRUPT", f"blob {digest.hash[:12]}/{digest.size_bytes} does not match its digest")
+        self.digest = digest
 
 
 def digest_of(data: bytes) -> Digest:
@@ -333,11 +334,14 @@ class Client:
             missing.extend(resp.missing_blob_digests)
         return missing
 
-    def upload(self, blobs: Iterable[Blob]) -> int:
-        """Upload the blobs the CAS lacks: small ones batched, large ones by ByteStream.
+    def upload(self, blobs: Iterable[Blob], again: frozenset[tuple[str, int]] = frozenset()) -> int:
+        """Upload the blobs the CAS lacks: small ones batched, large ones by ByteStream; and
+        those of `again` ((hash, size): found corrupt there) whatever FindMissingBlobs says.
         Returns the bytes sent."""
         by_key = {(b.digest.hash, b.digest.size_bytes): b for b in blobs}
         missing = [by_key[(d.hash, d.size_bytes)] for d in self.find_missing(b.digest for b in by_key.values())]
+        named = {(b.digest.hash, b.digest.size_bytes) for b in missing}
+        missing += [b for k, b in by_key.items() if k in again and k not in named]
         limit = self._batch_limit()
         batch: list[re.BatchUpdateBlobsRequest.Request] = []
         size = sent = 0

@@ -272,7 +272,10 @@ class RemoteExecutor(RelayExecutor):
             restoring.restore(client, files)
             streams = [d for d in (result.stdout_digest, result.stderr_digest) if d.hash]
             data = client.read(streams)
-        except (BlobMissing, BlobCorrupt) as e:
+        except BlobCorrupt as e:
+            self.remote.corrupt.add((e.digest.hash, e.digest.size_bytes))  # the local run's copy goes up
+            raise Fallback(str(e)) from None
+        except BlobMissing as e:
             raise Fallback(str(e)) from None
         with open(log + ".remote-tmp", "wb") as f:
             for d in streams:
