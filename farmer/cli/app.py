@@ -70,16 +70,25 @@ def _remote_flags(given: dict) -> dict | None:
     flags = {"url": given.pop("remote_url"), "instance": given.pop("remote_instance"),
              "headers": tuple(given.pop("remote_headers")),
              "execute": True if given.pop("remote_exec") else None,
-             "upload": False if given.pop("no_remote_upload") else None, "timeout": given.pop("remote_timeout")}
+             "upload": False if given.pop("no_remote_upload") else None, "timeout": given.pop("remote_timeout"),
+             "cache_url": given.pop("remote_cache"), "executor_url": given.pop("remote_executor"),
+             "ca": given.pop("remote_ca"), "cert": given.pop("remote_cert"), "key": given.pop("remote_key"),
+             "credential_helper": given.pop("remote_credential_helper"),
+             "platform": tuple(given.pop("remote_platform")), "salt": given.pop("remote_salt"),
+             "strict": True if given.pop("remote_strict") else None,
+             "refresh": True if given.pop("remote_refresh") else None}
     if not any(v for v in flags.values() if v is not None):
         return None
     from farmer.remote import config
 
     try:
-        if flags["url"]:
-            config.parse_url(flags["url"])
+        for url in (flags["url"], flags["cache_url"], flags["executor_url"]):
+            if url:
+                config.parse_url(url)
         for h in flags["headers"]:
             config.parse_header(h)
+        for p in flags["platform"]:
+            config.parse_property(p)
         if flags["timeout"] is not None and not 0 < flags["timeout"] <= 1e6:
             raise config.RemoteConfigError(f"--remote-timeout {flags['timeout']:g}: must be above 0 seconds")
     except config.RemoteConfigError as e:
@@ -158,13 +167,15 @@ def graph(targets, ninja, directory, farmfile, fmt) -> None:
 
 @cli.command()
 @click.argument("target", shell_complete=completion.targets)
+@click.option("--remote", "remote", is_flag=True,
+              help="Also the remote Action digest the last build looked up, and what came of it.")
 @_project_options
-def query(target, ninja, directory, farmfile) -> None:
+def query(target, remote, ninja, directory, farmfile) -> None:
     """Print a computation's task, command, inputs, outputs and consumers."""
     from farmer.cli import inspection
 
     spec, g = _load(directory, farmfile, ninja)
-    click.echo(inspection.query(spec, g, target), nl=False)
+    click.echo(inspection.query(spec, g, target, remote), nl=False)
 
 
 @cli.command()

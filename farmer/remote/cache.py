@@ -52,6 +52,12 @@ class RemoteLookup:
         self.result: re.ActionResult | None = None
         self.discovered: list[tuple[str, str]] = []  # the variant found: (path, farmer digest)
 
+    def shown_digest(self, salt: str) -> str:
+        """The Action digest looked up, HASH/SIZE (with a depfile and no variant found: that of
+        its variants list)."""
+        d = self.action.digest if self.action is not None else actions.variants_action(self.key1 or "", salt).digest
+        return f"{d.hash}/{d.size_bytes}"
+
 
 def variants_blob(result: re.ActionResult | None) -> Digest | None:
     """The blob that lists a first-level key's variants, from its entry's result."""
@@ -111,7 +117,11 @@ class RemoteCache:
         if self._off:
             return None
         if self._client is None:
-            self._client = Client(self.settings.endpoint)
+            try:
+                self._client = Client(self.settings.endpoint)
+            except RemoteError as e:  # a TLS file that cannot be read now
+                self._fail(e)
+                return None
             try:
                 self._client.capabilities()
                 if not self._upload_off and not self._client.can_update_cache():

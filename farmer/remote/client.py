@@ -9,27 +9,28 @@ verified against their SHA-256 digests. close() cancels whatever is in flight (C
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 
-# gRPC's core would print its own log lines (a GOAWAY from a server going down) on farmer's stderr:
-# farmer reports every failure itself, once
-os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+from farmer.remote.config import quiet_grpc
+
+quiet_grpc()  # before grpc's import: its logging starts with it
 
 import grpc  # noqa: E402
 
 from farmer.remote import rpc  # noqa: E402
-from farmer.remote.config import Endpoint  # noqa: E402
+from farmer.remote.config import Endpoint, parse_url  # noqa: E402
+from farmer.remote.credentials import CredentialError, CredentialHelper, read_file  # noqa: E402
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
 from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs  # noqa: E402
 from farmer.remote.protos.google.longrunning import operations_pb2 as ops  # noqa: E402
 from farmer.remote.protos.google.rpc import code_pb2, error_details_pb2, status_pb2  # noqa: E402
 
 Digest = re.Digest
+_EXECUTION = frozenset({"Execute", "WaitExecution", "CancelOperation", "GetCapabilitiesExec"})
 SHA256 = re.DigestFunction.SHA256
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
                        grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL})
@@ -123,8 +124,8 @@ class Blob:
 class Client:
     """One channel to one REAPI server and instance. Thread-safe: build threads share it."""
 
-    __slots__ = ("endpoint", "_channel", "_methods", "_caps", "_lock", "_calls", "_closed", "_refusing",
-                 "_metadata")
+    __slots__ = ("endpoint", "_channel", "_exec_channel", "_methods", "_caps", "_exec_caps", "_lock", "_calls",
+                 "_closed", "_refusing", "_metadata", "helper")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -132,24 +133,36 @@ class Client:
                    ("grpc.max_send_message_length", MAX_MESSAGE),
                    ("grpc.enable_retries", 0),  # ours are bounded and logged; gRPC's are neither
                    ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
-        if endpoint.secure:
-            self._channel = grpc.secure_channel(endpoint.target, grpc.ssl_channel_credentials(), options)
-        else:
-            self._channel = grpc.insecure_channel(endpoint.target, options)
+        self._channel = _channel(endpoint.url, endpoint, options)
+        # Execute, WaitExecution and CancelOperation go to the executor, when it is another server
+        self._exec_channel = _channel(endpoint.executor, endpoint, options) if endpoint.executor else None
         self._methods: dict[str, Callable] = {}
         self._caps: re.ServerCapabilities | None = None
+        self._exec_caps: re.ServerCapabilities | None = None
         self._lock = threading.Lock()
         self._calls: set = set()
         self._closed = False
         self._refusing = False  # cancel_calls(for_good=True): a tracked call that starts after is cancelled
         self._metadata = tuple(endpoint.headers)
+        self.helper = CredentialHelper(endpoint.helper, endpoint.url) if endpoint.helper else None
+
+    def _meta(self, fresh: bool = False) -> tuple[tuple[str, str], ...]:
+        """The headers of a call: the static ones and the credential helper's (asked again with
+        `fresh`, after UNAUTHENTICATED); a helper that fails is an authentication error."""
+        if self.helper is None:
+            return self._metadata
+        try:
+            return self._metadata + self.helper.headers(fresh)
+        except CredentialError as e:
+            raise RemoteError("UNAUTHENTICATED", str(e)) from None
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _method(self, name: str) -> Callable:
         m = self._methods.get(name)
         if m is None:
-            m = self._methods[name] = rpc.bind(self._channel, name)
+            channel = self._exec_channel if self._exec_channel is not None and name in _EXECUTION else self._channel
+            m = self._methods[name] = rpc.bind(channel, name)
         return m
 
     def call(self, name: str, request, timeout: float | None = None, retry: bool = True,
@@ -160,12 +173,14 @@ class Client:
         the channel."""
         timeout = timeout or self.endpoint.timeout
         attempt = 0
+        fresh = False  # the helper's headers asked for again (once, after UNAUTHENTICATED)
         while True:
             self._check_open()
+            metadata = self._meta(fresh)
             try:
                 if not cancellable:
-                    return self._method(name)(request, timeout=timeout, metadata=self._metadata)
-                future = self._method(name).future(request, timeout=timeout, metadata=self._metadata)
+                    return self._method(name)(request, timeout=timeout, metadata=metadata)
+                future = self._method(name).future(request, timeout=timeout, metadata=metadata)
                 self._track(future)
                 try:
                     return future.result()
@@ -176,6 +191,9 @@ class Client:
             except grpc.RpcError as e:
                 if self._closed:
                     raise RemoteError("CANCELLED", f"{name} cancelled") from None
+                if e.code() == grpc.StatusCode.UNAUTHENTICATED and self.helper is not None and not fresh:
+                    fresh = True  # expired before the helper said: new headers, once
+                    continue
                 delay = self._retry_delay(e, attempt) if retry else None
                 if delay is None:
                     raise _error(name, e) from None
@@ -195,9 +213,11 @@ class Client:
         out: list = [None] * len(requests)
         todo = list(range(len(requests)))
         attempt = 0
+        fresh = False
         while True:
             self._check_open()
             method = self._method(name)
+            metadata = self._meta(fresh)
             futures = []
             settled = 0  # futures[:settled] have ended
             again, last = [], None
@@ -206,7 +226,7 @@ class Client:
                     if len(futures) - settled >= at_once:  # a window: the oldest ends before the next goes
                         last = self._settle(name, futures[settled], out, again) or last
                         settled += 1
-                    future = method.future(requests[k], timeout=timeout, metadata=self._metadata)
+                    future = method.future(requests[k], timeout=timeout, metadata=metadata)
                     if cancellable:
                         self._track(future)
                     futures.append((k, future))
@@ -217,6 +237,11 @@ class Client:
                 last = self._settle(name, item, out, again) or last
             for k in todo[len(futures):]:
                 out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+            refused = [k for k in todo if isinstance(out[k], RemoteError) and out[k].code == "UNAUTHENTICATED"]
+            if refused and self.helper is not None and not fresh:
+                fresh = True  # the helper's headers expired early: asked again, and those sent again
+                todo = sorted(again + refused)
+                continue
             delay = self._retry_delay(last, attempt) if last is not None else None
             if delay is None:
                 for k in again:
@@ -287,6 +312,8 @@ class Client:
         for c in calls:
             c.cancel()
         self._channel.close()
+        if self._exec_channel is not None:
+            self._exec_channel.close()
 
     # -- capabilities --------------------------------------------------------------------------
 
@@ -303,7 +330,14 @@ class Client:
         return self._caps
 
     def can_execute(self) -> bool:
-        return self.capabilities().execution_capabilities.exec_enabled
+        """Whether the executor (this server, or --remote-executor's) runs actions."""
+        if self._exec_channel is None:
+            return self.capabilities().execution_capabilities.exec_enabled
+        if self._exec_caps is None:
+            self._exec_caps = self.call("GetCapabilitiesExec", re.GetCapabilitiesRequest(
+                instance_name=self.endpoint.instance), timeout=min(self.endpoint.timeout, CONNECT_TIMEOUT_S),
+                retry=False)
+        return self._exec_caps.execution_capabilities.exec_enabled
 
     def can_update_cache(self) -> bool:
         caps = self.capabilities().cache_capabilities
@@ -395,7 +429,7 @@ class Client:
         while True:
             self._check_open()
             future = self._method("Write").future(chunks(), timeout=self._stream_timeout(d.size_bytes),
-                                                  metadata=self._metadata)
+                                                  metadata=self._meta())
             self._track(future)
             try:
                 resp = future.result()
@@ -503,7 +537,7 @@ class Client:
         (so a caller writing to a temporary file renames it only after the loop ends)."""
         self._check_open()
         call = self._method("Read")(bs.ReadRequest(resource_name=self._resource(f"blobs/{d.hash}/{d.size_bytes}")),
-                                    timeout=self._stream_timeout(d.size_bytes), metadata=self._metadata)
+                                    timeout=self._stream_timeout(d.size_bytes), metadata=self._meta())
         self._track(call)
         h, n = hashlib.sha256(), 0
         try:
@@ -579,9 +613,9 @@ class Client:
             window = min(left, progress_s)
             if name:
                 call = self._method("WaitExecution")(re.WaitExecutionRequest(name=name), timeout=window,
-                                                     metadata=self._metadata)
+                                                     metadata=self._meta())
             else:
-                call = self._method("Execute")(request, timeout=window, metadata=self._metadata)
+                call = self._method("Execute")(request, timeout=window, metadata=self._meta())
             self._track(call)
             heard = False
             try:
@@ -632,6 +666,20 @@ class Client:
 def _stage(op) -> int:
     md = re.ExecuteOperationMetadata()
     return md.stage if op.metadata.Unpack(md) else re.ExecutionStage.UNKNOWN
+
+
+def _channel(url: str, endpoint: Endpoint, options: list):
+    """A channel to `url`, with the endpoint's TLS files when it is grpcs://."""
+    target, secure = parse_url(url)
+    if not secure:
+        return grpc.insecure_channel(target, options)
+    try:
+        creds = grpc.ssl_channel_credentials(root_certificates=read_file(endpoint.ca),
+                                             private_key=read_file(endpoint.key),
+                                             certificate_chain=read_file(endpoint.cert))
+    except OSError as e:
+        raise RemoteError("UNAVAILABLE", f"cannot read a TLS file: {e.filename}: {e.strerror}") from None
+    return grpc.secure_channel(target, creds, options)
 
 
 def _execute_response(op) -> re.ExecuteResponse:
@@ -690,6 +738,9 @@ def explain(e: RemoteError) -> str:
         return f"authentication error ({e}; check the remote's token or credential helper)"
     if e.code == "PERMISSION_DENIED":
         return f"permission error ({e})"
+    text = str(e)
+    if e.code == "UNAVAILABLE" and ("handshake" in text.lower() or "CERTIFICATE_VERIFY" in text):
+        return f"TLS error ({e}; check --remote-ca, --remote-cert and --remote-key)"
     if e.code == "UNIMPLEMENTED":
         return f"server does not support {e.method or 'a call farmer makes'} ({e})"
     return f"unavailable ({e})"

@@ -249,12 +249,13 @@ class RemoteExecutor(RelayExecutor):
         if client is None or self._stopping:
             raise Fallback("the remote is off")
         timeout = 2 * comp.timeout + 60 if comp.timeout else DEFAULT_TIMEOUT_S
+        refresh = self.remote.settings.refresh  # --remote-refresh: run it, whatever the server has cached
         client.upload(plan.action.blobs)
-        response = client.execute(plan.action.digest, timeout)
+        response = client.execute(plan.action.digest, timeout, skip_cache_lookup=refresh)
         missing = missing_in(response.status) if response.status.code == code_pb2.FAILED_PRECONDITION else []
         if missing:  # the server lost some of what was sent: once more
             client.upload(plan.action.blobs)
-            response = client.execute(plan.action.digest, timeout)
+            response = client.execute(plan.action.digest, timeout, skip_cache_lookup=refresh)
         if response.status.code != code_pb2.OK:
             raise Fallback(f"status {code_pb2.Code.Name(response.status.code)}: {response.status.message[:200]}")
         result = response.result

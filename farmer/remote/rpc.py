@@ -20,6 +20,9 @@ _BOTS = "/google.devtools.remoteworkers.v1test2.Bots/"
 METHODS = {
     "GetCapabilities": (_RE + "Capabilities/GetCapabilities", "unary_unary",
                         re.GetCapabilitiesRequest, re.ServerCapabilities),
+    # the same method, asked of the executor when it is another server (client.py's channels)
+    "GetCapabilitiesExec": (_RE + "Capabilities/GetCapabilities", "unary_unary",
+                            re.GetCapabilitiesRequest, re.ServerCapabilities),
     "FindMissingBlobs": (_RE + "ContentAddressableStorage/FindMissingBlobs", "unary_unary",
                          re.FindMissingBlobsRequest, re.FindMissingBlobsResponse),
     "BatchUpdateBlobs": (_RE + "ContentAddressableStorage/BatchUpdateBlobs", "unary_unary",

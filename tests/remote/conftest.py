@@ -219,3 +219,83 @@ def client_of(reapi):
     yield make
     for c in made:
         c.close()
+
+
+class TlsServer:
+    """A cache-only bgd of a test's own behind TLS (a private CA made with openssl), asking for
+    a client certificate (mTLS) and a JWT on every call: `url` (grpcs://), the CA, the client's
+    certificate and key files, and `token()` a valid JWT."""
+
+    __slots__ = ("url", "ca", "cert", "key", "secret", "dir")
+
+    def __init__(self, directory: str, secret: str) -> None:
+        self.dir, self.secret = directory, secret
+        self.ca = os.path.join(directory, "ca.pem")
+        self.cert = os.path.join(directory, "client.pem")
+        self.key = os.path.join(directory, "client.key")
+        self.url = ""
+
+    def token(self, lifetime_s: int = 3600) -> str:
+        """A JWT (HS256) the server takes: signed with its secret, expiring in `lifetime_s`."""
+        import base64
+        import hashlib
+        import hmac
+        import json
+        import time
+
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+        head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+        body = b64(json.dumps({"sub": "farmer-test", "exp": int(time.time()) + lifetime_s}).encode())
+        signature = hmac.new(self.secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+        return f"{head}.{body}.{b64(signature)}"
+
+
+def _openssl(directory: str) -> None:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA."""
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True, timeout=120)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=farmer test CA")
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
+                      ("client", "extendedKeyUsage=clientAuth\n")):
+        with open(os.path.join(directory, f"{name}.ext"), "w") as f:
+            f.write(ext)
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/CN=farmer test {name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+
+
+@pytest.fixture
+def tls_server(reapi, tmp_path):
+    import shutil
+    stack = load_stack()
+    if stack.bgd() is None:
+        unavailable("BuildGrid is not installed")
+    if shutil.which("openssl") is None:
+        unavailable("openssl is not installed (apt-get install openssl)")
+    sys.path.insert(0, REPO)
+    from farmer.remote.config import Endpoint
+
+    directory = str(tmp_path / "tls")
+    os.makedirs(directory)
+    _openssl(directory)
+    server = TlsServer(directory, os.urandom(16).hex())
+    with open(os.path.join(directory, "jwt-secret"), "w") as f:
+        f.write(server.secret)
+    state = str(tmp_path / "tls-bgd")
+    os.makedirs(state)
+    tls = {"key": os.path.join(directory, "server.key"), "cert": os.path.join(directory, "server.pem"),
+           "client_ca": server.ca}
+    try:
+        server.url = stack.start_server(
+            state, "tls-bgd", execution=False, cache_instance="", tls=tls,
+            jwt_secret=os.path.join(directory, "jwt-secret"),
+            ready=lambda url: Endpoint(url, "", (("authorization", f"Bearer {server.token()}"),), ca=server.ca,
+                                       cert=server.cert, key=server.key))
+        yield server
+    finally:
+        stack.stop(state)

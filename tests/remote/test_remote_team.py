@@ -6,7 +6,6 @@ and why a computation ran here under --remote-exec."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
 import time
@@ -208,3 +207,157 @@ def test_a_server_frozen_mid_build_costs_a_lookup_deadline_not_the_remote_timeou
     # uploads' wait at the end (generous: a loaded machine)
     assert elapsed < 20, (elapsed, said)
     assert open(os.path.join(second, "out/after")).read() == "same\n"
+
+
+# -- credentials ----------------------------------------------------------------------------------
+
+PLAIN = """\
+[task.one]
+inputs = ["a.txt"]
+outputs = ["out/one.txt"]
+cmd = "cat a.txt > out/one.txt && {{ [ -z \\"$RUNS\\" ] || echo one >> \\"$RUNS\\"; }}"
+"""
+
+
+def plain_project(path, salt: str) -> str:
+    return str(write_files(path, {"Farmfile": PLAIN, "a.txt": salt}))
+
+
+def written_anywhere(root: str, secret: str) -> list[str]:
+    """The files under `root` holding `secret`."""
+    found = []
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                if secret.encode() in f.read():
+                    found.append(path)
+    return found
+
+
+def test_tls_with_a_private_ca_mtls_and_a_token(tmp_path, farmer, tls_server, salt):
+    token = tls_server.token()
+    tls = ["--remote", tls_server.url, "--remote-ca", tls_server.ca, "--remote-cert", tls_server.cert,
+           "--remote-key", tls_server.key, "--remote-salt", salt]
+    first = plain_project(tmp_path / "a", salt)
+    r = farmer(first, *tls, "--remote-header", f"authorization=Bearer {token}")
+    assert r.returncode == 0 and "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert farmer.ran() == ["one"]
+    second = plain_project(tmp_path / "b", salt)
+    r = farmer(second, *tls, "--remote-header", f"authorization=Bearer {token}")
+    assert r.returncode == 0 and farmer.ran() == [], r.stdout + r.stderr
+    assert last_build_tasks(second)["out/one.txt"]["cache"] == "remote"
+    assert token not in r.stdout + r.stderr and not written_anywhere(second, token)
+
+
+def test_a_tls_failure_is_one_warning_and_no_grpc_log_line(tmp_path, farmer, tls_server, salt):
+    # no --remote-ca: the server's certificate is from a CA the system does not know; and an
+    # environment that asks gRPC for its log lines (a CI image, a shell profile)
+    r = farmer(plain_project(tmp_path / "a", salt), "--remote", tls_server.url,
+               "--remote-header", f"authorization=Bearer {tls_server.token()}", env={"GRPC_VERBOSITY": "INFO"})
+    assert r.returncode == 0 and farmer.ran() == ["one"]
+    said = r.stdout + r.stderr
+    assert said.count("farmer: warning") == 1, said
+    lines = [line for line in said.splitlines() if line.strip()]
+    assert all(line.startswith(("farmer", "[")) for line in lines), said  # nothing of gRPC's own
+    assert "CERTIFICATE_VERIFY_FAILED" in said or "certificate" in said.lower(), said
+
+
+def test_a_bad_token_is_named_an_authentication_error_and_strict_fails_the_build(tmp_path, farmer, tls_server,
+                                                                                 salt):
+    bad = "not-a-token-" + salt
+    args = ["--remote", tls_server.url, "--remote-ca", tls_server.ca, "--remote-cert", tls_server.cert,
+            "--remote-key", tls_server.key, "--remote-header", f"authorization=Bearer {bad}"]
+    root = plain_project(tmp_path / "a", salt)
+    r = farmer(root, *args)
+    said = r.stdout + r.stderr
+    assert r.returncode == 0 and "authentication error (UNAUTHENTICATED" in said and "unavailable" not in said, said
+    r = farmer(root, *args, "--remote-strict")
+    assert r.returncode == 0 and "up to date" in r.stdout  # nothing to run: the remote was not consulted
+    os.unlink(os.path.join(root, "out/one.txt"))
+    r = farmer(root, *args, "--remote-strict")
+    said = r.stdout + r.stderr
+    assert r.returncode == 1 and "farmer: error:" in said and "authentication error" in said, said
+    assert os.path.exists(os.path.join(root, "out/one.txt"))  # the build itself went on: right outputs
+    assert bad not in said and not written_anywhere(root, bad)
+
+
+HELPER = """\
+#!/bin/sh
+# a credential helper: the request on stdin, the headers as JSON on stdout; counts its runs
+cat > /dev/null
+echo run >> {count}
+printf '{{"headers": {{"Authorization": ["Bearer %s"]}}, "expires": "2999-01-01T00:00:00Z"}}' "$(cat {token})"
+"""
+
+
+def test_a_credential_helper_gives_the_token_which_is_never_written(tmp_path, farmer, tls_server, salt):
+    token_file, count = tmp_path / "token", tmp_path / "helper-runs"
+    token = tls_server.token()
+    token_file.write_text(token)
+    helper = tmp_path / "helper.sh"
+    helper.write_text(HELPER.format(count=count, token=token_file))
+    helper.chmod(0o755)
+    args = ["--remote", tls_server.url, "--remote-ca", tls_server.ca, "--remote-cert", tls_server.cert,
+            "--remote-key", tls_server.key, "--remote-credential-helper", str(helper), "--remote-salt", salt]
+    first = plain_project(tmp_path / "a", salt)
+    r = farmer(first, *args)
+    assert r.returncode == 0 and "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert farmer.ran() == ["one"]
+    assert count.read_text().count("run") == 1  # asked once for the whole build
+    second = plain_project(tmp_path / "b", salt)
+    r = farmer(second, *args)
+    assert r.returncode == 0 and farmer.ran() == [], r.stdout + r.stderr
+    for root in (first, second):
+        assert not written_anywhere(root, token)
+    assert token not in r.stdout + r.stderr
+
+
+def test_query_remote_shows_the_action_digest_and_what_came_of_the_lookup(tmp_path, farmer, reapi, salt):
+    from conftest import run_farmer
+
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance, "--remote-salt", salt]
+    first = plain_project(tmp_path / "a", salt)
+    assert farmer(first, *remote).returncode == 0 and farmer.ran() == ["one"]
+    miss = last_build_tasks(first)["out/one.txt"]["remote_lookup"]
+    assert miss["result"] == "miss" and len(miss["action"].split("/")[0]) == 64, miss
+    second = plain_project(tmp_path / "b", salt)
+    assert farmer(second, *remote).returncode == 0 and farmer.ran() == []
+    hit = last_build_tasks(second)["out/one.txt"]["remote_lookup"]
+    assert hit == {"action": miss["action"], "result": "hit"}  # the same key at another path
+    q = run_farmer(second, "query", "--remote", "out/one.txt")
+    assert q.returncode == 0 and f"remote action: {miss['action']}" in q.stdout and "remote lookup: hit" in q.stdout
+    # another salt (a new generation): another key, and a miss
+    os.unlink(os.path.join(second, "out/one.txt"))
+    r = farmer(second, "--remote", reapi.url, "--remote-instance", reapi.cache_instance, "--remote-salt", salt + "2")
+    assert r.returncode == 0 and farmer.ran() == ["one"]
+    other = last_build_tasks(second)["out/one.txt"]["remote_lookup"]
+    assert other["result"] == "miss" and other["action"] != miss["action"]
+
+
+def test_remote_refresh_runs_and_uploads_over_what_was_there(tmp_path, farmer, reapi, salt):
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance, "--remote-salt", salt]
+    assert farmer(plain_project(tmp_path / "a", salt), *remote).returncode == 0
+    assert farmer.ran() == ["one"]
+    refreshed = plain_project(tmp_path / "b", salt)
+    r = farmer(refreshed, *remote, "--remote-refresh")
+    assert r.returncode == 0 and farmer.ran() == ["one"]  # a hit was there: it ran anyway
+    assert last_build_tasks(refreshed)["out/one.txt"]["remote_lookup"]["result"].startswith("not looked up")
+    assert farmer(plain_project(tmp_path / "c", salt), *remote).returncode == 0
+    assert farmer.ran() == []
+
+
+def test_platform_and_salt_flags_reach_the_workers_key_for_a_build_ninja(tmp_path, farmer, reapi, salt):
+    ninja = ("rule copy\n  command = cp $in $out\nbuild out.txt: copy in.txt\n")
+    root = str(write_files(tmp_path / "n", {"build.ninja": ninja, "in.txt": salt}))
+    args = ["-f", "build.ninja", "--remote", reapi.url, "--remote-instance", reapi.cache_instance]
+    assert farmer(root, *args, "--remote-salt", salt).returncode == 0
+    plain = last_build_tasks(root)["out.txt"]["remote_lookup"]["action"]
+    os.unlink(os.path.join(root, "out.txt"))
+    assert farmer(root, *args, "--remote-salt", salt, "--remote-platform", "OSFamily=linux").returncode == 0
+    with_platform = last_build_tasks(root)["out.txt"]["remote_lookup"]
+    assert with_platform["action"] != plain and with_platform["result"] == "miss"
+    os.unlink(os.path.join(root, "out.txt"))
+    r = farmer(root, *args, env={"FARMER_REMOTE_SALT": salt, "FARMER_REMOTE_PLATFORM": "OSFamily=linux"})
+    assert r.returncode == 0
+    assert last_build_tasks(root)["out.txt"]["remote_lookup"] == {"action": with_platform["action"], "result": "hit"}
