@@ -33,6 +33,8 @@ class LookupExecutor(RelayExecutor):
     (farmer/remote/runcache.py) keys each computation as it is prepared, into `shared`, for
     `start`."""
 
+    looks_up = True
+
     def __init__(self, inner: Executor, inner_jobs: int, shared: SharedRemote, t0: float) -> None:
         super().__init__(inner, inner_jobs, t0)
         self.shared = shared

@@ -85,7 +85,8 @@ class SharedRemote:
                 return remote
         except Exception:  # noqa: BLE001 - capabilities were read already; never a failed build
             return None
-        self.warn(f"farmer: warning: remote {self.settings.endpoint.url} does not execute "
+        endpoint = self.settings.endpoint
+        self.warn(f"farmer: warning: remote {endpoint.executor or endpoint.url} does not execute "
                   f"(instance {self.settings.endpoint.instance!r}); running everything here")
         return None
 

@@ -135,8 +135,10 @@ def test_every_step_run_here_says_why(tmp_path, farmer, reapi, salt):
     assert tasks["out/absolute.txt"]["local_because"] == f"absolute path {root} under the root"
     assert tasks["out/py.txt"]["local_because"] == "python task"
     said = r.stdout + r.stderr
-    assert "farmer: explain: out/pinned.txt: ran here, not remotely: remote = false" in said
-    assert f"out/absolute.txt: ran here, not remotely: absolute path {root} under the root" in said
+    # one line each: why it was due, and why it ran here
+    assert "farmer: explain: out/pinned.txt: never built; ran here, not remotely: remote = false" in said
+    assert f"out/absolute.txt: never built; ran here, not remotely: absolute path {root} under the root" in said
+    assert said.count("out/sent.txt") == 2, said  # its explain line and its [n/N] line
 
 
 def test_an_action_no_worker_takes_runs_here_after_the_remote_timeout(tmp_path, farmer, own_exec_stack, salt):
@@ -152,7 +154,7 @@ def test_an_action_no_worker_takes_runs_here_after_the_remote_timeout(tmp_path, 
     assert task["executor"] == "local" and task["local_because"] == "remote queue timeout", task
     said = r.stdout + r.stderr
     assert said.count("farmer: warning") == 1 and "still queued after 3 s" in said, said
-    assert "out/sent.txt: ran here, not remotely: remote queue timeout" in said
+    assert "out/sent.txt: never built; ran here, not remotely: remote queue timeout" in said
     assert elapsed < 40, elapsed  # not the hour a queued action could wait (generous: a loaded machine)
 
 
@@ -361,3 +363,18 @@ def test_platform_and_salt_flags_reach_the_workers_key_for_a_build_ninja(tmp_pat
     r = farmer(root, *args, env={"FARMER_REMOTE_SALT": salt, "FARMER_REMOTE_PLATFORM": "OSFamily=linux"})
     assert r.returncode == 0
     assert last_build_tasks(root)["out.txt"]["remote_lookup"] == {"action": with_platform["action"], "result": "hit"}
+
+
+def test_cache_and_executor_named_apart(tmp_path, farmer, reapi, own_cache_server, salt):
+    port = reapi.url.rsplit(":", 1)[1]
+    root = reasons_project(tmp_path / "p", salt)
+    # the same BuildGrid under two names: the blobs go to one channel, Execute to the other
+    r = farmer(root, "--remote-cache", reapi.url, "--remote-executor", f"grpc://localhost:{port}", "-j", "1")
+    assert r.returncode == 0 and "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert last_build_tasks(root)["out/sent.txt"]["executor"] == "remote"  # --remote-executor implies --remote-exec
+    # an executor that does not execute (a cache-only server) is asked, not the cache
+    other = reasons_project(tmp_path / "q", salt + "q")
+    r = farmer(other, "--remote-cache", reapi.url, "--remote-executor", own_cache_server.url)
+    said = r.stdout + r.stderr
+    assert r.returncode == 0 and "does not execute" in said, said
+    assert last_build_tasks(other)["out/sent.txt"]["executor"] == "local"

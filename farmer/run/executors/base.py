@@ -102,6 +102,10 @@ class Executor:
     # of this one joins with descriptors of its own (run/executors/relay.py). None: it has
     # none to share.
     selector = None
+    # Whether a computation it starts may still be restored from a cache instead of running
+    # (remote lookups alongside the build): `--explain` then says why it was due once it ended,
+    # in one line with where it came from.
+    looks_up = False
 
     def start(self, comp: Computation) -> None:
         """Begin running `comp`; its end is reported by a later `wait`."""
