@@ -263,21 +263,30 @@ def cache_clear(ninja, directory, farmfile, cache_dir) -> None:
               help="The BuildGrid server, grpc://HOST:PORT or grpcs://HOST[:PORT].")
 @click.option("--remote-instance", "instance", default="", envvar="FARMER_REMOTE_INSTANCE", metavar="NAME")
 @click.option("--remote-header", "headers", multiple=True, metavar="NAME=VALUE", help="A call header (repeatable).")
+@click.option("--remote-ca", "ca", default=None, envvar="FARMER_REMOTE_CA", metavar="FILE",
+              help="PEM file of the CA the server's certificate is checked against.")
+@click.option("--remote-cert", "cert", default=None, envvar="FARMER_REMOTE_CERT", metavar="FILE",
+              help="PEM client certificate (mTLS), with --remote-key.")
+@click.option("--remote-key", "key", default=None, envvar="FARMER_REMOTE_KEY", metavar="FILE",
+              help="PEM private key of --remote-cert.")
+@click.option("--remote-credential-helper", "helper", default=None, envvar="FARMER_REMOTE_CREDENTIAL_HELPER",
+              metavar="CMD", help="A program that prints the calls' headers as JSON.")
 @click.option("--bot-id", default=None, help="The bot's name (default: farmer-HOST-PID).")
 @click.option("--workdir", default=None, metavar="DIR", help="Where actions run, each in its own folder.")
-def worker(url, instance, headers, bot_id, workdir) -> None:
+def worker(url, instance, headers, ca, cert, key, helper, bot_id, workdir) -> None:
     """Run remote actions for a BuildGrid server, as one of its bots (docs/remote.md)."""
     from farmer.remote import config
 
     try:
         config.require()
-        parsed = tuple(config.parse_header(h) for h in headers)
-        config.parse_url(url)
+        # (the environment is click's to read: envvar= above)
+        endpoint = config.resolve(url=url, instance=instance, headers=headers, ca=ca, cert=cert, key=key,
+                                  credential_helper=helper, environ={}).endpoint
     except config.RemoteConfigError as e:
         raise click.UsageError(str(e)) from None
     from farmer.remote.worker import main as serve
 
-    sys.exit(serve(url, instance, bot_id, workdir, parsed))
+    sys.exit(serve(endpoint, bot_id, workdir))
 
 
 @cli.command()

@@ -311,9 +311,9 @@ class Bot:
         return re.Action.FromString(self.client.read([d])[d.hash])
 
 
-def main(url: str, instance: str, bot_id: str | None, workdir: str | None,
-         headers: tuple[tuple[str, str], ...] = ()) -> int:
-    client = Client(Endpoint(url, instance, headers))
+def main(endpoint: Endpoint, bot_id: str | None, workdir: str | None) -> int:
+    """Serve `endpoint` (its URL, instance, headers and TLS settings) until SIGTERM or SIGINT."""
+    client = Client(endpoint)
     bot = Bot(client, bot_id or f"farmer-{socket.gethostname()}-{os.getpid()}", workdir or tempfile.gettempdir())
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, bot.stop)

@@ -269,8 +269,10 @@ def _openssl(directory: str) -> None:
             "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
 
 
-@pytest.fixture
-def tls_server(reapi, tmp_path):
+@pytest.fixture(scope="module")
+def tls_server(reapi, tmp_path_factory):
+    """One TlsServer for a module's tests (each starts a bgd and makes certificates)."""
+    tmp_path = tmp_path_factory.mktemp("tls-server")
     import shutil
     stack = load_stack()
     if stack.bgd() is None:

@@ -65,6 +65,7 @@ def test_a_link_made_on_a_worker_comes_back_as_a_link(tmp_path, farmer, reapi, s
     assert os.path.islink(link) and os.readlink(link) == "libx.so.1.0"
 
 
+@pytest.mark.slow  # a whole stack of its own (PostgreSQL, bgd, a bot)
 def test_a_bot_the_server_dropped_registers_again(own_exec_stack, client_of, tmp_path):
     """A bot silent for longer than the server's bot session timeout (a server frozen that long, a
     network partition, the bot itself stopped) finds its session dropped ("Bot does not exist");
@@ -141,6 +142,7 @@ def test_every_step_run_here_says_why(tmp_path, farmer, reapi, salt):
     assert said.count("out/sent.txt") == 2, said  # its explain line and its [n/N] line
 
 
+@pytest.mark.slow  # a whole stack of its own, without bots
 def test_an_action_no_worker_takes_runs_here_after_the_remote_timeout(tmp_path, farmer, own_exec_stack, salt):
     stack = own_exec_stack(bots=0)  # every action stays queued
     root = reasons_project(tmp_path / "p", salt)
