@@ -32,11 +32,9 @@ READY_S = 120
 
 CONFIG = """\
 server:
-  - !channel
-    address: "127.0.0.1:{port}"
-    insecure-mode: true
+{server}
 authorization:
-  method: none
+{authorization}
 {connections}
 storages:
   - !lru-storage &cas
@@ -61,6 +59,26 @@ monitoring:
 thread-pool-size: 20
 """
 
+INSECURE = """\
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: true"""
+
+# TLS with the server's certificate and key; with client_ca, clients must show a certificate it signed
+TLS = """\
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: false
+    credentials:
+      tls-server-key: {key}
+      tls-server-cert: {cert}"""
+
+# a JWT (HS256) signed with the secret in `secret`: every call must carry one
+JWT = """\
+  method: jwt
+  secret: {secret}
+  algorithm: hs256"""
+
 CONNECTIONS = """\
 connections:
   - !sql-connection &sql
@@ -76,7 +94,8 @@ schedulers:
     storage: *cas
     action-cache: *ac
     poll-interval: 0.05
-    bot-session-keepalive-timeout: 60
+    bot-session-keepalive-timeout: {bot_timeout}
+    session-expiry-timer-interval: {expiry_interval}
     assigners:
       - !priority-age-assigner
         count: 1
@@ -175,34 +194,49 @@ def start_postgres(state: str) -> str:
     return f"postgresql+psycopg2://bgd@127.0.0.1:{port}/bgd"
 
 
-def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache", disk: str | None = None) -> str:
+def start_server(state: str, name: str, execution: bool, cache_instance: str = "cache", disk: str | None = None,
+                 bot_timeout_s: int = 60, tls: dict | None = None, jwt_secret: str | None = None,
+                 ready=None) -> str:
     """A bgd server (with execution: it starts PostgreSQL first); its grpc:// URL. With `disk`, the
-    cache instance keeps its blobs in files there (DIR/cas/objects/ab/cdef...), which a test may damage."""
+    cache instance keeps its blobs in files there (DIR/cas/objects/ab/cdef...), which a test may damage.
+    `bot_timeout_s`: how long the scheduler keeps a bot's session that does not call (a test of bots
+    the server dropped makes it short). `tls`: {"key", "cert"[, "client_ca"]} files: grpcs:// (with
+    client_ca, mTLS); `jwt_secret`: a file whose secret signs the JWTs every call must carry;
+    `ready`: the farmer.remote Endpoint to wait on (a TLS server's needs its CA and credentials)."""
     program = bgd()
     if program is None:
         raise RuntimeError(f"no bgd: run `{sys.argv[0]} install` (pip install {BUILDGRID})")
     port = free_port()
+    server = INSECURE.format(port=port)
+    if tls:
+        server = TLS.format(port=port, key=tls["key"], cert=tls["cert"])
+        if tls.get("client_ca"):
+            server += f"\n      tls-client-certs: {tls['client_ca']}"
+    authorization = JWT.format(secret=jwt_secret) if jwt_secret else "  method: none"
     storage = f"  - !disk-storage &cas2\n    path: {disk}" if disk else "  - !lru-storage &cas2\n    size: 256MB"
     if execution:
         dsn = start_postgres(state)
         subprocess.run([program, "migrate", "apply", dsn], check=True, timeout=120,
                        stdout=open(os.path.join(state, "migrate.log"), "ab"), stderr=subprocess.STDOUT)
-        text = CONFIG.format(port=port, connections=CONNECTIONS.format(dsn=dsn), schedulers=SCHEDULERS, cache_storage=storage,
+        schedulers = SCHEDULERS.format(bot_timeout=bot_timeout_s, expiry_interval=min(10.0, bot_timeout_s / 3))
+        text = CONFIG.format(server=server, authorization=authorization, connections=CONNECTIONS.format(dsn=dsn),
+                             schedulers=schedulers, cache_storage=storage,
                              instances=EXEC_INSTANCE + "\n" + CACHE_INSTANCE.format(name=cache_instance))
     else:
-        text = CONFIG.format(port=port, connections="", schedulers="", cache_storage=storage,
+        text = CONFIG.format(server=server, authorization=authorization, connections="", schedulers="",
+                             cache_storage=storage,
                              instances=CACHE_INSTANCE.format(name=cache_instance))
     config = os.path.join(state, f"{name}.yml")
     with open(config, "w") as f:
         f.write(text)
     proc = _spawn([program, "server", "start", config], os.path.join(state, f"{name}.log"))
     _record(state, name, proc.pid)
-    url = f"grpc://127.0.0.1:{port}"
-    _wait_ready(url, cache_instance, proc)
+    url = f"{'grpcs' if tls else 'grpc'}://127.0.0.1:{port}"
+    _wait_ready(url, cache_instance, proc, ready)
     return url
 
 
-def _wait_ready(url: str, instance: str, proc: subprocess.Popen) -> None:
+def _wait_ready(url: str, instance: str, proc: subprocess.Popen, ready=None) -> None:
     from farmer.remote.client import RemoteError, wait_ready
     from farmer.remote.config import Endpoint
 
@@ -211,7 +245,7 @@ def _wait_ready(url: str, instance: str, proc: subprocess.Popen) -> None:
         if proc.poll() is not None:
             raise RuntimeError(f"bgd exited with {proc.returncode} before it answered (see its log)")
         try:
-            wait_ready(Endpoint(url, instance), 1.0)
+            wait_ready(ready(url) if ready else Endpoint(url, instance), 1.0)
             return
         except RemoteError:
             if time.monotonic() > until:
@@ -230,12 +264,12 @@ def start_bots(state: str, url: str, count: int) -> None:
         _record(state, f"bot-{i}", proc.pid)
 
 
-def start(state: str, bots: int = 2) -> dict[str, str]:
+def start(state: str, bots: int = 2, bot_timeout_s: int = 60) -> dict[str, str]:
     """The whole stack; the environment variables the tests read."""
     os.makedirs(state, exist_ok=True)
     t0 = time.monotonic()
     try:
-        url = start_server(state, "bgd", execution=True)
+        url = start_server(state, "bgd", execution=True, bot_timeout_s=bot_timeout_s)
         start_bots(state, url, bots)
     except BaseException:
         stop(state)

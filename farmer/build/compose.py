@@ -38,7 +38,10 @@ def _remote(ctx: EngineContext) -> Engine | None:
     """The remote cache and executor (farmer/remote/): --remote, FARMER_REMOTE or `[remote]`
     naming a server."""
     spec = ctx.spec
-    if not (ctx.options.remote.get("url") or os.environ.get("FARMER_REMOTE") or spec.remote and spec.remote.url):
+    given = ctx.options.remote
+    if not (given.get("url") or given.get("cache_url") or given.get("executor_url")
+            or any(os.environ.get(v) for v in ("FARMER_REMOTE", "FARMER_REMOTE_CACHE", "FARMER_REMOTE_EXECUTOR"))
+            or spec.remote and spec.remote.url):
         return None
     from farmer.remote.engine import RemoteEngine
 
@@ -64,6 +67,11 @@ class Composition:
         else:
             self.cache = caches[0] if caches else None
         self.observers: list[RunObserver] = [o for e in engines for o in e.observers(ctx)]
+
+    def failure(self) -> str | None:
+        """Why the build fails although every computation succeeded (an engine's own
+        problem it was asked to treat as an error: --remote-strict), once the run ended."""
+        return next((f for f in (e.failure() for e in self.engines) if f), None)
 
     def stack(self, local: Executor, slots: int) -> tuple[Executor, int]:
         """The executor the scheduler hands computations to, each engine's layer over the

@@ -47,6 +47,7 @@ class BuildHooks(Hooks):
         self._signal_at = 0.0
         self.outcomes: dict[int, Outcome] = {}
         self.running: dict[int, float] = {}  # index -> monotonic start
+        self.explain_later: dict[int, str] = {}  # --explain's reason, said once it ended (looks_up)
         self.scheduler: Scheduler | None = None
         self.executor: Executor | None = None
         self._eta: float | None = None
@@ -70,8 +71,11 @@ class BuildHooks(Hooks):
         now = time.monotonic()
         done = self.recorder.prepare(comp, now - self.t0)
         if self.opts.explain:
-            restored = f"; restored from the {done.origin.name} cache" if done is not None and done.origin.restored else ""
-            self.reporter.message(f"farmer: explain: {comp.id}: {reason}{restored}")
+            if done is None and self.executor is not None and self.executor.looks_up:
+                self.explain_later[index] = reason  # it may yet be restored: one line once it ended
+            else:
+                restored = f"; restored from the {done.origin.name} cache" if done is not None and done.origin.restored else ""
+                self.reporter.message(f"farmer: explain: {comp.id}: {reason}{restored}")
         if done is None:
             self.running[index] = now
             self._progress()
@@ -83,9 +87,16 @@ class BuildHooks(Hooks):
     def finished(self, outcome: Outcome) -> Outcome:
         self.print_finished()
         comp = self.comps[outcome.index]
-        if self.running.pop(outcome.index, None) is not None and outcome.origin.restored and self.opts.explain:
-            # looked up alongside other work (farmer/remote/lookups.py): restored after it started
-            self.reporter.message(f"farmer: explain: {comp.id}: restored from the {outcome.origin.name} cache")
+        self.running.pop(outcome.index, None)
+        reason = self.explain_later.pop(outcome.index, None)
+        if self.opts.explain and (reason is not None or outcome.local_because):
+            # looked up alongside other work (farmer/remote/lookups.py): restored, or run here and why
+            if outcome.origin.restored:
+                more = f"restored from the {outcome.origin.name} cache"
+            else:
+                more = f"ran here, not remotely: {outcome.local_because}" if outcome.local_because else ""
+            line = "; ".join(part for part in (reason, more) if part)
+            self.reporter.message(f"farmer: explain: {comp.id}: {line}")
         outcome = self.recorder.record(comp, outcome)
         silent = outcome.origin.restored or outcome.printed is False
         # (a silent success has no log to name or read: its path is not made)

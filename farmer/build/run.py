@@ -227,7 +227,12 @@ class _Build:
         # tables go before it is made (at 100 000 computations, tens of MB).
         prediction.keep_makespan()
         del scheduler, hooks, recorder, executor, reporter, prediction, to_run
-        return self.finish(settled, outcomes, signum, slots_of, world_spans)
+        code = self.finish(settled, outcomes, signum, slots_of, world_spans)
+        failure = engines.failure()
+        if failure and code == 0:  # e.g. --remote-strict: the outputs are right, the CI job fails
+            print(f"farmer: error: {failure}", file=sys.stderr, flush=True)
+            code = 1
+        return code
 
     def _late_signal(self, signum: int, frame: object) -> None:
         """A signal once the outcome is decided: kept for whoever holds the lock next (the

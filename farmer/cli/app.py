@@ -79,16 +79,25 @@ def _remote_flags(given: dict) -> dict | None:
     flags = {"url": given.pop("remote_url"), "instance": given.pop("remote_instance"),
              "headers": tuple(given.pop("remote_headers")),
              "execute": True if given.pop("remote_exec") else None,
-             "upload": False if given.pop("no_remote_upload") else None, "timeout": given.pop("remote_timeout")}
+             "upload": False if given.pop("no_remote_upload") else None, "timeout": given.pop("remote_timeout"),
+             "cache_url": given.pop("remote_cache"), "executor_url": given.pop("remote_executor"),
+             "ca": given.pop("remote_ca"), "cert": given.pop("remote_cert"), "key": given.pop("remote_key"),
+             "credential_helper": given.pop("remote_credential_helper"),
+             "platform": tuple(given.pop("remote_platform")), "salt": given.pop("remote_salt"),
+             "strict": True if given.pop("remote_strict") else None,
+             "refresh": True if given.pop("remote_refresh") else None}
     if not any(v for v in flags.values() if v is not None):
         return None
     from farmer.remote import config
 
     try:
-        if flags["url"]:
-            config.parse_url(flags["url"])
+        for url in (flags["url"], flags["cache_url"], flags["executor_url"]):
+            if url:
+                config.parse_url(url)
         for h in flags["headers"]:
             config.parse_header(h)
+        for p in flags["platform"]:
+            config.parse_property(p)
         if flags["timeout"] is not None and not 0 < flags["timeout"] <= 1e6:
             raise config.RemoteConfigError(f"--remote-timeout {flags['timeout']:g}: must be above 0 seconds")
     except config.RemoteConfigError as e:
@@ -198,13 +207,15 @@ def graph(targets, ninja, directory, farmfile, fmt) -> None:
 
 @cli.command()
 @click.argument("target", shell_complete=completion.targets)
+@click.option("--remote", "remote", is_flag=True,
+              help="Also the remote Action digest the last build looked up, and what came of it.")
 @_project_options
-def query(target, ninja, directory, farmfile) -> None:
+def query(target, remote, ninja, directory, farmfile) -> None:
     """Print a computation's task, command, inputs, outputs and consumers."""
     from farmer.cli import inspection
 
     spec, g = _load(directory, farmfile, ninja)
-    click.echo(inspection.query(spec, g, target), nl=False)
+    click.echo(inspection.query(spec, g, target, remote), nl=False)
 
 
 @cli.command()
@@ -304,21 +315,30 @@ def cache_clear(ninja, directory, farmfile, cache_dir) -> None:
               help="The BuildGrid server, grpc://HOST:PORT or grpcs://HOST[:PORT].")
 @click.option("--remote-instance", "instance", default="", envvar="FARMER_REMOTE_INSTANCE", metavar="NAME")
 @click.option("--remote-header", "headers", multiple=True, metavar="NAME=VALUE", help="A call header (repeatable).")
+@click.option("--remote-ca", "ca", default=None, envvar="FARMER_REMOTE_CA", metavar="FILE",
+              help="PEM file of the CA the server's certificate is checked against.")
+@click.option("--remote-cert", "cert", default=None, envvar="FARMER_REMOTE_CERT", metavar="FILE",
+              help="PEM client certificate (mTLS), with --remote-key.")
+@click.option("--remote-key", "key", default=None, envvar="FARMER_REMOTE_KEY", metavar="FILE",
+              help="PEM private key of --remote-cert.")
+@click.option("--remote-credential-helper", "helper", default=None, envvar="FARMER_REMOTE_CREDENTIAL_HELPER",
+              metavar="CMD", help="A program that prints the calls' headers as JSON.")
 @click.option("--bot-id", default=None, help="The bot's name (default: farmer-HOST-PID).")
 @click.option("--workdir", default=None, metavar="DIR", help="Where actions run, each in its own folder.")
-def worker(url, instance, headers, bot_id, workdir) -> None:
+def worker(url, instance, headers, ca, cert, key, helper, bot_id, workdir) -> None:
     """Run remote actions for a BuildGrid server, as one of its bots (docs/remote.md)."""
     from farmer.remote import config
 
     try:
         config.require()
-        parsed = tuple(config.parse_header(h) for h in headers)
-        config.parse_url(url)
+        # (the environment is click's to read: envvar= above)
+        endpoint = config.resolve(url=url, instance=instance, headers=headers, ca=ca, cert=cert, key=key,
+                                  credential_helper=helper, environ={}).endpoint
     except config.RemoteConfigError as e:
         raise click.UsageError(str(e)) from None
     from farmer.remote.worker import main as serve
 
-    sys.exit(serve(url, instance, bot_id, workdir, parsed))
+    sys.exit(serve(endpoint, bot_id, workdir))
 
 
 @cli.command()

@@ -58,7 +58,7 @@ def _one(graph: Graph, target: str) -> int:
     raise UsageError(f"unknown target {target!r}: not a computation id, task name or declared output")
 
 
-def query(spec: Spec, graph: Graph, target: str) -> str:
+def query(spec: Spec, graph: Graph, target: str, remote: bool = False) -> str:
     comp = graph.computations[_one(graph, target)]
     farmer_dir = os.path.join(spec.root, ".farmer")
     discovered: list[str] = []
@@ -93,7 +93,30 @@ def query(spec: Spec, graph: Graph, target: str) -> str:
                          ("consumers", [graph.computations[c].id for c in comp.consumers])):
         lines.append(f"{title}:" + ("" if items else " (none)"))
         lines.extend(f"  {x}" for x in items)
+    if remote:
+        lines.extend(_remote_lines(farmer_dir, comp.id))
     return "\n".join(lines) + "\n"
+
+
+def _remote_lines(farmer_dir: str, cid: str) -> list[str]:
+    """What the last build's remote said of computation `cid` (last-build.json): the Action
+    digest it looked up, what came of it, and why it ran here if it did."""
+    import json
+
+    try:
+        with open(os.path.join(farmer_dir, "last-build.json")) as f:
+            tasks = json.load(f).get("tasks", [])
+    except (OSError, ValueError):
+        return ["remote: no last build (build with a remote first)"]
+    task = next((t for t in tasks if t.get("id") == cid), None)
+    lookup = task.get("remote_lookup") if task else None
+    if not lookup:
+        why = "up to date" if task and task.get("status") == "up-to-date" else "no remote lookup"
+        return [f"remote: not looked up in the last build ({why})"]
+    lines = [f"remote action: {lookup.get('action')}", f"remote lookup: {lookup.get('result')}"]
+    if task.get("local_because"):
+        lines.append(f"ran here because: {task['local_because']}")
+    return lines
 
 
 def clean(spec: Spec, graph: Graph, targets: list[str]) -> str:

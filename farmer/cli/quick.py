@@ -67,7 +67,25 @@ BUILD_OPTIONS = (
                 "A header sent with every remote call (repeatable; never logged).", "NAME=VALUE"),
     BuildOption(("--remote-exec",), "remote_exec", FLAG, "Run eligible commands on the remote's workers."),
     BuildOption(("--no-remote-upload",), "no_remote_upload", FLAG, "Use the remote cache read-only: upload nothing."),
-    BuildOption(("--remote-timeout",), "remote_timeout", FLOAT, "Deadline of each remote call (default 30).", "S"),
+    BuildOption(("--remote-timeout",), "remote_timeout", FLOAT,
+                "Deadline of each remote call, and of a remote action's progress (default 30).", "S"),
+    BuildOption(("--remote-cache",), "remote_cache", TEXT, "The remote cache's server, if not --remote's.", "URL"),
+    BuildOption(("--remote-executor",), "remote_executor", TEXT,
+                "The remote execution server, if not --remote's (implies --remote-exec).", "URL"),
+    BuildOption(("--remote-ca",), "remote_ca", TEXT, "PEM file of the CA a grpcs:// server's certificate is "
+                "checked against (default: the system's).", "FILE"),
+    BuildOption(("--remote-cert",), "remote_cert", TEXT, "PEM client certificate for mTLS (with --remote-key).",
+                "FILE"),
+    BuildOption(("--remote-key",), "remote_key", TEXT, "PEM private key of --remote-cert.", "FILE"),
+    BuildOption(("--remote-credential-helper",), "remote_credential_helper", TEXT,
+                "A program that prints the remote's headers as JSON (never logged).", "CMD"),
+    BuildOption(("--remote-platform",), "remote_platform", TEXTS,
+                "A platform property of remote actions (repeatable; replaces [remote] platform).", "NAME=VALUE"),
+    BuildOption(("--remote-salt",), "remote_salt", TEXT, "Salt every remote key (a cache namespace).", "TEXT"),
+    BuildOption(("--remote-strict",), "remote_strict", FLAG,
+                "A remote problem fails the build (exit 1) instead of a warning."),
+    BuildOption(("--remote-refresh",), "remote_refresh", FLAG,
+                "Ignore remote cache hits: run, and upload what ran."),
 )
 
 

@@ -62,6 +62,11 @@ class Engine:
         `slots` of them running at most, and the slots the scheduler then has in all."""
         return inner, slots
 
+    def failure(self) -> str | None:
+        """Why the build must fail although every computation succeeded (its own problem it
+        was asked to treat as an error), asked once the run ended; None: none."""
+        return None
+
     def observers(self, ctx: EngineContext) -> list[RunObserver]:
         """What it wants told of each run recorded."""
         return []

@@ -21,7 +21,7 @@ from farmer.files.queued import take_queued
 from farmer.remote import action as actions
 from farmer.remote import restore as restoring
 from farmer.remote.action import FileDigest, RemoteAction
-from farmer.remote.client import Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError
+from farmer.remote.client import GONE, Blob, BlobCorrupt, BlobMissing, Client, Digest, RemoteError, explain
 from farmer.remote.config import RemoteSettings
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.shas import Changed, Shas
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 # the description's parts that are in the Command itself; the rest go into FARMER_KEY
 _IN_COMMAND = frozenset({"action", "env", "outputs", "depfile", "inputs", "inherited"})
-_DOWN = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 UPLOAD_WAIT_S = 60.0  # at the end of a build, for uploads still queued
 _UPLOAD_BATCH = 64  # runs uploaded together, at most
 
@@ -53,12 +52,31 @@ class RemoteLookup:
         self.result: re.ActionResult | None = None
         self.discovered: list[tuple[str, str]] = []  # the variant found: (path, farmer digest)
 
+    def shown_digest(self, salt: str) -> str:
+        """The Action digest looked up, HASH/SIZE (with a depfile and no variant found: that of
+        its variants list)."""
+        d = self.action.digest if self.action is not None else actions.variants_action(self.key1 or "", salt).digest
+        return f"{d.hash}/{d.size_bytes}"
+
 
 def variants_blob(result: re.ActionResult | None) -> Digest | None:
     """The blob that lists a first-level key's variants, from its entry's result."""
     if result is None or len(result.output_files) != 1:
         return None
     return result.output_files[0].digest
+
+
+def _link_target(path: str) -> str:
+    """The target of the output link `path`, when another checkout can make the same link:
+    relative and inside the project (as the local cache keeps links); Changed otherwise
+    (that result is not uploaded)."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        raise Changed(path) from None
+    if not restoring.link_stays_inside(path, target):
+        raise Changed(path)
+    return target
 
 
 class _Upload:
@@ -81,6 +99,10 @@ class RemoteCache:
         self._warn = warn
         self._client: Client | None = None
         self._off = False
+        self.off_because = ""  # why the remote is off: what its warning said
+        # (hash, size) of blobs a download found corrupt: the local run's good copy is uploaded
+        # again, past FindMissingBlobs, which would say the server has it (any thread adds)
+        self.corrupt: set[tuple[str, int]] = set()
         self._upload_off = not settings.upload
         self._warned: set[str] = set()
         self._messages: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
@@ -95,7 +117,11 @@ class RemoteCache:
         if self._off:
             return None
         if self._client is None:
-            self._client = Client(self.settings.endpoint)
+            try:
+                self._client = Client(self.settings.endpoint)
+            except RemoteError as e:  # a TLS file that cannot be read now
+                self._fail(e)
+                return None
             try:
                 self._client.capabilities()
                 if not self._upload_off and not self._client.can_update_cache():
@@ -108,7 +134,8 @@ class RemoteCache:
     def _fail(self, e: RemoteError) -> None:
         """The remote is down or broken: off for the rest of the build, said once."""
         self._off = True
-        self._once("off", f"farmer: warning: remote {self.settings.endpoint.url} unavailable ({e}); "
+        self.off_because = self.off_because or explain(e)
+        self._once("off", f"farmer: warning: remote {self.settings.endpoint.url}: {explain(e)}; "
                           "building without it")
 
     # -- looking up and restoring ----------------------------------------------------------------
@@ -207,6 +234,11 @@ class RemoteCache:
     def off(self) -> bool:
         return self._off
 
+    def cancel_in_flight(self) -> None:
+        """End the calls in flight (the remote runs' streams): the remote was found gone."""
+        if self._client is not None:
+            self._client.cancel_calls()
+
     def connected(self) -> Client | None:
         """The client once connected (None before the first call, or when the remote is off)."""
         return None if self._off else self._client
@@ -276,7 +308,11 @@ class RemoteCache:
     def refused(self, comp: Computation, error: Exception, say: Callable[[str, str], None]) -> None:
         """A hit whose files could not be had: a warning (`say(kind, text)`, said once per kind),
         and a server error switches the remote off."""
-        if isinstance(error, (BlobMissing, BlobCorrupt)):
+        if isinstance(error, BlobCorrupt):
+            self.corrupt.add((error.digest.hash, error.digest.size_bytes))
+            say("blob", f"farmer: warning: remote blob for {comp.id}: {error}; running it (and uploading "
+                        "its good copy again)")
+        elif isinstance(error, BlobMissing):
             say("blob", f"farmer: warning: remote blob for {comp.id}: {error}; running it")
         elif isinstance(error, RemoteError):
             self.went_away(error)
@@ -291,6 +327,9 @@ class RemoteCache:
         outputs with farmer's digests."""
         for path, content in contents.items():
             self.digests.learn(path, content)
+        for path in comp.outputs:
+            if path not in contents:  # a link: its digest is what it leads to, read again
+                self.digests.forget(path)
         self.hits += 1
         return [(p, digest_or_changed(self.digests, p) or "missing") for p in comp.outputs]
 
@@ -298,8 +337,9 @@ class RemoteCache:
         """The remote failed a call (on any thread): off for the rest of the build; the warning
         is said once, on the build's thread."""
         if not self._off:
+            self.off_because = explain(e)
             self._off = True
-            self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url} unavailable ({e}); "
+            self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url}: {explain(e)}; "
                                        "building without it"))
 
     def say(self, kind: str, text: str) -> None:
@@ -337,13 +377,14 @@ class RemoteCache:
                 self._upload(jobs)
             except RemoteError as e:
                 self._upload_off = True
-                if e.code in _DOWN:  # the server went away: as a failed lookup would find
+                if e.code == "CANCELLED":  # closed under it: the build said why already
                     self._off = True
-                    self._messages.put(("off", f"farmer: warning: remote {self.settings.endpoint.url} "
-                                               f"unavailable ({e}); building without it"))
-                else:
+                elif e.code in GONE and e.code != "PERMISSION_DENIED":  # gone, as a failed lookup would find
+                    self.went_away(e)
+                else:  # (a read-only credential: lookups go on)
+                    why = explain(e) if e.code == "PERMISSION_DENIED" else f"failed ({e})"
                     self._messages.put(("upload", f"farmer: warning: upload to {self.settings.endpoint.url} "
-                                                  f"failed ({e}); not uploading more this build"))
+                                                  f"{why}; not uploading more this build"))
             except OSError as e:
                 self._upload_off = True
                 self._messages.put(("upload", f"farmer: warning: cannot upload a result ({e.strerror or e}); "
@@ -361,7 +402,9 @@ class RemoteCache:
                 continue  # a file changed since the run: its result is not vouched for
         if not entries:
             return
-        client.upload(blobs)
+        again = frozenset(k for k in ((b.digest.hash, b.digest.size_bytes) for b in blobs) if k in self.corrupt)
+        client.upload(blobs, again)  # a blob found corrupt there: sent again, FindMissingBlobs or not
+        self.corrupt.difference_update(again)
         client.update_action_results([(act.digest, result) for _, act, result, _ in entries])
         self.uploaded += len(entries)
         for job, _, _, discovered in entries:
@@ -377,6 +420,11 @@ class RemoteCache:
         result = re.ActionResult(exit_code=0)
         mine: list[Blob] = []
         for path, digest in job.outputs:
+            if os.path.islink(path):  # kept as that link (v2.1's field, and v2.0's for older readers)
+                target = _link_target(path)
+                result.output_symlinks.add(path=path, target=target)
+                result.output_file_symlinks.add(path=path, target=target)
+                continue
             f = self._file(path, digest)
             result.output_files.add(path=path, digest=f.digest, is_executable=f.executable)
             mine.append(Blob(f.digest, path=path))
@@ -410,6 +458,7 @@ class RemoteCache:
     def close(self, abandon: bool = False) -> None:
         """Wait (at most UPLOAD_WAIT_S) for the uploads, or drop them with `abandon` (an interrupt);
         cancel what is still in flight; print what the uploader had to say."""
+        abandon = abandon or self._off  # a server gone or frozen takes no uploads: no wait for them
         if self._uploader is not None:
             if abandon:
                 self._upload_off = True

@@ -9,32 +9,37 @@ verified against their SHA-256 digests. close() cancels whatever is in flight (C
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 
-# gRPC's core would print its own log lines (a GOAWAY from a server going down) on farmer's stderr:
-# farmer reports every failure itself, once
-os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+from farmer.remote.config import quiet_grpc
+
+quiet_grpc()  # before grpc's import: its logging starts with it
 
 import grpc  # noqa: E402
 
 from farmer.remote import rpc  # noqa: E402
-from farmer.remote.config import Endpoint  # noqa: E402
+from farmer.remote.config import Endpoint, parse_url  # noqa: E402
+from farmer.remote.credentials import CredentialError, CredentialHelper, read_file  # noqa: E402
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re  # noqa: E402
 from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs  # noqa: E402
+from farmer.remote.protos.google.longrunning import operations_pb2 as ops  # noqa: E402
 from farmer.remote.protos.google.rpc import code_pb2, error_details_pb2, status_pb2  # noqa: E402
 
 Digest = re.Digest
+_EXECUTION = frozenset({"Execute", "WaitExecution", "CancelOperation", "GetCapabilitiesExec"})
 SHA256 = re.DigestFunction.SHA256
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
                        grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL})
 RETRIES = 2                 # attempts after the first
 BACKOFF_S = (0.1, 1.0)      # first delay, cap
 CONNECT_TIMEOUT_S = 2.0     # the first call: a server that hangs costs this much, once
+# A lookup's deadline (and a batch read's, beyond its bytes' time): a server that freezes mid-build
+# costs this much once (the remote is then off for the build), not the whole --remote-timeout.
+LOOKUP_TIMEOUT_S = 2.0
 BATCH_LIMIT = 4 * 1024 * 1024 - 64 * 1024   # gRPC's default 4 MiB message, minus headroom
 BATCH_COUNT = 1000
 CHUNK = 1024 * 1024
@@ -53,6 +58,18 @@ class RemoteError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.method = ""  # the call that failed, when a call did
+
+
+# the codes that say the server is not there (or not answering): no more calls this build
+GONE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED", "PERMISSION_DENIED", "UNIMPLEMENTED"})
+
+
+class QueueTimeout(RemoteError):
+    """A remote execution that no worker took within the progress timeout."""
+
+    def __init__(self, waited_s: float) -> None:
+        super().__init__("QUEUE_TIMEOUT", f"no worker took it within {waited_s:g} s")
 
 
 class BlobMissing(RemoteError):
@@ -65,6 +82,7 @@ class BlobMissing(RemoteError):
 class BlobCorrupt(RemoteError):
     def __init__(self, digest: Digest) -> None:
         super().__init__("CORRUPT", f"blob {digest.hash[:12]}/{digest.size_bytes} does not match its digest")
+        self.digest = digest
 
 
 def digest_of(data: bytes) -> Digest:
@@ -106,8 +124,8 @@ class Blob:
 class Client:
     """One channel to one REAPI server and instance. Thread-safe: build threads share it."""
 
-    __slots__ = ("endpoint", "_channel", "_methods", "_caps", "_lock", "_calls", "_closed", "_refusing",
-                 "_metadata")
+    __slots__ = ("endpoint", "_channel", "_exec_channel", "_methods", "_caps", "_exec_caps", "_lock", "_calls",
+                 "_closed", "_refusing", "_metadata", "helper")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -115,24 +133,36 @@ class Client:
                    ("grpc.max_send_message_length", MAX_MESSAGE),
                    ("grpc.enable_retries", 0),  # ours are bounded and logged; gRPC's are neither
                    ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
-        if endpoint.secure:
-            self._channel = grpc.secure_channel(endpoint.target, grpc.ssl_channel_credentials(), options)
-        else:
-            self._channel = grpc.insecure_channel(endpoint.target, options)
+        self._channel = _channel(endpoint.url, endpoint, options)
+        # Execute, WaitExecution and CancelOperation go to the executor, when it is another server
+        self._exec_channel = _channel(endpoint.executor, endpoint, options) if endpoint.executor else None
         self._methods: dict[str, Callable] = {}
         self._caps: re.ServerCapabilities | None = None
+        self._exec_caps: re.ServerCapabilities | None = None
         self._lock = threading.Lock()
         self._calls: set = set()
         self._closed = False
         self._refusing = False  # cancel_calls(for_good=True): a tracked call that starts after is cancelled
         self._metadata = tuple(endpoint.headers)
+        self.helper = CredentialHelper(endpoint.helper, endpoint.url) if endpoint.helper else None
+
+    def _meta(self, fresh: bool = False) -> tuple[tuple[str, str], ...]:
+        """The headers of a call: the static ones and the credential helper's (asked again with
+        `fresh`, after UNAUTHENTICATED); a helper that fails is an authentication error."""
+        if self.helper is None:
+            return self._metadata
+        try:
+            return self._metadata + self.helper.headers(fresh)
+        except CredentialError as e:
+            raise RemoteError("UNAUTHENTICATED", str(e)) from None
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _method(self, name: str) -> Callable:
         m = self._methods.get(name)
         if m is None:
-            m = self._methods[name] = rpc.bind(self._channel, name)
+            channel = self._exec_channel if self._exec_channel is not None and name in _EXECUTION else self._channel
+            m = self._methods[name] = rpc.bind(channel, name)
         return m
 
     def call(self, name: str, request, timeout: float | None = None, retry: bool = True,
@@ -143,12 +173,14 @@ class Client:
         the channel."""
         timeout = timeout or self.endpoint.timeout
         attempt = 0
+        fresh = False  # the helper's headers asked for again (once, after UNAUTHENTICATED)
         while True:
             self._check_open()
+            metadata = self._meta(fresh)
             try:
                 if not cancellable:
-                    return self._method(name)(request, timeout=timeout, metadata=self._metadata)
-                future = self._method(name).future(request, timeout=timeout, metadata=self._metadata)
+                    return self._method(name)(request, timeout=timeout, metadata=metadata)
+                future = self._method(name).future(request, timeout=timeout, metadata=metadata)
                 self._track(future)
                 try:
                     return future.result()
@@ -159,6 +191,9 @@ class Client:
             except grpc.RpcError as e:
                 if self._closed:
                     raise RemoteError("CANCELLED", f"{name} cancelled") from None
+                if e.code() == grpc.StatusCode.UNAUTHENTICATED and self.helper is not None and not fresh:
+                    fresh = True  # expired before the helper said: new headers, once
+                    continue
                 delay = self._retry_delay(e, attempt) if retry else None
                 if delay is None:
                     raise _error(name, e) from None
@@ -178,9 +213,11 @@ class Client:
         out: list = [None] * len(requests)
         todo = list(range(len(requests)))
         attempt = 0
+        fresh = False
         while True:
             self._check_open()
             method = self._method(name)
+            metadata = self._meta(fresh)
             futures = []
             settled = 0  # futures[:settled] have ended
             again, last = [], None
@@ -189,7 +226,7 @@ class Client:
                     if len(futures) - settled >= at_once:  # a window: the oldest ends before the next goes
                         last = self._settle(name, futures[settled], out, again) or last
                         settled += 1
-                    future = method.future(requests[k], timeout=timeout, metadata=self._metadata)
+                    future = method.future(requests[k], timeout=timeout, metadata=metadata)
                     if cancellable:
                         self._track(future)
                     futures.append((k, future))
@@ -200,6 +237,11 @@ class Client:
                 last = self._settle(name, item, out, again) or last
             for k in todo[len(futures):]:
                 out[k] = RemoteError("CANCELLED", f"{name} cancelled")
+            refused = [k for k in todo if isinstance(out[k], RemoteError) and out[k].code == "UNAUTHENTICATED"]
+            if refused and self.helper is not None and not fresh:
+                fresh = True  # the helper's headers expired early: asked again, and those sent again
+                todo = sorted(again + refused)
+                continue
             delay = self._retry_delay(last, attempt) if last is not None else None
             if delay is None:
                 for k in again:
@@ -270,6 +312,8 @@ class Client:
         for c in calls:
             c.cancel()
         self._channel.close()
+        if self._exec_channel is not None:
+            self._exec_channel.close()
 
     # -- capabilities --------------------------------------------------------------------------
 
@@ -286,7 +330,14 @@ class Client:
         return self._caps
 
     def can_execute(self) -> bool:
-        return self.capabilities().execution_capabilities.exec_enabled
+        """Whether the executor (this server, or --remote-executor's) runs actions."""
+        if self._exec_channel is None:
+            return self.capabilities().execution_capabilities.exec_enabled
+        if self._exec_caps is None:
+            self._exec_caps = self.call("GetCapabilitiesExec", re.GetCapabilitiesRequest(
+                instance_name=self.endpoint.instance), timeout=min(self.endpoint.timeout, CONNECT_TIMEOUT_S),
+                retry=False)
+        return self._exec_caps.execution_capabilities.exec_enabled
 
     def can_update_cache(self) -> bool:
         caps = self.capabilities().cache_capabilities
@@ -298,6 +349,10 @@ class Client:
 
     def _stream_timeout(self, size: int) -> float:
         return self.endpoint.timeout + size / STREAM_RATE
+
+    def lookup_timeout(self, size: int = 0) -> float:
+        """The deadline of a lookup, or of a read of `size` bytes on the critical path."""
+        return min(self.endpoint.timeout, LOOKUP_TIMEOUT_S) + size / STREAM_RATE
 
     # -- CAS -----------------------------------------------------------------------------------
 
@@ -313,11 +368,14 @@ class Client:
             missing.extend(resp.missing_blob_digests)
         return missing
 
-    def upload(self, blobs: Iterable[Blob]) -> int:
-        """Upload the blobs the CAS lacks: small ones batched, large ones by ByteStream.
+    def upload(self, blobs: Iterable[Blob], again: frozenset[tuple[str, int]] = frozenset()) -> int:
+        """Upload the blobs the CAS lacks: small ones batched, large ones by ByteStream; and
+        those of `again` ((hash, size): found corrupt there) whatever FindMissingBlobs says.
         Returns the bytes sent."""
         by_key = {(b.digest.hash, b.digest.size_bytes): b for b in blobs}
         missing = [by_key[(d.hash, d.size_bytes)] for d in self.find_missing(b.digest for b in by_key.values())]
+        named = {(b.digest.hash, b.digest.size_bytes) for b in missing}
+        missing += [b for k, b in by_key.items() if k in again and k not in named]
         limit = self._batch_limit()
         batch: list[re.BatchUpdateBlobsRequest.Request] = []
         size = sent = 0
@@ -371,7 +429,7 @@ class Client:
         while True:
             self._check_open()
             future = self._method("Write").future(chunks(), timeout=self._stream_timeout(d.size_bytes),
-                                                  metadata=self._metadata)
+                                                  metadata=self._meta())
             self._track(future)
             try:
                 resp = future.result()
@@ -437,7 +495,8 @@ class Client:
             size += d.size_bytes + 100
         requests = [re.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=batch,
                                              digest_function=SHA256) for batch in batches]
-        for batch, resp in zip(batches, self.call_many("BatchReadBlobs", requests)):
+        timeout = self.lookup_timeout(max((sum(d.size_bytes for d in b) for b in batches), default=0))
+        for batch, resp in zip(batches, self.call_many("BatchReadBlobs", requests, timeout=timeout)):
             if isinstance(resp, RemoteError):
                 raise resp
             for r in resp.responses:
@@ -457,7 +516,8 @@ class Client:
 
     def _batch_read(self, digests: list[Digest]) -> dict[str, bytes]:
         resp = self.call("BatchReadBlobs", re.BatchReadBlobsRequest(
-            instance_name=self.endpoint.instance, digests=digests, digest_function=SHA256))
+            instance_name=self.endpoint.instance, digests=digests, digest_function=SHA256),
+            timeout=self.lookup_timeout(sum(d.size_bytes for d in digests)))
         out, missing = {}, []
         for r in resp.responses:
             if r.status.code == code_pb2.NOT_FOUND:
@@ -477,7 +537,7 @@ class Client:
         (so a caller writing to a temporary file renames it only after the loop ends)."""
         self._check_open()
         call = self._method("Read")(bs.ReadRequest(resource_name=self._resource(f"blobs/{d.hash}/{d.size_bytes}")),
-                                    timeout=self._stream_timeout(d.size_bytes), metadata=self._metadata)
+                                    timeout=self._stream_timeout(d.size_bytes), metadata=self._meta())
         self._track(call)
         h, n = hashlib.sha256(), 0
         try:
@@ -501,7 +561,7 @@ class Client:
         try:
             return self.call("GetActionResult", re.GetActionResultRequest(
                 instance_name=self.endpoint.instance, action_digest=action, inline_stdout=False,
-                inline_stderr=False, digest_function=SHA256))
+                inline_stderr=False, digest_function=SHA256), timeout=self.lookup_timeout())
         except RemoteError as e:
             if e.code == "NOT_FOUND":
                 return None
@@ -526,7 +586,10 @@ class Client:
 
     def execute(self, action: Digest, timeout: float, skip_cache_lookup: bool = False) -> re.ExecuteResponse:
         """Run `action` on the server's workers and wait for its ExecuteResponse (at most `timeout`
-        seconds). A stream that breaks is re-attached with WaitExecution."""
+        seconds). A stream that breaks is re-attached with WaitExecution. The server must show
+        progress: an action still queued after the endpoint's timeout (no worker took it) raises
+        QueueTimeout (the operation is cancelled), and a stream that says nothing for that long,
+        not even the operation's state that every (re-)attach answers first, DEADLINE_EXCEEDED."""
         request = re.ExecuteRequest(instance_name=self.endpoint.instance, action_digest=action,
                                     skip_cache_lookup=skip_cache_lookup, digest_function=SHA256)
         return self._follow(request, "", timeout)
@@ -537,23 +600,35 @@ class Client:
 
     def _follow(self, request: re.ExecuteRequest | None, name: str, timeout: float) -> re.ExecuteResponse:
         deadline = time.monotonic() + timeout
+        progress_s = self.endpoint.timeout
+        queued_since: float | None = None  # when the operation was first seen waiting for a worker
         attempt = 0
         while True:
             self._check_open()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RemoteError("DEADLINE_EXCEEDED", f"execution took longer than {timeout:.0f} s")
+            # each call lasts at most `progress_s`: its first answer (the state) proves the server
+            # alive, and a queued action is given up on, not waited for until `timeout`
+            window = min(left, progress_s)
             if name:
-                call = self._method("WaitExecution")(re.WaitExecutionRequest(name=name), timeout=left,
-                                                     metadata=self._metadata)
+                call = self._method("WaitExecution")(re.WaitExecutionRequest(name=name), timeout=window,
+                                                     metadata=self._meta())
             else:
-                call = self._method("Execute")(request, timeout=left, metadata=self._metadata)
+                call = self._method("Execute")(request, timeout=window, metadata=self._meta())
             self._track(call)
+            heard = False
             try:
                 for op in call:
+                    heard = True
                     name = op.name or name
                     if op.done:
                         return _execute_response(op)
+                    if _stage(op) in (re.ExecutionStage.QUEUED, re.ExecutionStage.CACHE_CHECK,
+                                      re.ExecutionStage.UNKNOWN):
+                        queued_since = queued_since or time.monotonic()
+                    else:
+                        queued_since = None
                 error = None  # the stream ended without a final operation: re-attach
             except grpc.RpcError as e:
                 error = e
@@ -562,6 +637,11 @@ class Client:
             if error is not None:
                 if self._closed:
                     raise RemoteError("CANCELLED", "Execute cancelled")
+                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and heard and window < left:
+                    if queued_since is not None and time.monotonic() - queued_since >= progress_s:
+                        self._cancel_operation(name)
+                        raise QueueTimeout(progress_s)
+                    continue  # alive and working: re-attach, which answers with the state again
                 if name and request is not None and error.code() == grpc.StatusCode.NOT_FOUND:
                     name = ""  # the server forgot the operation: start again
                 elif error.code() not in TRANSIENT:
@@ -570,6 +650,36 @@ class Client:
             if attempt > RETRIES + 1:
                 raise RemoteError("UNAVAILABLE", "the Execute stream kept breaking")
             time.sleep(min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** attempt))
+
+    def _cancel_operation(self, name: str) -> None:
+        """Ask the server to drop an operation farmer no longer waits for (best effort: a server
+        may run it anyway, and its result is then cached like any other)."""
+        if not name:
+            return
+        try:
+            self.call("CancelOperation", ops.CancelOperationRequest(name=name),
+                      timeout=min(self.endpoint.timeout, CONNECT_TIMEOUT_S), retry=False)
+        except RemoteError:
+            pass
+
+
+def _stage(op) -> int:
+    md = re.ExecuteOperationMetadata()
+    return md.stage if op.metadata.Unpack(md) else re.ExecutionStage.UNKNOWN
+
+
+def _channel(url: str, endpoint: Endpoint, options: list):
+    """A channel to `url`, with the endpoint's TLS files when it is grpcs://."""
+    target, secure = parse_url(url)
+    if not secure:
+        return grpc.insecure_channel(target, options)
+    try:
+        creds = grpc.ssl_channel_credentials(root_certificates=read_file(endpoint.ca),
+                                             private_key=read_file(endpoint.key),
+                                             certificate_chain=read_file(endpoint.cert))
+    except OSError as e:
+        raise RemoteError("UNAVAILABLE", f"cannot read a TLS file: {e.filename}: {e.strerror}") from None
+    return grpc.secure_channel(target, creds, options)
 
 
 def _execute_response(op) -> re.ExecuteResponse:
@@ -608,7 +718,32 @@ def _code_name(code: int) -> str:
 
 def _error(name: str, e: grpc.RpcError) -> RemoteError:
     details = (e.details() or "").splitlines()
-    return RemoteError(e.code().name, f"{name}: {details[0][:200] if details else 'no details'}")
+    error = RemoteError(e.code().name, f"{name}: {_cut(details[0]) if details else 'no details'}")
+    error.method = name
+    return error
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """A server's message, at most about `limit` characters, cut between words."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def explain(e: RemoteError) -> str:
+    """What a failed call says about the server, in words a user acts on: a bad or expired
+    credential and a refusal are named as such, a method the server lacks too; the rest is
+    the server being unavailable."""
+    if e.code == "UNAUTHENTICATED":
+        return f"authentication error ({e}; check the remote's token or credential helper)"
+    if e.code == "PERMISSION_DENIED":
+        return f"permission error ({e})"
+    text = str(e)
+    if e.code == "UNAVAILABLE" and ("handshake" in text.lower() or "CERTIFICATE_VERIFY" in text):
+        return f"TLS error ({e}; check --remote-ca, --remote-cert and --remote-key)"
+    if e.code == "UNIMPLEMENTED":
+        return f"server does not support {e.method or 'a call farmer makes'} ({e})"
+    return f"unavailable ({e})"
 
 
 def _retry_info(e: grpc.RpcError) -> float | None:

@@ -57,6 +57,16 @@ class RemoteEngine(Engine):
                               ctx.logs, ctx.warn, cls.ran, cls.restored)
         return cls(settings, shared)
 
+    def failure(self) -> str | None:
+        """With --remote-strict, the first remote problem (each was a warning, and the build
+        went on without the remote): a CI job that must use the remote fails."""
+        if not self.settings.strict:
+            return None
+        problems = self.shared.problems
+        if not problems:
+            return None
+        return f"{problems[0].removeprefix('farmer: warning: ')} (--remote-strict)"
+
     def run_cache(self, ctx: EngineContext) -> RemoteRunCache:
         return RemoteRunCache(self.shared)
 

@@ -31,7 +31,7 @@ from farmer.remote import depscan
 from farmer.remote import restore as restoring
 from farmer.remote.action import in_root, root_path
 from farmer.remote.cache import RemoteCache, RemoteLookup
-from farmer.remote.client import BlobCorrupt, BlobMissing, RemoteError, missing_in
+from farmer.remote.client import GONE, BlobCorrupt, BlobMissing, QueueTimeout, RemoteError, explain, missing_in
 from farmer.remote.protos.google.rpc import code_pb2
 from farmer.remote.shas import Changed
 from farmer.run.executors.base import Outcome, Ran
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from farmer.run.executors.process import ProcessExecutor
     from farmer.store.state import Trace
 
-DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout waits at most this long
+DEFAULT_TIMEOUT_S = 3600.0  # a remote run without a task timeout, once a worker took it, waits at most this long
 
 
 class Fallback(Exception):
@@ -76,22 +76,36 @@ class RemoteExecutor(RelayExecutor):
         self.inflight: dict[int, object] = {}
         self.results: queue.SimpleQueue = queue.SimpleQueue()
         self.remote_ran: set[int] = set()  # indices that ran remotely (last-build.json's executor)
+        self.local_because: dict[int, str] = {}  # why one that runs here does not run remotely
+        self.queue_timed_out = False  # an action waited --remote-timeout for a worker: send no more
+        self._abandoned = False  # the remote went off: the runs in flight there were cancelled
         self.fallbacks = 0
         self._warned: set[str] = set()
 
     # -- Executor ---------------------------------------------------------------------------------
 
     def start(self, comp: Computation) -> None:
-        plan = None
-        if not self._stopping and len(self.inflight) < self.jobs and not self.remote.off:
-            plan = self._plan(comp)
-        if plan is None:
+        if self._stopping:
+            self._start_inner(comp)
+            return
+        plan = self._plan(comp)
+        if isinstance(plan, str):
+            self.local_because[comp.index] = plan
             self._start_inner(comp)
             return
         started = time.monotonic()
         future = self.pool.submit(self._run, plan)
         self.inflight[comp.index] = future
         future.add_done_callback(lambda f, c=comp, s=started: self._finished(c, s, f))
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        if self.remote.off and self.inflight and not self._abandoned:
+            self._abandoned = True  # the server went away (a lookup found it): the runs there end now
+            self.remote.cancel_in_flight()
+        done = super().wait(timeout)
+        for outcome in done:  # those that ran here say why (last-build.json, --explain)
+            outcome.local_because = self.local_because.pop(outcome.index, None)
+        return done
 
     def running(self) -> int:
         return self.inner.running() + len(self.waiting) + len(self.inflight) + self.results.qsize()
@@ -114,18 +128,41 @@ class RemoteExecutor(RelayExecutor):
 
     # -- on the build's thread ----------------------------------------------------------------------
 
-    def _plan(self, comp: Computation) -> _Plan | None:
-        """The Action to run `comp` remotely, or None when it runs locally."""
+    def _plan(self, comp: Computation) -> _Plan | str:
+        """The Action to run `comp` remotely, or why it runs locally (last-build.json's
+        `local_because`)."""
         from farmer.record.cache.key import uncacheable
 
-        if (comp.kind != "cmd" or not comp.action or comp.world is not None or (comp.ninja and comp.ninja.console)
-                or comp.remote is False or uncacheable(comp) is not None):
-            return None
+        if comp.world is not None:
+            return "world task"
+        if comp.kind != "cmd" or not comp.action:
+            return f"{comp.kind or 'phony'} task"
+        if comp.ninja and comp.ninja.console:
+            return "console pool"
+        if comp.remote is False:
+            return "remote = false"
+        why = uncacheable(comp)
+        if why is not None:
+            return why
+        if self.remote.off:
+            return f"remote failed: {self.remote.off_because}"
+        if self.queue_timed_out:
+            return "remote queue timeout"  # no worker took the last ones: none is sent again
+        if len(self.inflight) >= self.jobs:
+            return "remote slots full"
+        # not relocatable: a worker's directory is not this one, nor has it our files
         base = self.remote.settings.base
-        if (os.getcwd() in comp.action or (base is not None and base.names_base(comp.action))
-                or not all(in_root(os.path.normpath(p)) for p in comp.outputs)
-                or any(root_path(p, base) is None for p in comp.inputs)):
-            return None  # not relocatable: a worker's directory is not this one, nor has it our files
+        here = os.getcwd()
+        if here in comp.action:
+            return f"absolute path {here} under the root"
+        if base is not None and base.names_base(comp.action):
+            return f"absolute path {base.path} in the command"
+        for p in comp.outputs:
+            if not in_root(os.path.normpath(p)):
+                return f"output {p} outside the root"
+        for p in comp.inputs:
+            if root_path(p, base) is None:
+                return f"input {p} outside the root"
         discovered: list[str] = []
         if comp.depfile:
             trace = self.trace_of(comp.id)
@@ -134,10 +171,11 @@ class RemoteExecutor(RelayExecutor):
             else:  # never built here: a compile's headers from the preprocessor (farmer/remote/depscan.py)
                 scanned = depscan.scan(comp.action, comp.env, comp.inputs, comp.outputs)
                 if scanned is None:
-                    return None  # its inputs are known only once it ran here
+                    return "never built with a depfile yet"  # its inputs are known only once it ran here
                 discovered = scanned
-            if any(not p.startswith("/") and root_path(p, base) is None for p in discovered):
-                return None  # a file beside the project (or the base), which a worker has not got
+            for p in discovered:
+                if not p.startswith("/") and root_path(p, base) is None:
+                    return f"discovered input {p} outside the root"  # which a worker has not got
             # absolute ones outside the base (/usr/include/...) are the platform's: keyed by digest, not sent
         digests = self.remote.digests
         inputs = [(p, digest_or_changed(digests, p) or "missing") for p in comp.inputs]
@@ -145,12 +183,12 @@ class RemoteExecutor(RelayExecutor):
             found = RemoteLookup(self.describe(comp, inputs), [], None)
             found.declared = [self.remote.file_now(p) for p in comp.inputs]
             extra = [self.remote.file_now(p) for p in discovered]
-        except Changed:
-            return None
+        except Changed as e:
+            return f"input {e} changed while it was sent"
         try:
             action = self.remote.action_of(comp, found, extra)
-        except ValueError:  # two of its paths are one place in the input root, differently
-            return None
+        except ValueError:
+            return "two of its paths are one place in the input root"
         return _Plan(comp, found, action, action.root.paths)
 
     def _collect(self) -> list[Outcome]:
@@ -168,11 +206,21 @@ class RemoteExecutor(RelayExecutor):
                 out.append(outcome)
                 continue
             self.fallbacks += 1
-            if isinstance(error, RemoteError) and error.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+            if isinstance(error, QueueTimeout):
+                self.local_because[comp.index] = "remote queue timeout"
+                self.queue_timed_out = True
+                self._once("queue", f"farmer: warning: remote execution of {comp.id} was still queued after "
+                                    f"{self.remote.settings.endpoint.timeout:g} s ({error}); running it and "
+                                    "the rest here")
+            elif self.remote.off and isinstance(error, RemoteError) and error.code == "CANCELLED":
+                self.local_because[comp.index] = f"remote failed: {self.remote.off_because}"
+            elif isinstance(error, RemoteError) and error.code in GONE:
+                self.local_because[comp.index] = f"remote failed: {explain(error)}"
                 self.remote.fail(error)  # the server is gone: no more remote runs this build
             else:
-                self._once(type(error).__name__, f"farmer: warning: {comp.id} did not run remotely ({error}); "
-                                                 "running it here")
+                self.local_because[comp.index] = f"remote failed: {error}"
+                self._once(type(error).__name__, f"farmer: warning: remote execution of {comp.id} failed "
+                                                 f"({error}); running it here")
             if self._stopping:
                 now = time.monotonic() - self.t0
                 out.append(Outcome(comp.index, False, "interrupted", None, now, now))
@@ -201,12 +249,13 @@ class RemoteExecutor(RelayExecutor):
         if client is None or self._stopping:
             raise Fallback("the remote is off")
         timeout = 2 * comp.timeout + 60 if comp.timeout else DEFAULT_TIMEOUT_S
+        refresh = self.remote.settings.refresh  # --remote-refresh: run it, whatever the server has cached
         client.upload(plan.action.blobs)
-        response = client.execute(plan.action.digest, timeout)
+        response = client.execute(plan.action.digest, timeout, skip_cache_lookup=refresh)
         missing = missing_in(response.status) if response.status.code == code_pb2.FAILED_PRECONDITION else []
         if missing:  # the server lost some of what was sent: once more
             client.upload(plan.action.blobs)
-            response = client.execute(plan.action.digest, timeout)
+            response = client.execute(plan.action.digest, timeout, skip_cache_lookup=refresh)
         if response.status.code != code_pb2.OK:
             raise Fallback(f"status {code_pb2.Code.Name(response.status.code)}: {response.status.message[:200]}")
         result = response.result
@@ -214,7 +263,7 @@ class RemoteExecutor(RelayExecutor):
             raise Fallback(f"exit {result.exit_code} on the worker")
         optional = [comp.depfile] if comp.depfile else []
         try:
-            files = restoring.files_of(result, list(comp.outputs), optional)
+            files = restoring.files_of(result, list(comp.outputs), optional, what="the worker's result")
         except restoring.Incomplete as e:
             raise Fallback(str(e)) from None
         if comp.depfile:
@@ -224,7 +273,10 @@ class RemoteExecutor(RelayExecutor):
             restoring.restore(client, files)
             streams = [d for d in (result.stdout_digest, result.stderr_digest) if d.hash]
             data = client.read(streams)
-        except (BlobMissing, BlobCorrupt) as e:
+        except BlobCorrupt as e:
+            self.remote.corrupt.add((e.digest.hash, e.digest.size_bytes))  # the local run's copy goes up
+            raise Fallback(str(e)) from None
+        except BlobMissing as e:
             raise Fallback(str(e)) from None
         with open(log + ".remote-tmp", "wb") as f:
             for d in streams:

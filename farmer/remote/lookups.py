@@ -33,6 +33,8 @@ class LookupExecutor(RelayExecutor):
     (farmer/remote/runcache.py) keys each computation as it is prepared, into `shared`, for
     `start`."""
 
+    looks_up = True
+
     def __init__(self, inner: Executor, inner_jobs: int, shared: SharedRemote, t0: float) -> None:
         super().__init__(inner, inner_jobs, t0)
         self.shared = shared
@@ -58,6 +60,14 @@ class LookupExecutor(RelayExecutor):
 
         self.looking[comp.index] = comp
         self.restorer.submit(Request(comp, found, self.shared.log_of(comp), time.monotonic()))
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        done = super().wait(timeout)
+        lookups = self.shared.lookups
+        for outcome in done:  # what its lookup found (last-build.json's remote_lookup)
+            if outcome.remote_lookup is None:
+                outcome.remote_lookup = lookups.pop(outcome.index, None)
+        return done
 
     def running(self) -> int:
         return self.inner.running() + len(self.looking) + len(self.waiting) + len(self.done)
@@ -109,13 +119,15 @@ class LookupExecutor(RelayExecutor):
                         done = r.fetched.write()
                     except OSError as e:
                         done = e
-                    contents = remote.restored(comp, r.found, r.log, done, remote.say)
+                    contents = remote.restored(comp, r.found, r.log, done, r.tell(remote.say))
                     if contents is not None:
                         remote.learn(comp, contents)
                         hit = Outcome(comp.index, True, None, 0, r.started - self.t0, now)
                         hit.origin = self.shared.restored
+                        hit.remote_lookup = (r.found.shown_digest(remote.settings.salt), "hit")
                         out.append(hit)
                         continue
+            self.shared.looked_up(comp.index, r.found, r.what())
             r.found.result = None
             self.shared.miss(comp.index, r.found)  # it runs here: uploaded after
             if self._stopping:

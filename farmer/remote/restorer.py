@@ -41,7 +41,7 @@ class Request:
     """One computation's lookup as it goes to the thread and back. `candidates`, once the
     variants are known: (Action, variant, discovered) to look up in order."""
 
-    __slots__ = ("comp", "found", "log", "candidates", "reply", "fetched", "variants", "started")
+    __slots__ = ("comp", "found", "log", "candidates", "reply", "fetched", "variants", "started", "why")
 
     def __init__(self, comp: Computation, found: RemoteLookup, log: str, started: float) -> None:
         self.comp, self.found, self.log, self.started = comp, found, log, started
@@ -49,6 +49,22 @@ class Request:
         self.reply = MISS
         self.fetched: restoring.Fetched | None = None  # HIT: its files, to write on the build's thread
         self.variants: list = []  # VARIANTS: as the server lists them
+        self.why = ""  # a result found and not used: why (the warning's words)
+
+    def tell(self, say: Callable[[str, str], None]) -> Callable[[str, str], None]:
+        """`say`, which also keeps what was said as why this lookup's result was not used."""
+        def said(kind: str, text: str) -> None:
+            self.why = self.why or text
+            say(kind, text)
+        return said
+
+    def what(self) -> str:
+        """What came of the lookup, for a computation that then ran."""
+        if self.why:
+            return "unusable: " + self.why.removeprefix("farmer: warning: ").split("; running it")[0]
+        if self.found.action is None:
+            return "miss (no variant of its discovered inputs matches)" if self.variants else "miss"
+        return "miss"
 
 
 class Restorer:
@@ -106,7 +122,7 @@ class Restorer:
         requests = [re.GetActionResultRequest(instance_name=instance, action_digest=d, inline_stdout=False,
                                               inline_stderr=False, digest_function=re.DigestFunction.SHA256)
                     for digests in asks for d in digests]
-        answers = iter(client.call_many("GetActionResult", requests))
+        answers = iter(client.call_many("GetActionResult", requests, timeout=client.lookup_timeout()))
         results = []
         for digests in asks:
             got = []
@@ -137,7 +153,7 @@ class Restorer:
                     found.result = result
                     break
             if found.result is not None:
-                job = self.remote.restore_job(r.comp, found, r.log, self.remote.say)
+                job = self.remote.restore_job(r.comp, found, r.log, r.tell(self.remote.say))
                 if job is not None:
                     hits.append((r, job))
         if variants:
@@ -155,7 +171,7 @@ class Restorer:
                 elif isinstance(fetched, RemoteError) and not isinstance(fetched, (BlobMissing, BlobCorrupt)):
                     self._gone(fetched)
                 else:
-                    self.remote.refused(r.comp, fetched, self.remote.say)
+                    self.remote.refused(r.comp, fetched, r.tell(self.remote.say))
 
     def _asks(self, r: Request) -> list:
         """The Action digests to look up for `r`, in order."""

@@ -6,6 +6,8 @@ so the stubs do not pin a grpcio version.
 
 from __future__ import annotations
 
+from google.protobuf import empty_pb2 as empty
+
 from farmer.remote.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 from farmer.remote.protos.google.bytestream import bytestream_pb2 as bs
 from farmer.remote.protos.google.devtools.remoteworkers.v1test2 import bots_pb2 as bots
@@ -18,6 +20,9 @@ _BOTS = "/google.devtools.remoteworkers.v1test2.Bots/"
 METHODS = {
     "GetCapabilities": (_RE + "Capabilities/GetCapabilities", "unary_unary",
                         re.GetCapabilitiesRequest, re.ServerCapabilities),
+    # the same method, asked of the executor when it is another server (client.py's channels)
+    "GetCapabilitiesExec": (_RE + "Capabilities/GetCapabilities", "unary_unary",
+                            re.GetCapabilitiesRequest, re.ServerCapabilities),
     "FindMissingBlobs": (_RE + "ContentAddressableStorage/FindMissingBlobs", "unary_unary",
                          re.FindMissingBlobsRequest, re.FindMissingBlobsResponse),
     "BatchUpdateBlobs": (_RE + "ContentAddressableStorage/BatchUpdateBlobs", "unary_unary",
@@ -31,6 +36,8 @@ METHODS = {
     "Execute": (_RE + "Execution/Execute", "unary_stream", re.ExecuteRequest, ops.Operation),
     "WaitExecution": (_RE + "Execution/WaitExecution", "unary_stream",
                       re.WaitExecutionRequest, ops.Operation),
+    "CancelOperation": ("/google.longrunning.Operations/CancelOperation", "unary_unary",
+                        ops.CancelOperationRequest, empty.Empty),
     "Read": ("/google.bytestream.ByteStream/Read", "unary_stream", bs.ReadRequest, bs.ReadResponse),
     "Write": ("/google.bytestream.ByteStream/Write", "stream_unary", bs.WriteRequest, bs.WriteResponse),
     "CreateBotSession": (_BOTS + "CreateBotSession", "unary_unary",

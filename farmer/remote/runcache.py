@@ -38,6 +38,13 @@ class RemoteRunCache(RunCache):
         if remote is None:
             return None
         description = describe(comp, world, inputs, shared.env_names, shared.programs)
+        if shared.settings.refresh:  # --remote-refresh: no lookup; it runs, and is uploaded
+            remote.drain()
+            found = remote.key_of(comp, description)
+            if found is not None:
+                shared.miss(comp.index, found)
+                shared.looked_up(comp.index, found, "not looked up (--remote-refresh)")
+            return None
         if shared.keyed is not None:
             remote.drain()
             found = remote.key_of(comp, description)

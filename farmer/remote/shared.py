@@ -29,13 +29,21 @@ class SharedRemote:
     thread); `ran` and `restored`: what the remote's outcomes say they came from."""
 
     __slots__ = ("settings", "digests", "state", "env_names", "world_fingerprint", "logs", "warn", "ran",
-                 "restored", "connection", "programs", "broken", "keyed", "missed")
+                 "restored", "connection", "programs", "broken", "keyed", "missed", "problems",
+                 "lookups")
 
     def __init__(self, settings: RemoteSettings, digests: Digests, state: State, env_names: list[str],
                  world_fingerprint: Callable[[str | None], str | None], logs: str,
                  warn: Callable[[str], None], ran: Ran, restored: Restored) -> None:
         self.settings, self.digests, self.state, self.env_names = settings, digests, state, env_names
-        self.world_fingerprint, self.logs, self.warn = world_fingerprint, logs, warn
+        self.world_fingerprint, self.logs = world_fingerprint, logs
+        self.problems: list[str] = []  # every warning about the remote (--remote-strict fails on one)
+
+        def said(text: str) -> None:
+            self.problems.append(text)
+            warn(text)
+
+        self.warn = said
         self.ran, self.restored = ran, restored
         self.connection: RemoteCache | None = None  # made by `connect`
         self.programs: Programs | None = None
@@ -43,6 +51,8 @@ class SharedRemote:
         # None: no lookups alongside the build, the cache looks each computation up itself
         self.keyed: dict[int, RemoteLookup] | None = None
         self.missed: dict[int, RemoteLookup] = {}
+        # what each computation's lookup found, (Action digest, result), until its outcome says it
+        self.lookups: dict[int, tuple[str, str]] = {}
 
     def connect(self) -> RemoteCache | None:
         """The remote cache, made on the first call; None (said once) when grpc or protobuf
@@ -75,7 +85,8 @@ class SharedRemote:
                 return remote
         except Exception:  # noqa: BLE001 - capabilities were read already; never a failed build
             return None
-        self.warn(f"farmer: warning: remote {self.settings.endpoint.url} does not execute "
+        endpoint = self.settings.endpoint
+        self.warn(f"farmer: warning: remote {endpoint.executor or endpoint.url} does not execute "
                   f"(instance {self.settings.endpoint.instance!r}); running everything here")
         return None
 
@@ -90,6 +101,10 @@ class SharedRemote:
 
     def take_key(self, index: int) -> RemoteLookup | None:
         return self.keyed.pop(index, None) if self.keyed is not None else None
+
+    def looked_up(self, index: int, found: RemoteLookup, result: str) -> None:
+        """What came of computation `index`'s lookup (last-build.json's remote_lookup)."""
+        self.lookups[index] = (found.shown_digest(self.settings.salt), result)
 
     def miss(self, index: int, found: RemoteLookup) -> None:
         """Computation `index` was not found, and runs here: uploaded once it ran."""

@@ -30,6 +30,9 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 3600
 POLL_S = 20          # UpdateBotSession long-poll deadline (the server answers at ~80 % of it)
 KEEPALIVE_S = 10     # while an action runs, tell the server the lease is alive this often
+# what UpdateBotSession answers once the server has dropped the session (BuildGrid: "Bot does
+# not exist while validating leases", INVALID_ARGUMENT)
+FORGOTTEN = frozenset({"INVALID_ARGUMENT", "NOT_FOUND"})
 
 
 class Stopped(Exception):
@@ -198,6 +201,37 @@ class Bot:
             self.run.cancel()
 
     def serve(self) -> None:
+        """Serve leases until told to stop. A server that no longer knows this bot's session
+        (it dropped it after a freeze or a network partition longer than its bot session
+        timeout: UpdateBotSession then answers INVALID_ARGUMENT or NOT_FOUND, "Bot does not
+        exist") gets a new one: the bot comes back by itself."""
+        session = self.create_session()
+        while not self.stopping.is_set():
+            for lease in session.leases:
+                if lease.state in (bots.LeaseState.PENDING, bots.LeaseState.ACTIVE):
+                    self.serve_lease(lease)
+            try:
+                session = self.update(session, POLL_S)
+            except RemoteError as e:
+                if e.code in ("DEADLINE_EXCEEDED", "CANCELLED"):
+                    continue
+                print(f"farmer worker: UpdateBotSession: {e}", file=sys.stderr, flush=True)
+                if e.code in FORGOTTEN:
+                    print("farmer worker: the server dropped this bot's session; registering again",
+                          file=sys.stderr, flush=True)
+                    session = self.create_session()
+                else:
+                    self.stopping.wait(0.5)
+        # say goodbye, so the scheduler assigns nothing more to this session
+        session.status = bots.BotStatus.BOT_TERMINATING
+        try:
+            self.update(session, 3)
+        except RemoteError:
+            pass
+
+    def create_session(self) -> bots.BotSession:
+        """A new session with the server, waiting for it as long as it takes (or until told
+        to stop: the session is then the one asked for)."""
         session = bots.BotSession(bot_id=self.bot_id, status=bots.BotStatus.OK)
         session.worker.devices.add(handle=self.bot_id)
         while not self.stopping.is_set():
@@ -210,22 +244,7 @@ class Bot:
                 self.stopping.wait(0.5)
         self.session = session
         print(f"farmer worker: session {session.name}", file=sys.stderr, flush=True)
-        while not self.stopping.is_set():
-            for lease in session.leases:
-                if lease.state in (bots.LeaseState.PENDING, bots.LeaseState.ACTIVE):
-                    self.serve_lease(lease)
-            try:
-                session = self.update(session, POLL_S)
-            except RemoteError as e:
-                if e.code not in ("DEADLINE_EXCEEDED", "CANCELLED"):
-                    print(f"farmer worker: UpdateBotSession: {e}", file=sys.stderr, flush=True)
-                    self.stopping.wait(0.5)
-        # say goodbye, so the scheduler assigns nothing more to this session
-        session.status = bots.BotStatus.BOT_TERMINATING
-        try:
-            self.update(session, 3)
-        except RemoteError:
-            pass
+        return session
 
     def update(self, session: bots.BotSession, timeout: float) -> bots.BotSession:
         new = self.client.call("UpdateBotSession", bots.UpdateBotSessionRequest(
@@ -292,9 +311,9 @@ class Bot:
         return re.Action.FromString(self.client.read([d])[d.hash])
 
 
-def main(url: str, instance: str, bot_id: str | None, workdir: str | None,
-         headers: tuple[tuple[str, str], ...] = ()) -> int:
-    client = Client(Endpoint(url, instance, headers))
+def main(endpoint: Endpoint, bot_id: str | None, workdir: str | None) -> int:
+    """Serve `endpoint` (its URL, instance, headers and TLS settings) until SIGTERM or SIGINT."""
+    client = Client(endpoint)
     bot = Bot(client, bot_id or f"farmer-{socket.gethostname()}-{os.getpid()}", workdir or tempfile.gettempdir())
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, bot.stop)

@@ -213,6 +213,10 @@ def last_build_tasks(comps: list[Computation], selected: list[int], settled: dic
             "cache": o.origin.name if o is not None and o.origin.restored else None,
             "executor": o.origin.name if o is not None and not o.origin.restored else None,
         })
+        if o is not None and o.local_because:  # with remote execution on: why it ran here
+            tasks[-1]["local_because"] = o.local_because
+        if o is not None and o.remote_lookup:  # with a remote: what it looked up, and what came of it
+            tasks[-1]["remote_lookup"] = {"action": o.remote_lookup[0], "result": o.remote_lookup[1]}
     return tasks
 
 

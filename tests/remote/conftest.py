@@ -136,6 +136,72 @@ def own_cache_server(reapi, tmp_path):
         stack.stop(state)
 
 
+class ExecStack:
+    """A whole execution stack of a test's own (PostgreSQL, bgd, bots), which the test may freeze,
+    and whose bots it may stop: `pids` by name (bgd, bot-0, ...) as tools/reapi_stack.py recorded them."""
+
+    __slots__ = ("url", "state", "stack")
+
+    def __init__(self, stack, state: str, url: str) -> None:
+        self.stack, self.state, self.url = stack, state, url
+
+    @property
+    def pids(self) -> dict:
+        import json
+        with open(os.path.join(self.state, "pids.json")) as f:
+            return json.load(f)
+
+    def bot_sessions(self) -> int:
+        """The bot sessions the server's scheduler keeps (in its database)."""
+        import re
+        with open(os.path.join(self.state, "bgd.yml")) as f:
+            port = re.search(r"postgresql\+psycopg2://bgd@127\.0\.0\.1:(\d+)/bgd", f.read()).group(1)
+        out = subprocess.run([os.path.join(self.stack.pgbin(), "psql"), "-h", "127.0.0.1", "-p", port, "-U", "bgd",
+                              "-d", "bgd", "-tAc", "SELECT count(*) FROM bots"], check=True, timeout=60,
+                             capture_output=True, text=True).stdout
+        return int(out.strip())
+
+    def bot_log(self, i: int) -> str:
+        with open(os.path.join(self.state, f"bot-{i}.log"), errors="replace") as f:
+            return f.read()
+
+
+@pytest.fixture
+def own_exec_stack(reapi, tmp_path):
+    """own_exec_stack(bots=1, bot_timeout_s=60) -> an ExecStack, stopped after the test."""
+    stack = load_stack()
+    if stack.bgd() is None or stack.pgbin() is None:
+        unavailable("BuildGrid or PostgreSQL is not installed")
+    states = []
+
+    def make(bots: int = 1, bot_timeout_s: int = 60) -> ExecStack:
+        state = str(tmp_path / f"own-stack-{len(states)}")
+        states.append(state)
+        env = stack.start(state, bots=bots, bot_timeout_s=bot_timeout_s)
+        return ExecStack(stack, state, env["FARMER_TEST_REAPI"])
+
+    try:
+        yield make
+    finally:
+        for state in states:
+            for pid in _stopped_pids(state):  # a frozen process cannot take its SIGTERM
+                try:
+                    os.kill(pid, __import__("signal").SIGCONT)
+                except ProcessLookupError:
+                    pass
+            stack.stop(state)
+
+
+def _stopped_pids(state: str) -> list[int]:
+    import json
+    try:
+        with open(os.path.join(state, "pids.json")) as f:
+            data = json.load(f)
+    except OSError:
+        return []
+    return [v for k, v in data.items() if isinstance(v, int)]
+
+
 @pytest.fixture
 def client_of(reapi):
     """client_of(instance="") -> a farmer.remote Client on the test server, closed after the test."""
@@ -153,3 +219,85 @@ def client_of(reapi):
     yield make
     for c in made:
         c.close()
+
+
+class TlsServer:
+    """A cache-only bgd of a test's own behind TLS (a private CA made with openssl), asking for
+    a client certificate (mTLS) and a JWT on every call: `url` (grpcs://), the CA, the client's
+    certificate and key files, and `token()` a valid JWT."""
+
+    __slots__ = ("url", "ca", "cert", "key", "secret", "dir")
+
+    def __init__(self, directory: str, secret: str) -> None:
+        self.dir, self.secret = directory, secret
+        self.ca = os.path.join(directory, "ca.pem")
+        self.cert = os.path.join(directory, "client.pem")
+        self.key = os.path.join(directory, "client.key")
+        self.url = ""
+
+    def token(self, lifetime_s: int = 3600) -> str:
+        """A JWT (HS256) the server takes: signed with its secret, expiring in `lifetime_s`."""
+        import base64
+        import hashlib
+        import hmac
+        import json
+        import time
+
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+        head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+        body = b64(json.dumps({"sub": "farmer-test", "exp": int(time.time()) + lifetime_s}).encode())
+        signature = hmac.new(self.secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+        return f"{head}.{body}.{b64(signature)}"
+
+
+def _openssl(directory: str) -> None:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA."""
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True, timeout=120)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=farmer test CA")
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
+                      ("client", "extendedKeyUsage=clientAuth\n")):
+        with open(os.path.join(directory, f"{name}.ext"), "w") as f:
+            f.write(ext)
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/CN=farmer test {name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+
+
+@pytest.fixture(scope="module")
+def tls_server(reapi, tmp_path_factory):
+    """One TlsServer for a module's tests (each starts a bgd and makes certificates)."""
+    tmp_path = tmp_path_factory.mktemp("tls-server")
+    import shutil
+    stack = load_stack()
+    if stack.bgd() is None:
+        unavailable("BuildGrid is not installed")
+    if shutil.which("openssl") is None:
+        unavailable("openssl is not installed (apt-get install openssl)")
+    sys.path.insert(0, REPO)
+    from farmer.remote.config import Endpoint
+
+    directory = str(tmp_path / "tls")
+    os.makedirs(directory)
+    _openssl(directory)
+    server = TlsServer(directory, os.urandom(16).hex())
+    with open(os.path.join(directory, "jwt-secret"), "w") as f:
+        f.write(server.secret)
+    state = str(tmp_path / "tls-bgd")
+    os.makedirs(state)
+    tls = {"key": os.path.join(directory, "server.key"), "cert": os.path.join(directory, "server.pem"),
+           "client_ca": server.ca}
+    try:
+        server.url = stack.start_server(
+            state, "tls-bgd", execution=False, cache_instance="", tls=tls,
+            jwt_secret=os.path.join(directory, "jwt-secret"),
+            ready=lambda url: Endpoint(url, "", (("authorization", f"Bearer {server.token()}"),), ca=server.ca,
+                                       cert=server.cert, key=server.key))
+        yield server
+    finally:
+        stack.stop(state)

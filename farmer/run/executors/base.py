@@ -86,7 +86,7 @@ class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
     __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb",
-                 "origin", "printed")
+                 "origin", "printed", "local_because", "remote_lookup")
 
     def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
                  start_s: float, end_s: float, cpu_s: float | None = None,
@@ -101,6 +101,8 @@ class Outcome:
         self.max_rss_kb = max_rss_kb
         self.origin: Origin = RAN_HERE  # set by the engine that ran or restored it otherwise
         self.printed: bool | None = None  # whether it printed anything (None: its log tells)
+        self.local_because: str | None = None  # why it ran here although remote execution was on
+        self.remote_lookup: tuple[str, str] | None = None  # the remote's (Action digest, what came of it)
 
     def __repr__(self) -> str:
         return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "
@@ -118,6 +120,10 @@ class Executor:
     # of this one joins with descriptors of its own (run/executors/relay.py). None: it has
     # none to share.
     selector = None
+    # Whether a computation it starts may still be restored from a cache instead of running
+    # (remote lookups alongside the build): `--explain` then says why it was due once it ended,
+    # in one line with where it came from.
+    looks_up = False
 
     def start(self, comp: Computation) -> None:
         """Begin running `comp`; its end is reported by a later `wait`."""
