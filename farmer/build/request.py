@@ -24,14 +24,15 @@ class BuildRequest:
 
     __slots__ = ("targets", "directory", "farmfile", "farmfile_given", "ninja", "jobs", "load",
                  "keep_going", "dry_run", "explain", "no_worlds", "timeout", "trace_file", "cache",
-                 "cache_dir", "remote", "base_dir", "live")
+                 "cache_dir", "remote", "base_dir", "live", "check_deps")
 
     def __init__(self, targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
                  farmfile_given: bool = True, ninja: bool = False, jobs: int | None = None,
                  load: float | None = None, keep_going: bool = False, dry_run: bool = False,
                  explain: bool = False, no_worlds: bool = False, timeout: float | None = None,
                  trace_file: str | None = None, cache: bool | None = None, cache_dir: str | None = None,
-                 remote: dict | None = None, base_dir: str | None = None, live: bool = False) -> None:
+                 remote: dict | None = None, base_dir: str | None = None, live: bool = False,
+                 check_deps: str | None = None) -> None:
         self.targets = targets
         self.directory = directory  # -C
         self.farmfile = farmfile  # -f, else the default name, found upwards (`farmfile_given`)
@@ -50,6 +51,7 @@ class BuildRequest:
         self.remote = remote or {}  # --remote* flags, for farmer.remote.config.resolve
         self.base_dir = base_dir  # --base-dir (farmer/graph/basedir.py); None: FARMER_BASE_DIR
         self.live = live  # the live view on a terminal (set by the build)
+        self.check_deps = check_deps  # --check-deps: "warn" or "strict"; None: the Farmfile's
 
     def replace(self, **changes) -> BuildRequest:
         """A copy with `changes` (option names as keywords) made."""
@@ -61,6 +63,12 @@ class BuildRequest:
         if self.timeout is not None and not 0 < self.timeout <= 1e9:  # nan and inf too
             raise UsageError(f"--timeout {self.timeout:g}: must be above 0 seconds (and finite)")
         slots = job_slots(self.jobs)
+        if self.check_deps is not None:  # no tracer: a usage error before the lock, even for a no-op
+            if self.check_deps not in ("warn", "strict"):
+                raise UsageError(f"--check-deps={self.check_deps}: use --check-deps or --check-deps=strict")
+            from farmer.run.tracer import strace
+
+            strace.require()
         if os.environ.get("FARMER_CACHE"):
             from farmer.record.cache.settings import cache_switch
 

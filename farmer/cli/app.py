@@ -13,7 +13,7 @@ from farmer.build import command
 from farmer.build.request import BuildRequest, job_slots
 from farmer.cli import completion
 from farmer.cli import exit as ending
-from farmer.cli.quick import BUILD_OPTIONS, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption
+from farmer.cli.quick import BUILD_OPTIONS, CHOICE, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption, choices_attached
 from farmer.errors import UsageError
 
 
@@ -25,6 +25,9 @@ def _option(option: BuildOption, **settings):
         settings["is_flag"] = True
     elif kind == TEXTS:
         settings["multiple"] = True
+    elif kind == CHOICE:  # (its bare form is made --NAME=FIRST before click reads it: _BuildCommand)
+        settings["type"] = click.Choice(option.choices)
+        settings["default"] = option.default
     else:
         settings["default"] = option.default
         if kind in (INT, FLOAT):
@@ -34,6 +37,14 @@ def _option(option: BuildOption, **settings):
     if option.metavar is not None:
         settings["metavar"] = option.metavar
     return click.option(name, option.dest, help=option.help, **settings)
+
+
+class _BuildCommand(click.Command):
+    """`farmer build` and `farmer watch`: a choice option's bare form (`--check-deps`) is
+    given its first choice before click reads the line, so the word after it is a target."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, choices_attached(args))
 
 
 def _build_options(f):
@@ -101,7 +112,7 @@ def _request(targets: tuple[str, ...], options: dict) -> BuildRequest:
                         **options)
 
 
-@cli.command()
+@cli.command(cls=_BuildCommand)
 @click.argument("targets", nargs=-1, shell_complete=completion.targets)
 @_build_options
 def build(targets, **options) -> None:
@@ -117,7 +128,7 @@ def _watch(targets, **options) -> None:
     sys.exit(watch(_request(targets, options)))
 
 
-cli.add_command(click.Command(
+cli.add_command(_BuildCommand(
     "watch", callback=_watch, params=build.params, context_settings=build.context_settings,
     help="Build TARGETs, then build again whenever one of their inputs changes; worlds stay "
          "warm between builds. Takes the options of build.",
