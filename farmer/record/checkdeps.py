@@ -11,9 +11,14 @@ PATH`, `undeclared output PATH`), so its outputs are not kept; and a run that re
 does not declare is marked `uncacheable`, so no output cache stores it (what it made depends
 on something its cache key does not hold).
 
-Declared, for a run: its inputs (with a Farmfile's `@task` outputs and globs expanded, a
+Checked: every `cmd` computation but a build.ninja generator edge (`checked`). Declared,
+for a run: its inputs (with a Farmfile's `@task` outputs and globs expanded, a
 build.ninja edge's explicit, implicit and order-only inputs, its rspfile) and the files its
-depfile lists now; its outputs and its depfile. Never reported: files outside the root,
+depfile lists now; its outputs and its depfile. A file its depfile lists that another
+computation makes is declared only when that computation runs first (it is among the
+run's producers, at any depth): else the two race, and the first build may read the file
+before it is made (ninja's `-t missingdeps`: a generated header without an order-only
+dependency). Never reported: files outside the root,
 farmer's own `.farmer/`, `__pycache__` folders (an interpreter's cache of a source it read),
 directories, calls that failed, files the run wrote before it read them, and files it made
 and removed again (its temporary files).
@@ -98,14 +103,16 @@ def judge(comp: Computation, reads: list[str], writes: list[str], root: Root,
           declared_inputs: list[str], declared_outputs: list[str],
           producer_of: Callable[[str], Computation | None],
           ancestors: Callable[[], set[int]],
-          is_file: Callable[[str], bool]) -> list[Finding]:
+          is_file: Callable[[str], bool], discovered: list[str] = ()) -> list[Finding]:
     """What `comp`'s run touched inside `root` without declaring it, inputs first: `reads`
     and `writes` as `strace.touched` gives them (absolute); `producer_of(path)`: the
     computation that declares `path` (relative) as an output, if any; `ancestors()`: the
     indices of the computations `comp` waits for, transitively; `is_file(path)`: whether an
-    absolute path is a file (not a directory, not gone) now."""
+    absolute path is a file (not a directory, not gone) now; `discovered`: what its depfile
+    lists, declared unless another computation makes it and nothing orders the two."""
     inputs = {p for p in (root.relative(d) for d in declared_inputs) if p is not None}
     outputs = {p for p in (root.relative(d) for d in declared_outputs) if p is not None}
+    listed = {p for p in (root.relative(d) for d in discovered) if p is not None} - inputs
     resolved: set[str] | None = None  # the declared paths with their symlinks resolved, once needed
     findings: list[Finding] = []
     order: set[int] | None = None
@@ -127,6 +134,8 @@ def judge(comp: Computation, reads: list[str], writes: list[str], root: Root,
                         order = ancestors()
                     finding.producer = f"{made_by.task} {made_by.id}"
                     finding.ordered = made_by.index in order
+                if rel in listed and (finding.producer is None or finding.ordered):
+                    continue  # its depfile declares it, and it is not made in a race
             findings.append(finding)
     return findings
 
@@ -135,6 +144,12 @@ def block(comp: Computation, findings: list[Finding]) -> str:
     """The warning block of one run's findings."""
     head = f"farmer: warning: {comp.task} {comp.id} touched files it does not declare (--check-deps):"
     return "\n".join([head, *(f.line() for f in findings)])
+
+
+def checked(comp: Computation) -> bool:
+    """Whether `comp`'s runs are traced: a command's, but a build.ninja generator's (the
+    edge that reruns CMake writes dozens of files of its own that are nobody's input)."""
+    return comp.kind == "cmd" and not (comp.ninja is not None and comp.ninja.generator)
 
 
 def _is_file(path: str) -> bool:
@@ -189,7 +204,11 @@ class CheckDepsEngine(Engine):
 
     def command_wrapper(self, ctx: EngineContext) -> Callable[[Computation, list[str]], list[str]] | None:
         tracer, trace_file = self.tracer, self.trace_file
-        return lambda comp, argv: strace.traced_argv(tracer, argv, trace_file(comp.index))
+
+        def wrap(comp: Computation, argv: list[str]) -> list[str]:
+            return strace.traced_argv(tracer, argv, trace_file(comp.index)) if checked(comp) else argv
+
+        return wrap
 
     def executor_layer(self, inner: Executor, slots: int, ctx: EngineContext) -> tuple[Executor, int]:
         return CheckingExecutor(inner, self), slots
@@ -199,12 +218,13 @@ class CheckDepsEngine(Engine):
         or keep it out of the output caches (an undeclared read) as the mode says; the
         warning block of what it touched without declaring it, if anything."""
         comp = self.comps[outcome.index]
-        if comp.kind != "cmd" or not isinstance(outcome.origin, Ran):
+        if not checked(comp) or not isinstance(outcome.origin, Ran):
             return None
         path = self.trace_file(comp.index)
         try:
             with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                accesses = strace.parse(f, os.getcwd())
+                # (farmer's working directory is the root: the command's)
+                accesses = strace.parse(f, self.root.real, self.root.prefixes)
         except OSError:
             return None  # not traced here (it did not start, or ran elsewhere)
         finally:
@@ -215,7 +235,7 @@ class CheckDepsEngine(Engine):
         if not outcome.ok:
             return None  # a failed run is not kept: what it touched so far is no dependency
         reads, writes = strace.touched(accesses)
-        declared_in, declared_out = self.declared(comp)
+        declared_in, discovered, declared_out = self.declared(comp)
         comps, producer = self.comps, self.producer
 
         def producer_of(rel: str) -> Computation | None:
@@ -223,7 +243,7 @@ class CheckDepsEngine(Engine):
             return None if i is None else comps[i]
 
         findings = judge(comp, reads, writes, self.root, declared_in, declared_out, producer_of,
-                         lambda: _ancestors(comps, comp), _is_file)
+                         lambda: _ancestors(comps, comp), _is_file, discovered)
         if not findings:
             return None
         if any(f.kind == "input" for f in findings):
@@ -233,9 +253,9 @@ class CheckDepsEngine(Engine):
             outcome.reason = findings[0].reason()
         return block(comp, findings)
 
-    def declared(self, comp: Computation) -> tuple[list[str], list[str]]:
-        """What `comp` declares it reads and writes, as its run just ended: with what its
-        depfile lists now."""
+    def declared(self, comp: Computation) -> tuple[list[str], list[str], list[str]]:
+        """What `comp` declares it reads, what its depfile lists now that its run ended, and
+        what it declares it writes."""
         inputs = list(comp.inputs)
         outputs = list(comp.outputs)
         edge = comp.ninja
@@ -243,10 +263,11 @@ class CheckDepsEngine(Engine):
             inputs += edge.order_only
             if edge.rspfile:
                 inputs.append(edge.rspfile)
+        discovered = []
         if comp.depfile:
             outputs.append(comp.depfile)
-            inputs += _depfile_inputs(comp.depfile)
-        return inputs, outputs
+            discovered = _depfile_inputs(comp.depfile)
+        return inputs, discovered, outputs
 
 
 def _depfile_inputs(path: str) -> list[str]:

@@ -217,15 +217,35 @@ def _result(result: str) -> tuple[int | None, str | None]:
 
 class Reader:
     """A trace read line by line (`feed`), into `accesses`. `cwd`: the working directory of
-    the first process, which the others inherit until told otherwise."""
+    the first process, which the others inherit until told otherwise; `within`: the path
+    prefixes (each ending in "/") of the accesses to keep (None: all)."""
 
-    __slots__ = ("accesses", "cwd", "_cwds", "_pending")
+    __slots__ = ("accesses", "cwd", "within", "_cwds", "_pending")
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, within: tuple[str, ...] | None = None) -> None:
         self.accesses: list[Access] = []
         self.cwd = cwd
+        self.within = within
         self._cwds: dict[str, str] = {}  # pid -> working directory, where it differs from `cwd`'s
         self._pending: dict[str, str] = {}  # pid -> a call's first half (`<unfinished ...>`)
+
+    def _elsewhere(self, pid: str, text: str) -> bool:
+        """Whether `text`, a whole `openat(AT_FDCWD<DIR>, ...)` line, opened nothing within
+        the prefixes kept, read without splitting its arguments: most of a compile's trace is
+        the system's headers and libraries, looked for (failing) and opened (outside)."""
+        eq = text.find(") = ")
+        if eq < 0 or text.find(") = ", eq + 4) >= 0:
+            return False
+        if pid not in self._cwds:  # (a process whose start was not seen: where it is)
+            gt = text.find(">, ", 16)
+            if gt < 0:
+                return False
+            self._cwds[pid] = unquote(text[16:gt])
+        result = text[eq + 4:]
+        if result[:1] == "-":
+            return True  # failed
+        lt, end = result.find("<"), result.rfind(">")
+        return 0 < lt < end and not unquote(result[lt + 1:end]).startswith(self.within)  # type: ignore[arg-type]
 
     def feed(self, line: str) -> None:
         line = line.rstrip("\n")
@@ -233,6 +253,8 @@ class Reader:
         if not pid.isdigit():  # a trace of one process: no pid column
             pid, text = "", line
         text = text.lstrip()
+        if self.within is not None and text.startswith("openat(AT_FDCWD<") and self._elsewhere(pid, text):
+            return
         if text.endswith("<unfinished ...>"):
             self._pending[pid] = text[:-len("<unfinished ...>")].rstrip()
             return
@@ -265,7 +287,7 @@ class Reader:
         return os.path.normpath(os.path.join(self._dir_of(pid, fd_arg), name))
 
     def _add(self, kind: str, path: str | None) -> None:
-        if path is not None:
+        if path is not None and (self.within is None or path.startswith(self.within)):
             self.accesses.append(Access(kind, path))
 
     def _call(self, pid: str, name: str, args: list[str], result: str) -> None:
@@ -286,8 +308,8 @@ class Reader:
             if path is None:
                 return
             writes = "O_WRONLY" in flags or "O_RDWR" in flags or "O_CREAT" in flags or "O_TRUNC" in flags
-            if not writes or "O_RDWR" in flags and "O_TRUNC" not in flags:
-                self._add(READ, path)  # (read and written in place: both)
+            if not writes or "O_RDWR" in flags and "O_TRUNC" not in flags and "O_EXCL" not in flags:
+                self._add(READ, path)  # (read and written in place: both; O_EXCL made it new)
             if writes:
                 self._add(WRITE, path)
         elif name in ("execve", "execveat"):
@@ -340,10 +362,11 @@ class Reader:
             self._cwds[str(value)] = self._cwds.get(pid, self.cwd)
 
 
-def parse(lines, cwd: str) -> list[Access]:
+def parse(lines, cwd: str, within: tuple[str, ...] | None = None) -> list[Access]:
     """The accesses of a trace's `lines` (strace -f -y's), in order; `cwd`: the working
-    directory the traced command started in."""
-    reader = Reader(cwd)
+    directory the traced command started in; `within`: the prefixes (each ending in "/") of
+    the paths to keep (None: all)."""
+    reader = Reader(cwd, within)
     for line in lines:
         reader.feed(line)
     return reader.accesses
