@@ -9,7 +9,9 @@ strace (with and without --seccomp-bpf), and reading the trace of one of the com
     python bench/check_deps.py --sdist ninja-1.13.2.tar.gz [--rounds 3] [-j 2] [--work DIR]
 
 Run it with a bytecode-compiled farmer (bench/README.md). The sdist: `pip download
---no-binary :all: --no-deps ninja==1.13.2`.
+--no-binary :all: --no-deps ninja==1.13.2`. strace traces each command from a grandchild
+that farmer does not wait for (`-DD`): this script makes itself their subreaper and waits
+for them too, so their CPU is counted.
 """
 
 from __future__ import annotations
@@ -29,6 +31,23 @@ FARMER = [sys.executable, "-m", "farmer"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def subreaper() -> None:
+    """Orphans below this process (the tracers strace leaves as grandchildren) become its
+    children, so that their CPU is counted once they are waited for (`reap`)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def reap() -> None:
+    """Wait for every child left (orphans adopted): their CPU joins RUSAGE_CHILDREN."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float, str]:
     """Wall and CPU seconds of `argv` in `cwd`, and what it printed; it must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -36,6 +55,7 @@ def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float, str]:
     cp = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                         check=False)
     wall = time.perf_counter() - t0
+    reap()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if cp.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed in {cwd}:\n{cp.stdout}\n{cp.stderr}")
@@ -49,6 +69,7 @@ def main() -> None:
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--work", type=Path, default=ROOT / "bench" / "work" / "check-deps")
     args = ap.parse_args()
+    subreaper()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     shutil.rmtree(args.work, ignore_errors=True)
@@ -120,6 +141,7 @@ def per_command(work: Path, rounds: int, jobs: int, env: dict, configured: Path)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         for _ in range(50):
             subprocess.run(argv, cwd=tiny, check=True)
+            reap()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         print(f"  {what:22} {(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 20:8.2f}")
     compile_cmd = next(c for c in subprocess.run(["ninja", "-t", "commands"], cwd=configured, capture_output=True,

@@ -188,3 +188,15 @@ def test_cmake_a_custom_command_reading_undeclared_files_is_named_and_compiles_a
     (build / "report.txt").unlink()
     r = traced.farmer("build", "-f", "build.ninja", "--check-deps=strict", cwd=build)
     assert r.returncode == 1 and "(undeclared input table.txt)" in r.stdout
+
+
+def test_what_a_command_leaves_running_does_not_hold_the_build(traced):
+    traced.farmfile("""\
+        [task.bg]
+        outputs = ["bg.txt"]
+        cmd = "sleep 60 & cat extra.txt > bg.txt"
+        """)
+    r = traced.build("--check-deps", timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.elapsed < 20  # not the 60 s of the sleep it started
+    assert "  undeclared input extra.txt" in r.stdout

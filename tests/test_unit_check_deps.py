@@ -320,3 +320,40 @@ def test_commands_are_wrapped_but_python_tasks_and_a_manifest_generator_are_not(
     assert wrap(comps[0], argv)[0] == "/usr/bin/strace" and wrap(comps[0], argv)[-3:] == argv
     assert wrap(comps[1], ["python3", "x.py"]) == ["python3", "x.py"]
     assert wrap(comps[2], argv) == argv
+
+
+class _Finished:
+    """An executor whose runs have all ended: `wait` hands back `outcomes` once."""
+
+    load, selector = None, None
+
+    def __init__(self, outcomes):
+        self.outcomes = outcomes
+
+    def wait(self, timeout):
+        done, self.outcomes = self.outcomes, []
+        return done
+
+    def running(self):
+        return len(self.outcomes)
+
+
+def test_an_outcome_waits_until_strace_has_written_its_trace_without_holding_the_build(tmp_path, monkeypatch):
+    from farmer.record.checkdeps import CheckingExecutor
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "extra.txt").write_text("x")
+    monkeypatch.chdir(root)
+    said = []
+    engine = CheckDepsEngine("warn", "/usr/bin/strace", str(tmp_path), [computation(0, id="o", outputs=["o"])],
+                             {}.get, str(root), said.append)
+    writer = open(engine.trace_file(0), "w")  # strace, still writing
+    layer = CheckingExecutor(_Finished([Outcome(0, True, None, 0, 0.0, 1.0)]), engine)
+    assert layer.wait(None) == [] and layer.running() == 1
+    writer.write(f'9 openat(AT_FDCWD<{root}>, "extra.txt", O_RDONLY) = 3<{root}/extra.txt>\n')
+    writer.close()
+    [outcome] = layer.wait(None)
+    assert outcome.uncacheable is not None and layer.running() == 0
+    layer.wait(0)  # the warning comes after the line the hooks print for the run
+    assert said and "undeclared input extra.txt" in said[0]

@@ -27,6 +27,7 @@ and removed again (its temporary files).
 from __future__ import annotations
 
 import os
+import time
 
 from farmer.record.engine import Engine, EngineContext
 from farmer.run.executors.base import Executor, Outcome, Ran
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from farmer.graph.graph import Computation
 
 FOLDER = "check-deps"  # in .farmer/: the traces of the runs going on
+_LOOK_AGAIN_S = 0.002  # how often a trace still being written is looked at again
+_TRACE_WAIT_S = 30.0  # how long strace may take to end after its command: then what it wrote is read
 _IGNORED_DIRS = (".farmer", "__pycache__")
 
 
@@ -213,6 +216,11 @@ class CheckDepsEngine(Engine):
     def executor_layer(self, inner: Executor, slots: int, ctx: EngineContext) -> tuple[Executor, int]:
         return CheckingExecutor(inner, self), slots
 
+    def written(self, outcome: Outcome) -> bool:
+        """Whether the trace of the run `outcome` ended can be read: strace, which ends just
+        after the command (and what it left running), has written it whole."""
+        return not checked(self.comps[outcome.index]) or strace.written(self.trace_file(outcome.index))
+
     def check(self, outcome: Outcome) -> str | None:
         """Read the trace of the run `outcome` ended (if it was traced), fail it (strict)
         or keep it out of the output caches (an undeclared read) as the mode says; the
@@ -284,15 +292,18 @@ def _depfile_inputs(path: str) -> list[str]:
 
 class CheckingExecutor(Executor):
     """The layer in front of the executor that runs commands: each outcome, as it comes
-    back, is checked (`CheckDepsEngine.check`) before the scheduler hands it on. Its
-    warnings are printed at the next `wait` (or `close`): after the line that says the run
-    ended, which the scheduler's hooks print in between."""
+    back, is checked (`CheckDepsEngine.check`) before the scheduler hands it on, once its
+    trace is written whole: until then (strace ends a few milliseconds after the command)
+    it is held, counted as running, and looked at again every few milliseconds, so the
+    build's thread never waits for one. Its warnings are printed at the next `wait` (or
+    `close`): after the line that says the run ended, which the hooks print in between."""
 
     def __init__(self, inner: Executor, engine: CheckDepsEngine) -> None:
         self.inner, self.engine = inner, engine
         self.load = inner.load
         self.selector = inner.selector
         self.said: list[str] = []  # warning blocks not printed yet
+        self.held: list[tuple[Outcome, float]] = []  # outcomes whose trace is being written; since
 
     def _say(self) -> None:
         said, self.said = self.said, []
@@ -304,18 +315,26 @@ class CheckingExecutor(Executor):
 
     def wait(self, timeout: float | None) -> list[Outcome]:
         self._say()
-        done = self.inner.wait(timeout)
-        for outcome in done:
+        if self.held:
+            timeout = _LOOK_AGAIN_S if timeout is None else min(timeout, _LOOK_AGAIN_S)
+        now = time.monotonic()
+        waiting = self.held + [(o, now) for o in self.inner.wait(timeout)]
+        self.held, done = [], []
+        for outcome, since in waiting:
+            if not self.engine.written(outcome) and now - since < _TRACE_WAIT_S:
+                self.held.append((outcome, since))
+                continue
             text = self.engine.check(outcome)
             if text is not None:
                 self.said.append(text)
+            done.append(outcome)
         return done
 
     def stop(self) -> None:
         self.inner.stop()
 
     def running(self) -> int:
-        return self.inner.running()
+        return self.inner.running() + len(self.held)
 
     def can_start(self) -> bool:
         return self.inner.can_start()

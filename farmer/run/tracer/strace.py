@@ -19,6 +19,7 @@ notifications: docs/performance.md#checking-what-commands-touch.
 
 from __future__ import annotations
 
+import errno
 import os
 
 READ, WRITE, REMOVE = "read", "write", "remove"
@@ -95,11 +96,35 @@ def usable(strace: str) -> str | None:
 
 
 def traced_argv(strace: str, argv: list[str], trace_file: str) -> list[str]:
-    """`argv` run under `strace`, its trace written to `trace_file`. strace exits as the
-    command did (with its status, or killed by the same signal); it prints nothing of its
-    own but errors (`-qq`, no signals)."""
-    return [strace, "-f", "-qq", "--seccomp-bpf", "-y", "-e", "signal=none",
+    """`argv` run under `strace`, its trace written to `trace_file`. The process started
+    becomes the command itself (`-DD`: strace traces it from a grandchild in a process group
+    of its own), so farmer waits for the command, not for strace, which would wait for
+    whatever the command left running in the background; farmer then kills that group as
+    for any command, and strace ends once nothing it traces is left (`written`). It
+    prints nothing of its own but errors (`-qq`, no signals)."""
+    return [strace, "-DD", "-f", "-qq", "--seccomp-bpf", "-y", "-e", "signal=none",
             "-e", "trace=" + ",".join(SYSCALLS), "-o", trace_file, "--", *argv]
+
+
+def written(trace_file: str) -> bool:
+    """Whether strace is done with `trace_file`: no process has it open for writing (it
+    ended once the command and all it left had ended). Asked with a read lease, which the
+    kernel grants only on a file that no one has open for writing; True too when the file
+    is missing (nothing to wait for) or leases are not to be had there."""
+    import fcntl
+
+    try:
+        fd = os.open(trace_file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return True
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return True
+    except OSError as e:
+        return e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK)
+    finally:
+        os.close(fd)
 
 
 # -- reading a trace ----------------------------------------------------------------------------
