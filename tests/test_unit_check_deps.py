@@ -12,7 +12,7 @@ import pytest
 from helpers import computation
 
 from farmer.errors import UsageError
-from farmer.record.checkdeps import CheckDepsEngine, Finding, Root, block, judge
+from farmer.record.checkdeps import CheckDepsEngine, Root, block, judge
 from farmer.run.executors.base import Outcome, Restored
 from farmer.run.tracer import strace
 from farmer.run.tracer.strace import READ, REMOVE, WRITE, Access, parse, touched, unquote
@@ -348,7 +348,7 @@ def test_an_outcome_waits_until_strace_has_written_its_trace_without_holding_the
     said = []
     engine = CheckDepsEngine("warn", "/usr/bin/strace", str(tmp_path), [computation(0, id="o", outputs=["o"])],
                              {}.get, str(root), said.append)
-    writer = open(engine.trace_file(0), "w")  # strace, still writing
+    writer = open(engine.trace_file(0), "w")  # noqa: SIM115  strace, still writing
     layer = CheckingExecutor(_Finished([Outcome(0, True, None, 0, 0.0, 1.0)]), engine)
     assert layer.wait(None) == [] and layer.running() == 1
     writer.write(f'9 openat(AT_FDCWD<{root}>, "extra.txt", O_RDONLY) = 3<{root}/extra.txt>\n')

@@ -1,7 +1,7 @@
 """Which files a command opened, created, renamed and removed, as strace saw them
 (`farmer build --check-deps`, docs/up-to-date.md#checking-what-commands-touch).
 
-A command to check runs as `strace -f ... -o TRACE -- /bin/sh -c CMD` (`traced_argv`): every
+A command to check runs as `strace -DD -f ... -o TRACE -- /bin/sh -c CMD` (`traced_argv`): every
 process it starts is followed, only the calls that name files are stopped for (strace's
 `--seccomp-bpf` lets the others through at full speed), and each file descriptor is printed
 with the path it stands for (`-y`), so that a call relative to a directory (`openat` with
@@ -12,8 +12,8 @@ order they happened; the working directory of each process is followed too (`chd
 (`unlink`, `rename`, `execve`), and for an older strace that does not print a directory
 for `AT_FDCWD`.
 
-Pure functions but `find` and `usable`, which look at this machine: testable on captured
-lines alone. Why strace and not a preload library, Landlock or seccomp's user
+Pure functions but `find`, `require`, `usable` and `written`, which look at this machine:
+the reading is testable on captured lines alone. Why strace and not a preload library, Landlock or seccomp's user
 notifications: docs/performance.md#checking-what-commands-touch.
 """
 
