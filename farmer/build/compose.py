@@ -20,8 +20,21 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from farmer.graph.graph import Computation
     from farmer.record.runcache import RunCache
     from farmer.run.executors.base import Executor
+
+
+def _check_deps(ctx: EngineContext) -> Engine | None:
+    """Commands run under a file-access tracer (farmer/record/checkdeps.py): --check-deps
+    or `[farmer] check_deps`. First: its layer lies next to the local executor, whose runs
+    it checks."""
+    mode = ctx.options.check_deps or ctx.spec.check_deps
+    if not mode:
+        return None
+    from farmer.record.checkdeps import CheckDepsEngine
+
+    return CheckDepsEngine.of(ctx, mode)
 
 
 def _local_cache(ctx: EngineContext) -> Engine | None:
@@ -48,14 +61,15 @@ def _remote(ctx: EngineContext) -> Engine | None:
     return RemoteEngine.of(ctx)
 
 
-ENGINES: tuple[Callable[[EngineContext], Engine | None], ...] = (_local_cache, _remote)
+ENGINES: tuple[Callable[[EngineContext], Engine | None], ...] = (_check_deps, _local_cache, _remote)
 
 
 class Composition:
     """The engines turned on for one build: their output caches as one (`cache`, None when
-    none has one), what they observe (`observers`), and `stack`, their executor layers."""
+    none has one), what they observe (`observers`), what the local executor runs instead of
+    a command's argv (`wrap`, None: the argv), and `stack`, their executor layers."""
 
-    __slots__ = ("ctx", "engines", "cache", "observers")
+    __slots__ = ("ctx", "engines", "cache", "observers", "wrap")
 
     def __init__(self, ctx: EngineContext, engines: list[Engine]) -> None:
         self.ctx, self.engines = ctx, engines
@@ -67,6 +81,11 @@ class Composition:
         else:
             self.cache = caches[0] if caches else None
         self.observers: list[RunObserver] = [o for e in engines for o in e.observers(ctx)]
+        self.wrap: Callable[[Computation, list[str]], list[str]] | None = None
+        for w in (e.command_wrapper(ctx) for e in engines):
+            if w is not None:  # an earlier engine's wrapper innermost
+                self.wrap = w if self.wrap is None else (
+                    lambda comp, argv, outer=w, inner=self.wrap: outer(comp, inner(comp, argv)))
 
     def failure(self) -> str | None:
         """Why the build fails although every computation succeeded (an engine's own

@@ -36,7 +36,7 @@ class BuildRequest:
 
     __slots__ = ("targets", "directory", "farmfile", "farmfile_given", "ninja", "jobs", "load",
                  "keep_going", "dry_run", "explain", "no_worlds", "timeout", "trace_file", "cache",
-                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front", "jobserver")
+                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front", "jobserver", "check_deps")
 
     def __init__(self, targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
                  farmfile_given: bool = True, ninja: bool = False, jobs: int | None = None,
@@ -45,7 +45,7 @@ class BuildRequest:
                  trace_file: str | None = None, cache: bool | None = None, cache_dir: str | None = None,
                  remote: dict | None = None, base_dir: str | None = None, live: bool = False,
                  verbose: bool = False, quiet: bool = False, front: str = "farmer",
-                 jobserver: bool | None = None) -> None:
+                 jobserver: bool | None = None, check_deps: str | None = None) -> None:
         self.targets = targets
         self.directory = directory  # -C
         self.farmfile = farmfile  # -f, else the default name, found upwards (`farmfile_given`)
@@ -72,6 +72,7 @@ class BuildRequest:
         # a client of make's jobserver when MAKEFLAGS names one (run/jobserver.py); None:
         # `checked` decides, yes unless -j was given (as ninja)
         self.jobserver = jobserver
+        self.check_deps = check_deps  # --check-deps: "warn" or "strict"; None: the Farmfile's
 
     def replace(self, **changes) -> BuildRequest:
         """A copy with `changes` (option names as keywords) made."""
@@ -83,6 +84,12 @@ class BuildRequest:
         if self.timeout is not None and not 0 < self.timeout <= 1e9:  # nan and inf too
             raise UsageError(f"--timeout {self.timeout:g}: must be above 0 seconds (and finite)")
         slots = job_slots(self.jobs)
+        if self.check_deps is not None:  # no tracer: a usage error before the lock, even for a no-op
+            if self.check_deps not in ("warn", "strict"):
+                raise UsageError(f"--check-deps={self.check_deps}: use --check-deps or --check-deps=strict")
+            from farmer.run.tracer import strace
+
+            strace.require()
         if os.environ.get("FARMER_CACHE"):
             from farmer.record.cache.settings import cache_switch
 

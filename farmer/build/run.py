@@ -184,7 +184,7 @@ class _Build:
             from farmer.run.jobserver import Jobserved, for_build
 
             server = for_build(opts.jobs, opts.jobserver, reporter.message)
-            local = self._executor(to_run, logs, wake_r, reporter.message, logs_new, live or cache is not None)
+            local = self._executor(to_run, logs, wake_r, reporter.message, logs_new, live or cache is not None, engines.wrap)
             executor, jobs = engines.stack(local if server is None else Jobserved(local, server), opts.jobs)
         # Only what the plan would run goes through the scheduler: nothing else can change,
         # because every consumer of something that runs is in the plan too.
@@ -240,17 +240,19 @@ class _Build:
         self.early.append(signum)
 
     def _executor(self, to_run: dict[int, str], logs: str, wake_fd: int, warn, logs_new: bool,
-                  threads: bool) -> Executor:
+                  threads: bool, wrap=None) -> Executor:
         """Processes; and worlds when the plan has a world task (not with --no-worlds,
         where each runs in a fresh python3). Every computation that can run is in the plan,
         so a plan without world tasks needs no world, nor the modules that drive them.
-        `threads`: threads may start before the first command (executors/forked.py)."""
+        `threads`: threads may start before the first command (executors/forked.py); `wrap`:
+        what runs instead of a command's argv (the engines', `Composition.wrap`)."""
         from farmer.run.executors.process import ProcessExecutor
 
         opts, comps = self.opts, self.session.graph.computations
         executor = ProcessExecutor(logs, self.t0, opts.timeout, wake_fd, opts.load)
         executor.groups = self.groups
         executor.logs_new = logs_new
+        executor.wrap = wrap  # before a fork (executors/forked.py): the starter has it too
         # (only a Farmfile that declares worlds has world tasks)
         if opts.no_worlds or not self.session.spec.worlds or all(comps[i].world is None for i in to_run):
             # (the console pool's commands run in farmer's process group, on its terminal)

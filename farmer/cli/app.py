@@ -13,7 +13,8 @@ from farmer.build import command
 from farmer.build.request import BuildRequest, job_slots
 from farmer.cli import completion
 from farmer.cli import exit as ending
-from farmer.cli.quick import BUILD_OPTIONS, COUNT, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption, bare_counts
+from farmer.cli.quick import (BUILD_OPTIONS, CHOICE, COUNT, FILE, FLAG, FLOAT, INT, SWITCH, TEXTS, BuildOption,
+                              bare_counts, choices_attached)
 from farmer.errors import UsageError
 
 
@@ -25,6 +26,9 @@ def _option(option: BuildOption, **settings):
         settings["is_flag"] = True
     elif kind == TEXTS:
         settings["multiple"] = True
+    elif kind == CHOICE:  # (its bare form is made --NAME=FIRST before click reads it: _BuildCommand)
+        settings["type"] = click.Choice(option.choices)
+        settings["default"] = option.default
     else:
         settings["default"] = option.default
         if kind in (INT, FLOAT, COUNT):
@@ -34,6 +38,15 @@ def _option(option: BuildOption, **settings):
     if option.metavar is not None:
         settings["metavar"] = option.metavar
     return click.option(*names, option.dest, help=option.help, **settings)
+
+
+class _BuildCommand(click.Command):
+    """`farmer build` and `farmer watch`: before click reads the line, a bare -k is -k 0
+    (quick.bare_counts) and a choice option's bare form (`--check-deps`) is given its first
+    choice (quick.choices_attached), so the word after either is a target."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, choices_attached(bare_counts(args)))
 
 
 def _build_options(f):
@@ -117,13 +130,6 @@ def _request(targets: tuple[str, ...], options: dict) -> BuildRequest:
     remote = _remote_flags(options)
     return BuildRequest(list(targets), farmfile_given=given, cache=options.pop("use_cache"), remote=remote,
                         **options)
-
-
-class _BuildCommand(click.Command):
-    """`build` and `watch`: a bare -k is -k 0 before click reads the line (quick.bare_counts)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, bare_counts(args))
 
 
 @cli.command(cls=_BuildCommand)

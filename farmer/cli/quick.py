@@ -6,9 +6,10 @@ same (SPEC §3); anything the quick reader does not take goes to click."""
 
 from __future__ import annotations
 
-# How an option takes its value: a flag takes none; a switch is --NAME/--no-NAME.
+# How an option takes its value: a flag takes none; a switch is --NAME/--no-NAME; a choice
+# is --NAME (its first choice) or --NAME=CHOICE, never a separate word (which is a target).
 # A count is an int that may be left out: a bare `-k` is `-k 0` (`bare_counts`).
-FLAG, INT, FLOAT, TEXT, FILE, TEXTS, SWITCH = "flag", "int", "float", "text", "file", "texts", "switch"
+FLAG, INT, FLOAT, TEXT, FILE, TEXTS, SWITCH, CHOICE = "flag", "int", "float", "text", "file", "texts", "switch", "choice"
 COUNT = "count"
 BARE_COUNT = "0"  # what a bare -k means: ninja's -k 0, no limit
 
@@ -16,12 +17,14 @@ BARE_COUNT = "0"  # what a bare -k means: ninja's -k 0, no limit
 class BuildOption:
     """One option of `farmer build`. `flags`: as typed (a switch's first, its --no- form
     second); `dest`: the parameter's name; `quick`: read by `quick_build_args` too (a short
-    option of the common form), else only by click."""
+    option of the common form), else only by click; `choices`: a choice's values, the first
+    what the bare flag means."""
 
-    __slots__ = ("flags", "dest", "kind", "help", "metavar", "default", "quick")
+    __slots__ = ("flags", "dest", "kind", "help", "metavar", "default", "quick", "choices")
 
     def __init__(self, flags: tuple[str, ...], dest: str, kind: str, help: str,
-                 metavar: str | None = None, default: object = None, quick: bool = False) -> None:
+                 metavar: str | None = None, default: object = None, quick: bool = False,
+                 choices: tuple[str, ...] = ()) -> None:
         self.flags = flags
         self.dest = dest
         self.kind = kind
@@ -29,6 +32,7 @@ class BuildOption:
         self.metavar = metavar
         self.default = default
         self.quick = quick
+        self.choices = choices
 
 
 # In the order `farmer build --help` lists them.
@@ -51,6 +55,9 @@ BUILD_OPTIONS = (
     BuildOption(("--no-worlds",), "no_worlds", FLAG, "Run world tasks in fresh interpreters."),
     BuildOption(("--timeout",), "timeout", FLOAT, "Kill any computation after S seconds."),
     BuildOption(("--trace",), "trace_file", FILE, "Write a Chrome trace-event JSON of the build to FILE."),
+    BuildOption(("--check-deps",), "check_deps", CHOICE,
+                "Trace each command (strace) and warn of files it reads or writes undeclared; "
+                "=strict fails it.", choices=("warn", "strict")),
     BuildOption(("--cache", "--no-cache"), "use_cache", SWITCH,
                 "Turn the local output cache on or off (default: FARMER_CACHE, else [cache])."),
     BuildOption(("--cache-dir",), "cache_dir", TEXT,
@@ -87,6 +94,18 @@ BUILD_OPTIONS = (
     BuildOption(("--remote-refresh",), "remote_refresh", FLAG,
                 "Ignore remote cache hits: run, and upload what ran."),
 )
+
+
+def choices_attached(args: list[str]) -> list[str]:
+    """`args` with each bare choice option given its first choice (`--check-deps` ->
+    `--check-deps=warn`), so that the word after it stays a target, as a flag's would."""
+    bare = {option.flags[0]: option.choices[0] for option in BUILD_OPTIONS if option.kind == CHOICE}
+    out = []
+    for k, arg in enumerate(args):
+        if arg == "--":
+            return out + args[k:]
+        out.append(f"{arg}={bare[arg]}" if arg in bare else arg)
+    return out
 
 
 def quick_build_args(argv: list[str]) -> dict | None:

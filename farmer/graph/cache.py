@@ -19,7 +19,7 @@ from farmer.files.digests import code_stamp, hash_bytes, hash_text
 from farmer.graph.graph import Computation, Graph
 from farmer.manifest.spec import CacheSpec, RemoteSpec, Spec, WorldSpec
 
-_FORMAT = 9
+_FORMAT = 10
 _MAPS = ("producer", "by_task", "order", "by_id")  # read only when first used (CachedGraph)
 _CHUNK = 64  # computations per separately marshalled chunk
 # The row format: a computation is stored as the tuple of these fields, in this order, and
@@ -56,11 +56,11 @@ def load(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike,
     for prefix, digest in listings.items():
         if listing_digest(list_files(root, prefix)) != digest:
             return None
-    default, variables, pools, worlds, cache, remote = spec_data
+    default, variables, pools, worlds, cache, remote, check_deps = spec_data
     spec = Spec(path=farmfile, root=root, default=default, vars=variables, pools=pools,
                 worlds={w[0]: WorldSpec(*w) for w in worlds}, tasks={},
                 cache=None if cache is None else CacheSpec(*cache),
-                remote=None if remote is None else RemoteSpec(*remote))
+                remote=None if remote is None else RemoteSpec(*remote), check_deps=check_deps)
     graph = CachedGraph(pieces, root, Computations(pieces, count), listings, world_inputs)
     graph.identity = identity
     return spec, graph
@@ -79,7 +79,8 @@ def save(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, text: bytes
     header = (_FORMAT, key(farmfile, text), len(comps), graph.listings, graph.world_inputs,
               (spec.default, spec.vars, spec.pools, worlds,
                None if spec.cache is None else tuple(getattr(spec.cache, f) for f in CacheSpec.__slots__),
-               None if spec.remote is None else tuple(getattr(spec.remote, f) for f in RemoteSpec.__slots__)),
+               None if spec.remote is None else tuple(getattr(spec.remote, f) for f in RemoteSpec.__slots__),
+               spec.check_deps),
               graph.identify())
     try:
         write_atomically(os.path.join(farmer_dir, NAME), _Pieces.layout(header, pieces), 0o600)

@@ -24,7 +24,7 @@ TASK_KEYS = {
 }
 WORLD_KEYS = {"setup", "parent", "inputs", "env"}
 TOP_KEYS = {"farmer", "vars", "pools", "world", "task", "cache", "remote"}
-FARMER_KEYS = {"default"}
+FARMER_KEYS = {"default", "check_deps"}
 CACHE_KEYS = {"dir", "max_size", "env"}
 REMOTE_KEYS = {"url", "instance", "execute", "upload", "jobs", "platform", "salt", "path", "timeout"}
 _MAX_SECONDS = 1e9  # cost and timeout: finite, and small enough for any timer
@@ -457,6 +457,7 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
     farmer = data.get("farmer", {})
     r.known_keys(("farmer",), farmer, FARMER_KEYS)
     default = r.strings(("farmer",), "default", farmer["default"]) if "default" in farmer else None
+    check_deps = _check_deps(r, farmer["check_deps"]) if "check_deps" in farmer else None
 
     variables = {}
     for name, value in data.get("vars", {}).items():
@@ -491,7 +492,17 @@ def parse(path: str | os.PathLike, text: str, data: dict, lines: _Lines | None =
     return Spec(path=path, root=os.path.dirname(path) or ".", default=default, vars=variables,
                 pools=pools, worlds=worlds, tasks=tasks,
                 default_line=r.where.key(("farmer",), "default") if default is not None else None,
-                cache=cache, remote=remote)
+                cache=cache, remote=remote, check_deps=check_deps)
+
+
+def _check_deps(r: _Reader, value: object) -> str | None:
+    """`[farmer] check_deps`: true (warn), false, or "strict" (docs/up-to-date.md)."""
+    if value is True or value == "strict":
+        return "warn" if value is True else "strict"
+    if value is False:
+        return None
+    raise r.fail(r.where.key(("farmer",), "check_deps"),
+                 f"farmer.check_deps must be true, false or \"strict\", not {value!r}")
 
 
 def _cache(r: _Reader, body: dict) -> CacheSpec:

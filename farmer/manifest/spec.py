@@ -147,7 +147,7 @@ class RemoteSpec:
 
 class Spec:
     __slots__ = ("path", "root", "default", "vars", "pools", "worlds", "tasks", "default_line",
-                 "digest", "cache", "remote")
+                 "digest", "cache", "remote", "check_deps")
 
     def __init__(
         self,
@@ -162,12 +162,14 @@ class Spec:
         digest: str = "",  # of the Farmfile's bytes: what caches built from this spec are keyed by
         cache: CacheSpec | None = None,  # `[cache]`, when the Farmfile has one
         remote: RemoteSpec | None = None,  # `[remote]`, when the Farmfile has one
+        check_deps: str | None = None,  # `[farmer] check_deps`: "warn", "strict"; None: off
     ) -> None:
         self.path, self.root = os.fspath(path), os.fspath(root)
         self.default, self.vars = default, vars
         self.pools, self.worlds, self.tasks = pools, worlds, tasks
         self.default_line, self.digest, self.cache = default_line, digest, cache
         self.remote = remote
+        self.check_deps = check_deps
 
 
 def read(path: str | os.PathLike) -> bytes:

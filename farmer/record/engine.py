@@ -3,7 +3,9 @@ cache, the remote), plugged into a build through the seams a run already has:
 - an output cache at the recorder's seam (`run_cache`: farmer/record/runcache.py);
 - a layer over the executor that runs computations (`executor_layer`: an executor in front
   of the one below it, farmer/run/executors/relay.py, with the scheduler's slots it adds);
-- observers told of each run once it is recorded (`observers`).
+- observers told of each run once it is recorded (`observers`);
+- a wrapper of the argv of each command the local executor starts (`command_wrapper`: a
+  tracer's, farmer/record/checkdeps.py).
 An engine that spans several seams holds what its parts share itself, so they need not
 know each other. farmer/build/compose.py stacks the engines a build turns on.
 """
@@ -70,3 +72,8 @@ class Engine:
     def observers(self, ctx: EngineContext) -> list[RunObserver]:
         """What it wants told of each run recorded."""
         return []
+
+    def command_wrapper(self, ctx: EngineContext) -> Callable[[Computation, list[str]], list[str]] | None:
+        """What the local executor runs instead of a `cmd` computation's argv: `wrap(comp,
+        argv)` -> the argv to start (which exits as `argv` would); None: argv as it is."""
+        return None

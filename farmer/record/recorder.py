@@ -209,7 +209,8 @@ class Recorder:
         else:
             if started is None:  # not prepared: nothing digested vouches for what it read
                 started = (time.time_ns(), 0)
-            unsure = self._changed_inputs(comp)
+            # (a run an engine saw read what it does not declare is kept out of the caches too)
+            unsure = self._changed_inputs(comp) or outcome.uncacheable is not None
             trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started)
             unsure = unsure or unsure_discovered
             self.listener.outputs_written(comp.outputs)

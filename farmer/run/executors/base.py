@@ -86,7 +86,7 @@ class Outcome:
     """How one run of a computation ended, as the executor measured it."""
 
     __slots__ = ("index", "ok", "reason", "exit_code", "start_s", "end_s", "cpu_s", "max_rss_kb",
-                 "origin", "printed", "local_because", "remote_lookup")
+                 "origin", "printed", "local_because", "remote_lookup", "uncacheable")
 
     def __init__(self, index: int, ok: bool, reason: str | None, exit_code: int | None,
                  start_s: float, end_s: float, cpu_s: float | None = None,
@@ -103,6 +103,9 @@ class Outcome:
         self.printed: bool | None = None  # whether it printed anything (None: its log tells)
         self.local_because: str | None = None  # why it ran here although remote execution was on
         self.remote_lookup: tuple[str, str] | None = None  # the remote's (Action digest, what came of it)
+        # Why no output cache may store it, as an engine that watched it run says (it read a
+        # file it does not declare: farmer/record/checkdeps.py); None: nothing against it.
+        self.uncacheable: str | None = None
 
     def __repr__(self) -> str:
         return (f"Outcome({self.index}, ok={self.ok}, reason={self.reason!r}, exit_code={self.exit_code}, "

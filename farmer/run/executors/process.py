@@ -27,6 +27,8 @@ from farmer.startup.cheap import signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from farmer.run.orphans import GroupLog
 
 # What every child farmer spawns (a computation's, a world's) starts with at its default
@@ -193,6 +195,9 @@ class ProcessExecutor(Executor):
         self._programs: dict[str, str | None] = {}  # name -> where PATH finds it, this build
         self.logs_new = False  # the logs folder was made for this build: no older log in it
         self.groups: GroupLog | None = None  # where the groups it starts are recorded
+        # What runs instead of a `cmd` computation's argv (`wrap(comp, argv)`: under a
+        # tracer, farmer/record/checkdeps.py); None: the argv as it is.
+        self.wrap: Callable[[Computation, list[str]], list[str]] | None = None
 
     def running(self) -> int:
         """Computations started and not yet reported back (reaped ones included)."""
@@ -217,7 +222,10 @@ class ProcessExecutor(Executor):
         argv = None
         try:
             pid = None
-            plain = direct(comp.action) if comp.kind == "cmd" and not console and comp.action else None
+            # (a wrapped command runs through the shell: its `>` files opened in the tracee)
+            wrap = self.wrap if comp.kind == "cmd" else None
+            plain = direct(comp.action) if comp.kind == "cmd" and not console and comp.action and wrap is None \
+                else None
             if plain is not None:
                 try:  # no shell needed: one exec instead of two
                     program = self._program(plain.argv[0])
@@ -229,6 +237,8 @@ class ProcessExecutor(Executor):
                     pass  # let the shell run it and say what is wrong, as it would have
             if pid is None:
                 argv = comp.argv(reads_path(self.logs, comp.id) if comp.kind == "python" else None)
+                if wrap is not None:
+                    argv = wrap(comp, argv)
                 actions = [] if console else [
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     _output_to(output, log),
