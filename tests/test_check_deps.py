@@ -200,3 +200,28 @@ def test_what_a_command_leaves_running_does_not_hold_the_build(traced):
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.elapsed < 20  # not the 60 s of the sleep it started
     assert "  undeclared input extra.txt" in r.stdout
+
+
+def test_worlds_are_still_set_up_as_steps_under_the_tracer(project):
+    """The tracer sits in front of the build's executor: world set-ups go through it as
+    without --check-deps (shown in last-build.json), and the world's task runs in it."""
+    assert STRACE is not None, "CI=true and no strace: .ci/run installs it"
+    project.farmfile("""
+        [world.w]
+        setup = ["FACTOR = 3"]
+
+        [task.step]
+        outputs = ["step.txt"]
+        world = "w"
+        python = "step.py"
+
+        [task.copy]
+        inputs = ["step.txt"]
+        outputs = ["copy.txt"]
+        cmd = "cp step.txt copy.txt"
+        """)
+    project.write("step.py", "open('step.txt', 'w').write(str(FACTOR))\n")
+    r = project.build("--check-deps")
+    assert r.returncode == 0, r
+    assert project.read("copy.txt") == "3"
+    assert [(w["name"], w["status"]) for w in project.last_build()["worlds"]] == [("w", "ok")]

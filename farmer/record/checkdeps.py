@@ -30,7 +30,7 @@ import os
 import time
 
 from farmer.record.engine import Engine, EngineContext
-from farmer.run.executors.base import Executor, Outcome, Ran
+from farmer.run.executors.base import Executor, InFront, Outcome, Ran
 from farmer.run.tracer import strace
 
 TYPE_CHECKING = False
@@ -290,7 +290,7 @@ def _depfile_inputs(path: str) -> list[str]:
         return []
 
 
-class CheckingExecutor(Executor):
+class CheckingExecutor(InFront):
     """The layer in front of the executor that runs commands: each outcome, as it comes
     back, is checked (`CheckDepsEngine.check`) before the scheduler hands it on, once its
     trace is written whole: until then (strace ends a few milliseconds after the command)
@@ -299,9 +299,8 @@ class CheckingExecutor(Executor):
     `close`): after the line that says the run ended, which the hooks print in between."""
 
     def __init__(self, inner: Executor, engine: CheckDepsEngine) -> None:
-        self.inner, self.engine = inner, engine
-        self.load = inner.load
-        self.selector = inner.selector
+        super().__init__(inner)
+        self.engine = engine
         self.said: list[str] = []  # warning blocks not printed yet
         self.held: list[tuple[Outcome, float]] = []  # outcomes whose trace is being written; since
 
@@ -309,9 +308,6 @@ class CheckingExecutor(Executor):
         said, self.said = self.said, []
         for text in said:
             self.engine.warn(text)
-
-    def start(self, comp: Computation) -> None:
-        self.inner.start(comp)
 
     def wait(self, timeout: float | None) -> list[Outcome]:
         self._say()
@@ -330,23 +326,8 @@ class CheckingExecutor(Executor):
             done.append(outcome)
         return done
 
-    def stop(self) -> None:
-        self.inner.stop()
-
     def running(self) -> int:
         return self.inner.running() + len(self.held)
-
-    def can_start(self) -> bool:
-        return self.inner.can_start()
-
-    def discard(self, index: int) -> None:
-        self.inner.discard(index)
-
-    def worlds_setting_up(self) -> dict[str, float]:
-        return self.inner.worlds_setting_up()
-
-    def worlds_set_up(self) -> dict[str, float | None]:
-        return self.inner.worlds_set_up()
 
     def close(self) -> None:
         try:

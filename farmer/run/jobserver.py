@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import os
 
-from farmer.run.executors.base import Executor
+from farmer.run.executors.base import Executor, InFront
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
-    from farmer.run.executors.base import Outcome, SetupEnd
+    from farmer.run.executors.base import Outcome
 
 _STARVED_WAIT_S = 0.05  # how often a build waiting for a token looks again
 
@@ -149,17 +149,15 @@ def for_build(slots: int, client: bool, warn) -> Jobserver | None:
         return None
 
 
-class Jobserved(Executor):
+class Jobserved(InFront):
     """`inner` under a jobserver: one job on farmer's own token, each further one on a
     token taken in `can_start` and given back once a `wait` reports its end."""
 
     def __init__(self, inner: Executor, server: Jobserver) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.server = server
         self.held: list[bytes] = []
         self.starved = False
-        self.load = inner.load
-        self.selector = inner.selector
 
     def can_start(self) -> bool:
         if not self.inner.can_start():
@@ -191,27 +189,6 @@ class Jobserved(Executor):
         ended = self.inner.wait(timeout)
         self._give_back()
         return ended
-
-    def stop(self) -> None:
-        self.inner.stop()
-
-    def running(self) -> int:
-        return self.inner.running()
-
-    def discard(self, index: int) -> None:
-        self.inner.discard(index)
-
-    def start_setup(self, world: str) -> str:
-        return self.inner.start_setup(world)
-
-    def setups_ended(self) -> list[SetupEnd]:
-        return self.inner.setups_ended()
-
-    def worlds_setting_up(self) -> dict[str, float]:
-        return self.inner.worlds_setting_up()
-
-    def worlds_set_up(self) -> dict[str, float | None]:
-        return self.inner.worlds_set_up()
 
     def close(self) -> None:
         try:

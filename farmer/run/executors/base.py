@@ -181,3 +181,48 @@ class Executor:
 
     def close(self) -> None:
         """The build is over: release what is left (`stop` first if anything runs)."""
+
+
+class InFront(Executor):
+    """An executor in front of another, `inner`: every call goes on to it unless a subclass
+    says otherwise, so a layer (a jobserver's tokens, a tracer's checks, remote threads)
+    changes only what it is for and never hides what the executor behind it does (world
+    set-ups included)."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.load = inner.load
+        self.selector = inner.selector
+
+    def start(self, comp: Computation) -> None:
+        self.inner.start(comp)
+
+    def wait(self, timeout: float | None) -> list[Outcome]:
+        return self.inner.wait(timeout)
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def running(self) -> int:
+        return self.inner.running()
+
+    def can_start(self) -> bool:
+        return self.inner.can_start()
+
+    def discard(self, index: int) -> None:
+        self.inner.discard(index)
+
+    def start_setup(self, world: str) -> str:
+        return self.inner.start_setup(world)
+
+    def setups_ended(self) -> list[SetupEnd]:
+        return self.inner.setups_ended()
+
+    def worlds_setting_up(self) -> dict[str, float]:
+        return self.inner.worlds_setting_up()
+
+    def worlds_set_up(self) -> dict[str, float | None]:
+        return self.inner.worlds_set_up()
+
+    def close(self) -> None:
+        self.inner.close()

@@ -14,17 +14,17 @@ import collections
 import os
 import selectors
 
-from farmer.run.executors.base import Executor, Outcome, SetupEnd
+from farmer.run.executors.base import Executor, InFront, Outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from farmer.graph.graph import Computation
 
 
-class RelayExecutor(Executor):
+class RelayExecutor(InFront):
     def __init__(self, inner: Executor, inner_jobs: int, t0: float) -> None:
-        self.inner, self.inner_jobs, self.t0 = inner, inner_jobs, t0
-        self.load = inner.load
+        super().__init__(inner)
+        self.inner_jobs, self.t0 = inner_jobs, t0
         self.waiting: collections.deque[Computation] = collections.deque()  # for an inner slot
         self._stopping = False
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -43,21 +43,6 @@ class RelayExecutor(Executor):
             done = self.inner.wait(timeout) + self._collect()
         self._start_waiting()
         return done
-
-    def discard(self, index: int) -> None:
-        self.inner.discard(index)
-
-    def start_setup(self, world: str) -> str:
-        return self.inner.start_setup(world)
-
-    def setups_ended(self) -> list[SetupEnd]:
-        return self.inner.setups_ended()
-
-    def worlds_setting_up(self) -> dict[str, float]:
-        return self.inner.worlds_setting_up()
-
-    def worlds_set_up(self) -> dict[str, float | None]:
-        return self.inner.worlds_set_up()
 
     def close(self) -> None:
         try:
