@@ -386,6 +386,14 @@ def stop(state: str) -> None:
         os.remove(path)
     except FileNotFoundError:
         pass
+    watchdog = data.get("watchdog")
+    if watchdog and watchdog != os.getpid():  # it ends by itself now: reaped, if this process started it
+        until = time.monotonic() + 10 * WATCH_EVERY_S
+        try:
+            while os.waitpid(watchdog, os.WNOHANG)[0] == 0 and time.monotonic() < until:
+                time.sleep(WATCH_EVERY_S / 4)
+        except ChildProcessError:
+            pass
 
 
 def main(argv: list[str]) -> int:
