@@ -401,6 +401,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(line)
 
 
+def pytest_sessionstart(session) -> None:
+    """pytest's own SIGTERM (a cancelled CI job, `timeout`, `kill`) ends the run as Ctrl-C
+    does, so the fixtures' teardowns stop the servers and processes they started (after a
+    SIGKILL, tools/reapi_stack.py's watchdog stops the REAPI stacks)."""
+    main = os.getpid()
+
+    def interrupted(signum: int, frame) -> None:
+        if os.getpid() != main:  # a fork of pytest (an executor's child): as without this handler
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path_factory, monkeypatch):
     """No test touches the user's real cache (~/.cache/farmer): every farmer a test starts

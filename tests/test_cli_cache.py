@@ -331,7 +331,7 @@ def test_stats_gc_clear_and_the_size_limit(project, private_cache):
 
 def damage_inline(cache_dir) -> None:
     """Change one byte of every file kept inside an entry (the entry still reads)."""
-    from farmer.record.cache.store import Entry
+    from farmer.record.cache.entry import Entry
 
     db = sqlite3.connect(os.path.join(cache_dir, "ac.db"), isolation_level=None)
     try:
@@ -480,7 +480,7 @@ def test_a_bad_farmer_cache_value_is_a_usage_error(project):
 def test_a_crafted_entry_deletes_nothing_outside_the_cache(project, private_cache, tmp_path, which):
     """N3 as the fault harness did it: an entry's digest rewritten in ac.db to `..` and an
     absolute path made a restore call that file a damaged blob and unlink it."""
-    from farmer.record.cache.store import Entry
+    from farmer.record.cache.entry import Entry
 
     project.farmfile("""
         [cache]

@@ -16,10 +16,12 @@ from helpers import computation
 from farmer.files.digests import Digests, hash_bytes
 from farmer.graph.graph import Computation
 from farmer.manifest.spec import CacheSpec, parse_size
+from farmer.record.cache.entry import INLINE_MAX, LINK_MODE, BadDigest, Entry
+from farmer.record.cache.errors import CacheError
 from farmer.record.cache.key import ActionDescription, Programs, command_words, describe, variant_key
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
 from farmer.record.cache.settings import DEFAULT_MAX_SIZE, resolve
-from farmer.record.cache.store import INLINE_MAX, LINK_MODE, BadDigest, CacheError, Entry, LocalCache
+from farmer.record.cache.store import LocalCache
 
 
 def comp(action: str = "gcc -c a.c -o a.o", **fields) -> Computation:
@@ -223,7 +225,8 @@ def test_an_unusable_or_damaged_cache(tmp_path):
 STORER = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {repo!r})
-    from farmer.record.cache.store import Entry, LocalCache
+    from farmer.record.cache.entry import Entry
+    from farmer.record.cache.store import LocalCache
     from farmer.record.cache.key import variant_key
     from farmer.files.digests import hash_bytes
     cache = LocalCache(sys.argv[1], busy_timeout_s=30).open()
@@ -612,7 +615,7 @@ def test_a_depfile_or_log_that_became_a_fifo_does_not_block_the_writer(tmp_path,
     """The writer digests a run's depfile and log itself: a FIFO put at that path after the run
     would have blocked it, and the build's end that waits for it."""
     from farmer.files.digests import hash_file
-    from farmer.record.cache.store import Changed
+    from farmer.record.cache.errors import Changed
     from farmer.record.cache.use import _digest_now
 
     for content in (b"out.o: a.h\n", b"!<thin>\n" + b"x" * 3000000):

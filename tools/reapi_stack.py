@@ -5,10 +5,14 @@
     reapi_stack.py install               the BuildGrid venv (once; kept in $FARMER_BGD_VENV)
     reapi_stack.py start DIR [BOTS]      start everything with state in DIR; prints `export` lines
     reapi_stack.py stop DIR              stop by pid what start started
+    reapi_stack.py watch DIR PID         (internal) stop the stack in DIR once process PID is gone
 
 The server has two instances: "" (CAS, action cache, execution through the bots) and "cache" (CAS
 and action cache only: a cache-only server). Ports are picked free, so parallel runs don't collide.
-tests/remote/conftest.py imports this module to start the same stack when CI has not.
+tests/remote/conftest.py imports this module to start the same stack when CI has not, tied to the
+test process (`tie`): a watchdog stops the stack when that process is gone, however it ended (kill -9
+too), so no server outlives the tests. `start` from the command line (.ci/run) ties nothing: its
+stack lives until `stop`.
 """
 
 from __future__ import annotations
@@ -186,10 +190,10 @@ def start_postgres(state: str) -> str:
     run = lambda args, t: subprocess.run(_as_postgres(args), check=True, timeout=t, stdout=subprocess.DEVNULL,
                                          stderr=open(log, "ab"))  # noqa: E731
     run([f"{pg}/initdb", "-D", data, "-U", "bgd", "--auth=trust", "-E", "UTF8"], 120)
+    _record(state, "pg_data", data)  # (before it runs: a stop meanwhile stops it once it does)
     opts = (f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c fsync=off -c synchronous_commit=off "
             "-c full_page_writes=off")
     run([f"{pg}/pg_ctl", "-D", data, "-l", os.path.join(top, "server.log"), "-w", "-o", opts, "start"], 60)
-    _record(state, "pg_data", data)
     run([f"{pg}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "bgd", "bgd"], 30)
     return f"postgresql+psycopg2://bgd@127.0.0.1:{port}/bgd"
 
@@ -264,9 +268,12 @@ def start_bots(state: str, url: str, count: int) -> None:
         _record(state, f"bot-{i}", proc.pid)
 
 
-def start(state: str, bots: int = 2, bot_timeout_s: int = 60) -> dict[str, str]:
-    """The whole stack; the environment variables the tests read."""
+def start(state: str, bots: int = 2, bot_timeout_s: int = 60, tied_to: int | None = None) -> dict[str, str]:
+    """The whole stack; the environment variables the tests read. `tied_to`: a pid whose end
+    stops the stack (`tie`)."""
     os.makedirs(state, exist_ok=True)
+    if tied_to is not None:
+        tie(state, tied_to)
     t0 = time.monotonic()
     try:
         url = start_server(state, "bgd", execution=True, bot_timeout_s=bot_timeout_s)
@@ -278,6 +285,52 @@ def start(state: str, bots: int = 2, bot_timeout_s: int = 60) -> dict[str, str]:
     _record(state, "env", env)
     print(f"reapi stack: server {url} and {bots} bots up in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     return env
+
+
+WATCH_EVERY_S = 0.1  # how often the watchdog looks whether the process it watches is gone
+_NOT_PROCESSES = ("pg_data", "pg_dir", "env", "tied_to", "watchdog")  # pids.json keys stop kills not
+
+
+def tie(state: str, pid: int) -> None:
+    """Whatever is started with its state in `state`, stopped once process `pid` is gone: a
+    watchdog process (in a session of its own, so the Ctrl-C of the tests' terminal leaves it
+    to do its work) that polls for `pid` and then runs `stop`. It ends by itself once the
+    stack is stopped otherwise (no pids.json). PostgreSQL, which pg_ctl starts as a daemon,
+    is stopped by it too (pg_ctl stop -m immediate)."""
+    os.makedirs(state, exist_ok=True)
+    _record(state, "tied_to", pid)  # (before the watchdog looks for pids.json)
+    with open(os.path.join(state, "watchdog.log"), "ab") as out:
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "watch", state, str(pid)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    _record(state, "watchdog", proc.pid)
+
+
+def watch(state: str, pid: int) -> None:
+    """The watchdog's loop (`tie`)."""
+    path = os.path.join(state, "pids.json")
+    while os.path.exists(path):
+        if not _alive(pid):
+            stop(state)
+            return
+        time.sleep(WATCH_EVERY_S)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie no longer does: it waits only to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
 
 
 def _record(state: str, key: str, value) -> None:
@@ -301,9 +354,7 @@ def kill(pid: int, within_s: float = 10.0) -> None:
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
                 return
         except ChildProcessError:  # not our child: poll for it
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not _alive(pid):
                 return
         time.sleep(0.05)
     try:
@@ -316,10 +367,14 @@ def stop(state: str) -> None:
     path = os.path.join(state, "pids.json")
     if not os.path.exists(path):
         return
-    data = json.load(open(path))
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:  # stopped meanwhile (the tests' teardown and the watchdog at once)
+        return
     for key in sorted(k for k in data if k.startswith("bot-")):
         kill(data[key])
-    for key in sorted(k for k in data if k not in ("pg_data", "pg_dir", "env") and not k.startswith("bot-")):
+    for key in sorted(k for k in data if k not in _NOT_PROCESSES and not k.startswith("bot-")):
         kill(data[key])
     if "pg_data" in data and os.path.exists(os.path.join(data["pg_data"], "postmaster.pid")):
         pg = pgbin()
@@ -327,7 +382,18 @@ def stop(state: str) -> None:
                        timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if "pg_dir" in data:
         shutil.rmtree(data["pg_dir"], ignore_errors=True)
-    os.remove(path)
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    watchdog = data.get("watchdog")
+    if watchdog and watchdog != os.getpid():  # it ends by itself now: reaped, if this process started it
+        until = time.monotonic() + 10 * WATCH_EVERY_S
+        try:
+            while os.waitpid(watchdog, os.WNOHANG)[0] == 0 and time.monotonic() < until:
+                time.sleep(WATCH_EVERY_S / 4)
+        except ChildProcessError:
+            pass
 
 
 def main(argv: list[str]) -> int:
@@ -339,6 +405,8 @@ def main(argv: list[str]) -> int:
             print(f"export {k}={v}")
     elif argv[:1] == ["stop"] and len(argv) == 2:
         stop(argv[1])
+    elif argv[:1] == ["watch"] and len(argv) == 3:
+        watch(argv[1], int(argv[2]))
     else:
         print(__doc__, file=sys.stderr)
         return 2

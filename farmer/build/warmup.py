@@ -88,7 +88,7 @@ def warm_up(ws: Workspace, targets: list[str], failed_before: dict[str, str],
     state = ws.open_state()
     digests = Digests(ws.digests.entries() if ws.digests is not None else state.stat_cache())
     # The fingerprints a build keeps its warm worlds under (its session's declared ones: what
-    # a set-up read is checked apart, run/executors/world.py), so that the next build adopts them.
+    # a set-up read is checked apart, run/executors/world_warm.py), so that the next build adopts them.
     session = Session(spec, graph, state, digests, {}, False, [], [])
     try:
         prints = {name: session.world_declared_fingerprint(name) for name in names}

@@ -6,8 +6,9 @@ import os
 
 from farmer.errors import UsageError
 from farmer.manifest.spec import parse_size
+from farmer.record.cache.errors import CacheError
 from farmer.record.cache.settings import CacheSettings, format_size, resolve
-from farmer.record.cache.store import CacheError, LocalCache
+from farmer.record.cache.store import LocalCache
 
 
 def settings_for(directory: str | None, farmfile: str, cache_dir: str | None) -> CacheSettings:

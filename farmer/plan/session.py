@@ -139,7 +139,7 @@ class Session:
     def world_declared_fingerprint(self, name: str) -> str:
         """A world's fingerprint without the files its set-up read: what a world kept warm by
         `farmer watch` is kept under (those files are checked apart, by their change times:
-        run/executors/world.py)."""
+        run/executors/world_warm.py)."""
         if not self.declared_worlds:
             from farmer.run.worlds.chain import fingerprints
 

@@ -3,6 +3,8 @@
 Under .ci/run the stack is already up and FARMER_TEST_REAPI names it. Elsewhere the session starts one
 itself (tools/reapi_stack.py) when BuildGrid and PostgreSQL are installed, once per session, and stops it
 at the end; without them the tests skip, except under CI=true, where a missing server is a failure.
+Every stack or server a test starts here is tied to the test process (reapi_stack.tie): when pytest is
+killed, even with SIGKILL, a watchdog stops it.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def reapi(tmp_path_factory):
         unavailable("PostgreSQL is not installed (apt-get install postgresql)")
     state = str(tmp_path_factory.mktemp("reapi"))
     try:
-        env = stack.start(state, bots=2)
+        env = stack.start(state, bots=2, tied_to=os.getpid())
     except Exception as e:  # noqa: BLE001 - reported as the reason to skip (or fail under CI)
         unavailable(f"the stack did not start: {e}")
     try:
@@ -111,6 +113,7 @@ class CacheServer:
     def __init__(self, stack, state: str) -> None:
         self.stack, self.state = stack, state
         self.blobs = os.path.join(state, "blobs")
+        stack.tie(state, os.getpid())
         self.url = stack.start_server(state, "cache-bgd", execution=False, cache_instance="", disk=self.blobs)
         import json
         self.pid = json.load(open(os.path.join(state, "pids.json")))["cache-bgd"]
@@ -177,7 +180,7 @@ def own_exec_stack(reapi, tmp_path):
     def make(bots: int = 1, bot_timeout_s: int = 60) -> ExecStack:
         state = str(tmp_path / f"own-stack-{len(states)}")
         states.append(state)
-        env = stack.start(state, bots=bots, bot_timeout_s=bot_timeout_s)
+        env = stack.start(state, bots=bots, bot_timeout_s=bot_timeout_s, tied_to=os.getpid())
         return ExecStack(stack, state, env["FARMER_TEST_REAPI"])
 
     try:
@@ -199,7 +202,7 @@ def _stopped_pids(state: str) -> list[int]:
             data = json.load(f)
     except OSError:
         return []
-    return [v for k, v in data.items() if isinstance(v, int)]
+    return [v for k, v in data.items() if isinstance(v, int) and k not in ("tied_to", "watchdog")]
 
 
 @pytest.fixture
@@ -293,6 +296,7 @@ def tls_server(reapi, tmp_path_factory):
     tls = {"key": os.path.join(directory, "server.key"), "cert": os.path.join(directory, "server.pem"),
            "client_ca": server.ca}
     try:
+        stack.tie(state, os.getpid())
         server.url = stack.start_server(
             state, "tls-bgd", execution=False, cache_instance="", tls=tls,
             jwt_secret=os.path.join(directory, "jwt-secret"),

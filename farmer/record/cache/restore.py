@@ -22,8 +22,9 @@ import stat
 import xxhash
 
 from farmer.files.atomic import Staged
+from farmer.record.cache.blobs import inside
+from farmer.record.cache.entry import BadDigest, FileRecord, blob_name, is_link
 from farmer.record.cache.leftovers import temporary
-from farmer.record.cache.store import BadDigest, FileRecord, blob_name, inside, is_link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

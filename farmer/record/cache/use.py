@@ -19,10 +19,12 @@ from stat import S_ISREG
 from farmer.files.digests import digest_or_changed, hash_fd
 from farmer.files.queued import take_queued
 from farmer.files.stattable import stat_key
+from farmer.record.cache.entry import LINK_MODE, Entry, FileRecord
+from farmer.record.cache.errors import CacheError, Changed, Unstorable
 from farmer.record.cache.key import Programs, describe, uncacheable, variant_key
 from farmer.record.cache.leftovers import sweep
 from farmer.record.cache.restore import BadBlob, NotHere, restore_files
-from farmer.record.cache.store import LINK_MODE, CacheError, Changed, Entry, FileRecord, LocalCache, Unstorable
+from farmer.record.cache.store import LocalCache
 from farmer.record.runcache import RunCache
 from farmer.run.executors.base import Outcome, Restored
 

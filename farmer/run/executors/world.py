@@ -15,19 +15,21 @@ every task of the world and of its descendants with the traceback in their logs 
 once, through `warn`). `stop()`
 kills every world and job group it knows, reads the FIFOs for pids announced meanwhile,
 and repeats until nothing new turns up.
+
+Beside this module: the processes themselves (started, written to, read, released) in
+world_procs.py, set-ups as schedule steps in world_setups.py, and the worlds `farmer watch`
+and `farmer serve` keep warm between builds in world_warm.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import shlex
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from farmer.files.private import make_dir, open_file
+from farmer.files.private import open_file
 from farmer.graph.graph import Computation
 from farmer.manifest.spec import WorldSpec
 from farmer.run.executors.base import (
@@ -38,15 +40,14 @@ from farmer.run.executors.base import (
     SetupEnd,
 )
 from farmer.run.executors.process import drop_empty_log, log_path, reads_path
-from farmer.run.worlds.link import Job, Proc, code_of, killpg, spawn, status_text
-from farmer.run.worlds.manager import FifoDir, Futures, WarmWorlds, WorldTree
-from farmer.run.worlds.protocol import ProtocolError
+from farmer.run.executors.world_procs import WorldProcesses
+from farmer.run.worlds.link import Job, Proc, code_of, killpg, status_text
+from farmer.run.worlds.manager import Futures, WarmWorlds, WorldTree
 
 _STATUS_WAIT_S = 1.0  # after EOF, how long to wait for the exit status of a dead world
-_TICK_NS = 20_000_000  # time stamps lag the clock by up to a kernel tick (cache/use.py's margin)
 
 
-class WorldExecutor(Executor):
+class WorldExecutor(WorldProcesses, Executor):
     def __init__(self, worlds: dict[str, WorldSpec], root: str | os.PathLike,
                  logs: str | os.PathLike, t0: float, timeout: float | None,
                  selector: selectors.BaseSelector, comps: list[Computation], expected: list[int],
@@ -55,36 +56,16 @@ class WorldExecutor(Executor):
         """`warm`: worlds kept from earlier builds (`farmer watch`): adopted while their
         `fingerprint` holds, handed back at `close`, and no task runs in a world process
         itself, which must outlive the build."""
-        self.tree = WorldTree(worlds)
+        WorldProcesses.__init__(self, WorldTree(worlds), str(root), logs, t0, selector, warm, fingerprint)
         world_of = {c.index: c.world for c in comps if c.world is not None}
         self.futures = Futures(self.tree, world_of, expected)
-        self.root = str(root)
-        self.logs = Path(logs)
         self.t0 = t0
         self.default_timeout = timeout
-        self.selector = selector
         self.warn = warn
-        self.warm = warm
-        self.fingerprint = fingerprint
-        self.fingerprints: dict[str, str | None] = {}  # as each world was started or adopted
-        self.fifos = warm.fifos if warm is not None else FifoDir(os.path.join(self.root, ".farmer"))
-        self.current: dict[str, Proc] = {}  # the process serving each world now
-        self.procs: list[Proc] = []  # every process not ended yet
         self.setup_failed: dict[str, str] = {}  # world -> traceback of its setup
         self.broken: dict[str, str] = {}  # world -> why (it died twice before `ready`)
         self.setup_deaths: dict[str, int] = {}
-        # World set-up, measured: when each world's began (spawned, or its fork asked for),
-        # and how long it took to `ready` (what `plan --simulate` learns from).
-        self._setup_began: dict[str, float] = {}
-        self.setup_s: dict[str, float] = {}
-        # Each set-up under way, by process (id): its world and when it began; its end, said
-        # once, waits in `_setups_ended` for the scheduler (a step of the schedule).
-        self._setting_up: dict[int, tuple[str, float]] = {}
-        self._setups_ended: list[SetupEnd] = []
-        self.stopping = False
         self._finished: list[Outcome] = []
-        self._next_id = 0
-        self._logs_begun: set[str] = set()
         self._warned: set[str] = set()
 
     # -- the executor protocol --------------------------------------------------------
@@ -108,39 +89,25 @@ class WorldExecutor(Executor):
         now = time.monotonic()
         for name in self.tree.chain(world):
             if name in self.setup_failed or name in self.broken:  # its tasks fail with why
-                self._setups_ended.append(SetupEnd(world, "failed", now - self.t0, now - self.t0))
+                self.setups.failed(world, now)
                 return SETUP_STARTED
-        said = len(self._setups_ended)
+        said = self.setups.said()
         try:
             proc = self._ensure(world)
         except OSError:  # its tasks fail with why, as when they start it
-            if all(e.world != world for e in self._setups_ended[said:]):  # (or its process said it)
-                self._setups_ended.append(SetupEnd(world, "failed", now - self.t0, now - self.t0))
+            if not self.setups.said_of(world, said):  # (or its process said it)
+                self.setups.failed(world, now)
             return SETUP_STARTED
         return SETUP_WARM if proc.state == "ready" else SETUP_STARTED
 
     def setups_ended(self) -> list[SetupEnd]:
-        ended, self._setups_ended = self._setups_ended, []
-        return ended
-
-    def _setup_over(self, proc: Proc, status: str) -> None:
-        """`proc`'s set-up ended (ready, failed, or the process ended before it was ready)."""
-        began = self._setting_up.pop(id(proc), None)
-        if began is not None:
-            self._setups_ended.append(SetupEnd(proc.name, status, began[1] - self.t0,
-                                               time.monotonic() - self.t0))
+        return self.setups.take()
 
     def worlds_setting_up(self) -> dict[str, float]:
-        began = self._setup_began
-        return {name: began[name] for name, p in list(self.current.items())
-                if p.state == "starting" and name in began}
+        return self.setups.setting_up(self.current)
 
     def worlds_set_up(self) -> dict[str, float | None]:
-        ready = dict(self.setup_s)
-        for name, p in list(self.current.items()):
-            if p.state == "ready" and name not in ready:
-                ready[name] = None  # kept warm from an earlier build
-        return ready
+        return self.setups.set_up(self.current)
 
     def take(self) -> list[Outcome]:
         done, self._finished = self._finished, []
@@ -195,10 +162,13 @@ class WorldExecutor(Executor):
     def close(self) -> None:
         """End of the build: close idle worlds (or keep them warm), give them a moment to
         exit (their setup's exit handlers run), then kill whatever is left."""
-        if self.warm is not None and not self.stopping:
+        if self.adoption is not None and not self.stopping:
             for p in list(self.procs):
                 if p.state == "ready" and not p.jobs and not p.waiting and p.error is None:
-                    self._hand_back(p)
+                    self.procs.remove(p)
+                    if self.current.get(p.name) is p:
+                        del self.current[p.name]
+                    self.adoption.hand_back(p, self.selector)
         if not self.stopping:
             for p in list(self.procs):
                 if p.state == "ready" and not p.jobs and not p.waiting:
@@ -242,66 +212,6 @@ class WorldExecutor(Executor):
         else:
             proc.waiting.append(job)
 
-    def _ensure(self, name: str) -> Proc:
-        """The process of world `name`, started (with its ancestors) if none is."""
-        proc = self.current.get(name)
-        if proc is not None and proc.error is None:
-            return proc
-        if proc is not None:  # being killed: its jobs come back through its end
-            del self.current[name]
-        if self.warm is not None:
-            proc = self._adopt(name)
-            if proc is not None:
-                return proc
-            self.fingerprints[name] = self.fingerprint(name) if self.fingerprint else None
-        parent_name = self.tree.parent(name)
-        parent = self._ensure(parent_name) if parent_name is not None else None
-        base = self.fifos.pair(name)
-        # Our read end first: the world's open of its write end then does not block.
-        out_fd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        proc = Proc(name, base, out_fd, parent, self.selector)
-        self._setting_up[id(proc)] = (name, time.monotonic())  # ended once, however it ends
-        self.selector.register(out_fd, selectors.EVENT_READ, lambda _fd, p=proc: self._read(p))
-        self.current[name] = proc
-        self.procs.append(proc)
-        if parent is None:
-            try:
-                self._spawn(proc)
-            except OSError:
-                self._release(proc)
-                raise
-        elif parent.state == "ready":
-            self._fork_world(parent, proc)
-        else:
-            parent.pending_children.append(proc)
-        return proc
-
-    def _world_log(self, name: str) -> str:
-        """The world's own output (setup prints, its tracebacks); a restart appends."""
-        path = self.logs / "worlds" / f"{name}.log"
-        if name not in self._logs_begun:
-            make_dir(str(path.parent))
-            os.close(open_file(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-            self._logs_begun.add(name)
-        return str(path)
-
-    def _spawn(self, proc: Proc) -> None:
-        node = self.tree.nodes[proc.name]
-        self._setup_began[proc.name] = time.monotonic()
-        spawn(proc, self.root, json.dumps(node.setup), {**os.environ, **node.env},
-              self._world_log(proc.name))
-        if proc.pidfd is not None:
-            self.selector.register(proc.pidfd, selectors.EVENT_READ,
-                                   lambda _fd, p=proc: self._exited(p))
-
-    def _fork_world(self, parent: Proc, proc: Proc) -> None:
-        node = self.tree.nodes[proc.name]
-        self._setup_began[proc.name] = time.monotonic()
-        proc.spawn_job = self._new_id()
-        parent.forked_worlds[proc.spawn_job] = proc
-        self._send(parent, "world", job=proc.spawn_job, name=proc.name, base=proc.base,
-                   setup=node.setup, env=node.env, log=self._world_log(proc.name))
-
     def _dispatch(self, proc: Proc, job: Job) -> None:
         comp = job.comp
         try:
@@ -327,38 +237,7 @@ class WorldExecutor(Executor):
             if self.current.get(proc.name) is proc:
                 del self.current[proc.name]
 
-    def _send(self, proc: Proc, kind: str, **fields: object) -> None:
-        if proc.error is not None:
-            return  # it is being killed; its EOF brings the retries
-        try:
-            proc.send(kind, **fields)
-        except OSError as e:  # dead or hung: make sure it is dead
-            proc.error = f"cannot send it {kind}: {e.strerror or e}"
-            proc.kill()
-
-    def _new_id(self) -> int:
-        if self.warm is not None:
-            self.warm.next_id += 1
-            return self.warm.next_id
-        self._next_id += 1
-        return self._next_id
-
     # -- what worlds say -------------------------------------------------------------
-
-    def _read(self, proc: Proc) -> None:
-        if proc.eof:
-            return
-        try:
-            messages, at_eof = proc.read()
-        except ProtocolError as e:  # garbage: the world is broken, never waited for
-            messages, at_eof = [], True
-            proc.error = f"protocol error: {e}"
-            proc.kill()
-        for msg in messages:
-            self._handle(proc, msg)
-        if at_eof and not proc.eof:
-            proc.stop_reading()
-            self._after_eof(proc)
 
     def _handle(self, proc: Proc, msg: dict) -> None:
         kind = msg["t"]
@@ -381,7 +260,7 @@ class WorldExecutor(Executor):
             self._done(proc, msg)
         elif kind == "setup-failed":
             self.setup_failed[proc.name] = msg["traceback"]
-            self._setup_over(proc, "failed")
+            self.setups.over(proc, "failed")
             # Said once here; each task that cannot run gets one line (and the traceback in
             # its log), not the traceback again.
             self.warn(f"farmer: the setup of world {proc.name} failed, so no task of it (or of a "
@@ -402,10 +281,8 @@ class WorldExecutor(Executor):
         if proc.state != "starting":
             return
         proc.state = "ready"
-        began = self._setup_began.pop(proc.name, None)
-        if began is not None:
-            self.setup_s[proc.name] = time.monotonic() - began
-        self._setup_over(proc, "ok")
+        self.setups.ready(proc.name)
+        self.setups.over(proc, "ok")
         proc.pid = proc.pid or msg["pid"]
         proc.setup_reads = msg.get("reads")
         try:
@@ -454,25 +331,6 @@ class WorldExecutor(Executor):
 
     # -- ends of worlds -----------------------------------------------------------------
 
-    def _exited(self, proc: Proc) -> None:
-        """A root world's pidfd fired (or, without pidfds, a poll): once it is reaped, its
-        FIFO holds all it said; read that, then settle what depended on it."""
-        if proc.state != "ended" and proc.reap(block=False):
-            self._read(proc)
-            self._end(proc)
-
-    def _after_eof(self, proc: Proc) -> None:
-        if self.stopping:
-            return  # `stop` reports and releases everything itself
-        if proc.parent is None:
-            if proc.reap(block=False):
-                self._end(proc)
-        elif proc.closing_normally and not proc.jobs or proc.status is not None \
-                or proc.parent.state == "ended":
-            self._end(proc)  # a child world's status comes from its parent's `done`
-        if proc.state != "ended":
-            proc.eof_at = time.monotonic()  # the status may still come; `tick` ends it
-
     def _end(self, proc: Proc) -> None:
         """The process is gone (or is made to go): settle everything that depended on it."""
         if proc.state == "ended" or self.stopping:
@@ -501,17 +359,6 @@ class WorldExecutor(Executor):
         retry += self._stranded(proc)
         self._retry(proc, retry, why, was_ready)
 
-    def _stranded(self, proc: Proc) -> list[Job]:
-        """Jobs waiting on `proc`, and on child worlds it was to fork and never did."""
-        jobs, proc.waiting = proc.waiting, []
-        children = proc.pending_children + [c for c in proc.forked_worlds.values() if c.pid is None]
-        proc.pending_children = []
-        for child in children:
-            jobs += self._stranded(child)
-            child.kill_when_forked = True
-            self._release(child)
-        return jobs
-
     def _retry(self, proc: Proc, jobs: list[Job], why: str, was_ready: bool) -> None:
         before_ready = not was_ready
         # (a world killed as no longer needed did not die; one set up ahead of its tasks,
@@ -530,21 +377,6 @@ class WorldExecutor(Executor):
                              f"restarted world; see .farmer/logs/worlds/{proc.name}.log\n")
             else:
                 self._submit(job)
-
-    def _release(self, proc: Proc) -> None:
-        """Forget a process: its descriptors, FIFOs and (for a root world) its zombie."""
-        if proc.state == "ended":
-            return
-        # (one stopped as no longer needed did not fail: its tasks were found up to date)
-        self._setup_over(proc, "cancelled" if proc.error == "no longer needed" else "failed")
-        proc.close()
-        proc.state = "ended"
-        proc.eof_at = None
-        self.fifos.remove(proc.base)
-        if proc in self.procs:
-            self.procs.remove(proc)
-        if self.current.get(proc.name) is proc:
-            del self.current[proc.name]
 
     def _close_unneeded(self, world: str) -> None:
         if self.warm is not None:
@@ -567,66 +399,6 @@ class WorldExecutor(Executor):
                     if proc in proc.parent.pending_children:
                         proc.parent.pending_children.remove(proc)
                         self._release(proc)
-
-    # -- worlds kept warm between builds (farmer watch) -----------------------------------
-
-    def _adopt(self, name: str) -> Proc | None:
-        """The kept process of world `name`, if it is alive, a fork of the process serving
-        its parent now, and set up under the fingerprint the world has now."""
-        assert self.warm is not None
-        kept = self.warm.take(name)
-        if kept is None:
-            return None
-        proc, was = kept
-        parent_name = self.tree.parent(name)
-        try:
-            parent = self._ensure(parent_name) if parent_name is not None else None
-        except OSError:  # no parent to be a fork of: neither is this one
-            self.warm.discard(proc)
-            raise
-        now = self.fingerprint(name) if self.fingerprint else None
-        if now is None or now != was or proc.parent is not parent or not self._idle_alive(proc) \
-                or not _setup_reads_hold(self.root, proc.setup_reads):
-            self.warm.discard(proc)
-            return None
-        self._move(proc, self.warm.selector, self.selector, adopt=True)
-        self.fingerprints[name] = now
-        self.current[name] = proc
-        self.procs.append(proc)
-        return proc
-
-    def _idle_alive(self, proc: Proc) -> bool:
-        """Whether a kept world lived through the time between builds. An idle world says
-        nothing then but, for a child world it forked that ended, `done`."""
-        if proc.parent is None and proc.reap(block=False):
-            return False
-        try:
-            messages, at_eof = proc.read()
-        except ProtocolError:
-            return False
-        for msg in messages:
-            if msg["t"] != "done" or proc.forked_worlds.pop(msg["job"], None) is None:
-                return False
-        return not at_eof
-
-    def _hand_back(self, proc: Proc) -> None:
-        assert self.warm is not None
-        self._move(proc, self.selector, self.warm.selector, adopt=False)
-        self.procs.remove(proc)
-        if self.current.get(proc.name) is proc:
-            del self.current[proc.name]
-        self.warm.keep(proc, self.fingerprints.get(proc.name) or "")
-
-    def _move(self, proc: Proc, old: selectors.BaseSelector, new: selectors.BaseSelector,
-              adopt: bool) -> None:
-        """Its descriptors from one selector to the other: this build's, with this
-        executor's callbacks, or the keeper's between builds."""
-        for fd, callback in ((proc.out_fd, lambda _fd, p=proc: self._read(p)),
-                             (proc.pidfd, lambda _fd, p=proc: self._exited(p))):
-            if fd is not None and not (fd == proc.out_fd and proc.eof):
-                old.unregister(fd)
-                new.register(fd, selectors.EVENT_READ, callback if adopt else None)
-        proc.selector = new
 
     # -- kills and reports -------------------------------------------------------------
 
@@ -661,19 +433,3 @@ class WorldExecutor(Executor):
         if world is not None and not self.stopping:
             self._close_unneeded(world)
 
-
-def _setup_reads_hold(root: str, reads: list | None) -> bool:
-    """Whether every file a kept world's setup read (`reads`: [began_ns, paths], as its
-    `ready` said) is unchanged since the setup began: its change time, which nothing sets
-    back, is older than that (by a kernel tick, by which time stamps lag the clock). Its
-    fingerprint leaves them out."""
-    if reads is None:
-        return True  # (a world of a driver that does not say: nothing read is known)
-    began, paths = reads
-    for path in paths:
-        try:
-            if os.stat(os.path.join(root, path)).st_ctime_ns >= began - _TICK_NS:
-                return False
-        except OSError:
-            return False
-    return True

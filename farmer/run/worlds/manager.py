@@ -5,7 +5,7 @@ A world's *futures* are the computations of the world that will still run in thi
 first those the plan says will run, then each started one until it ends (a retry stays a
 future). A world is needed while it or any descendant has a future: a child world is a fork
 of its parent, so the parent must outlive it (a crashed child world restarts from the
-parent). The I/O lives in `farmer.run.executors.world`; this module only decides.
+parent). The I/O lives in `farmer.run.executors.world_procs`; this module only decides.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class WarmWorlds:
     """World processes kept between the builds of `farmer watch`: each idle and ready,
     with the fingerprint it was set up under, its descriptors on a selector of its own
     while no build runs, its FIFOs in one directory for the whole watch. A build adopts
-    the ones whose fingerprint still holds (`farmer.run.executors.world`); `close` kills the
+    the ones whose fingerprint still holds (`farmer.run.executors.world_warm`); `close` kills the
     rest at the end of the watch. `farmer_dir`: the project's `.farmer/` (`FifoDir`)."""
 
     def __init__(self, farmer_dir: str | None = None) -> None:
