@@ -209,6 +209,8 @@ class _Build:
             hooks.print_finished()
             reporter.close()
             recorder.record_world_setups(executor.worlds_set_up())
+            recorder.hash_discovered()
+            recorder.rewritten_outputs()
             recorder.flush()
             recorder.cache.close(interrupted=hooks.signal is not None)
         if session.graph.paths_first:  # a build.ninja: ninja's logs told what ran, for ninja

@@ -122,6 +122,8 @@ class Recorder:
         # run's outputs with its trace, as soon as the run is recorded.
         self._later = type(self.cache) is RunCache
         self._root = root if root.endswith(os.sep) else root + os.sep
+        # The build.ninja runs recorded in this build, for `rewritten_outputs`: (index, trace).
+        self._ninja_kept: list[tuple[int, Trace]] = []
 
     def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
         """Ready `comp` to run. An Outcome when it is done without running (restored from
@@ -226,6 +228,8 @@ class Recorder:
         """`trace` is complete: on its way to state.db (and the output cache)."""
         self.listener.recorded(comp.index, trace)
         self._pending_traces.append(trace)
+        if comp.ninja is not None:
+            self._ninja_kept.append((comp.index, trace))
         origin = outcome.origin
         chain = self._chain_reads.pop(comp.index, None)
         if (not isinstance(origin, Restored) or origin.keep_locally) and not unsure:
@@ -267,6 +271,33 @@ class Recorder:
                 discovered[k] = (path, digest)
             self._unhashed.pop(0)
             self._keep(comp, late.trace, late.outcome, late.unsure)
+
+    def rewritten_outputs(self) -> None:
+        """At the end of a build: a build.ninja output that changed after its edge was
+        recorded is recorded as it stands now. Another edge of this build wrote it without
+        declaring it (CMake's ExternalProject: the build step declares what the install step
+        copies over it); ninja sees it newer than the edge's inputs, so up to date, and so
+        does the next build here, rather than rerunning the edge and all after it once."""
+        digests = self.digests
+        for index, trace in self._ninja_kept:
+            outputs = trace.outputs
+            for k, (path, digest) in enumerate(outputs):
+                if digest in ("missing", "not-a-file") or not digests.moved(path):
+                    continue
+                digests.forget(path)
+                try:
+                    now = digests.digest(path)
+                except NotAFile:
+                    now = None
+                if now is not None and now != digest:
+                    if outputs is trace.outputs:
+                        outputs = list(outputs)
+                    outputs[k] = (path, now)
+            if outputs is not trace.outputs:
+                trace = Trace(trace.id, trace.action, trace.world, trace.inputs, trace.discovered, outputs)
+                self.listener.recorded(index, trace)
+                self._pending_traces.append(trace)
+        self._ninja_kept = []
 
     def failed_outputs(self, comp: Computation) -> None:
         """A failed computation leaves no output in its place (SPEC §2): each is moved to
