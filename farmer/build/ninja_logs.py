@@ -91,6 +91,19 @@ def depfile_inputs(path: str) -> list[str] | None:
         return None
 
 
+def deps_log_inputs(manifest: str, output: str) -> list[str] | None:
+    """What ninja's deps log records as `output`'s inputs, when the record is as new as the
+    file (ninja's own test: an older one is stale); None without such a record."""
+    where = logs_dir(manifest)
+    mtime = _mtime(output)
+    if where is None or mtime is None:
+        return None
+    found = ninja_log.read_deps(os.path.join(where, ninja_log.DEPS)).get(output)
+    if found is None or found[0] < mtime:
+        return None
+    return found[1]
+
+
 def adopt(manifest: str, graph: Graph, state: State, farmer_dir: str) -> int:
     """Traces for the edges ninja built since farmer last read its log (see the module's
     docstring), saved now; how many. The working directory is the manifest's."""
