@@ -304,8 +304,11 @@ def test_a_tree_ninja_built_is_adopted_and_ninja_continues_farmers(c_tree, build
     assert _ran(r) == 0, r.stdout
     (c_tree / "gen.h").write_text("#define X 0 /* by hand */\n")  # newer than what ninja built
     r = run_farmer(c_tree, "build", "app")
-    assert _ran(r) == 2, r.stdout  # main.o, through its deps, and app
-    assert run("-d", "explain", "app").stdout == "ninja: no work to do.\n"  # farmer's runs are in ninja's logs
+    # main.o, through its deps; the object is byte-identical, so the link is cut off
+    assert _ran(r) == 1 and "CC main.o" in r.stdout, r.stdout
+    # farmer's run is in ninja's logs: ninja does not recompile, and relinks by its mtime rule
+    assert run("-d", "explain", "app").stdout.splitlines()[-1].endswith("app.rsp -o app")
+    assert run("-d", "explain", "app").stdout == "ninja: no work to do.\n"
     assert "main.o: #deps" in run("-t", "deps", "main.o").stdout
     assert "main.o: #deps" in run_farmer(c_tree, "ninja", "-t", "deps", "main.o").stdout
     assert (c_tree / builddir / ".ninja_log").is_file()

@@ -22,6 +22,7 @@ from farmer.store import ninja_log
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from farmer.files.digests import Digests
     from farmer.graph.graph import Computation, Graph
     from farmer.run.executors.base import Outcome
     from farmer.store.state import State
@@ -156,9 +157,12 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
         comp = comps[i]
         # What farmer recorded and still finds as it left it stands: its own check (by
         # content) decides, not ninja's (a log rewritten by `-t recompact` or `-t restat`
-        # lists edges ninja did not run).
+        # lists edges ninja did not run). An output rewritten since (its stat is not the one
+        # farmer last saw) was ninja's run, though its bytes may be the same (a compile of an
+        # edit that changes no code): ninja's judgement is taken.
         trace = known.get(comp.id) if known is not None else state.trace(comp.id)
-        if trace is not None and trace.outputs == [(p, digest_text(digests, p)) for p in comp.outputs]:
+        if trace is not None and not _rewritten(digests, comp.outputs) \
+                and trace.outputs == [(p, digest_text(digests, p)) for p in comp.outputs]:
             continue
         found = _clean_for_ninja(comp, version, entries, deps_log)
         if found is None:
@@ -170,6 +174,20 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
     if traces:
         state.save(traces, [], [], digests.changed)
     return len(traces)
+
+
+def _rewritten(digests: Digests, outputs: list[str]) -> bool:
+    """Whether one of `outputs` was written since farmer last took its digest (its stat now
+    differs from the stat data farmer keeps; unknown: not rewritten). The mtime is left out:
+    farmer keeps none for a file it saw in the racy window, and a write changes the ctime."""
+    from farmer.files.stattable import stat_key_of
+
+    for path in outputs:
+        cached = digests.cache.get(path)
+        now = stat_key_of(path)
+        if cached is not None and (now is None or cached[0][1:] != now[1:]):
+            return True
+    return False
 
 
 def _clean_for_ninja(comp: Computation, version: int, entries: dict,
