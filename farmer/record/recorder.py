@@ -124,6 +124,8 @@ class Recorder:
         self._root = root if root.endswith(os.sep) else root + os.sep
         # The build.ninja runs recorded in this build, for `rewritten_outputs`: (index, trace).
         self._ninja_kept: list[tuple[int, Trace]] = []
+        # ninja's `-d keepdepfile` / `-d keeprsp` (`farmer ninja`): what is not deleted once read
+        self.keep: frozenset[str] = frozenset()
 
     def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
         """Ready `comp` to run. An Outcome when it is done without running (restored from
@@ -503,11 +505,11 @@ class Recorder:
                         unsure = self._add_discovered(comp, p, started, discovered, unhashed) or unsure
             except depfile.DepfileError as e:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
-            if edge is not None and edge.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
-                _unlink(comp.depfile)
+            if edge is not None and edge.remove_depfile and "keepdepfile" not in self.keep:
+                _unlink(comp.depfile)  # ninja's `deps = gcc`: what it lists is kept, not the file
         if comp.kind == "python":
             unsure = self._python_reads(comp, started, discovered, unhashed) or unsure
-        if edge is not None and edge.rspfile:
+        if edge is not None and edge.rspfile and "keeprsp" not in self.keep:
             _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.world_fingerprint(comp.world), inputs,
                       discovered, outputs)
