@@ -148,7 +148,7 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
                      and comps[i].kind == "cmd" and comps[i].ninja is not None})
     if not chosen:
         return 0
-    deps_log = ninja_log.read_deps(deps_path) if any(comps[i].ninja.remove_depfile for i in chosen) else {}
+    deps_log = ninja_log.read_deps(deps_path) if any(_deps_logged(comps[i]) for i in chosen) else {}
     digests = Digests(state.stat_cache())
     digests.timed = timed_outputs(graph)
     known = state.traces() if len(chosen) > _ONE_BY_ONE else None
@@ -190,6 +190,13 @@ def _rewritten(digests: Digests, outputs: list[str]) -> bool:
     return False
 
 
+def _deps_logged(comp: Computation) -> bool:
+    """Whether ninja keeps what `comp` read in its deps log: `deps = gcc` (its depfile deleted)
+    or `deps = msvc` (the headers its output named)."""
+    edge = comp.ninja
+    return edge is not None and (bool(comp.depfile and edge.remove_depfile) or edge.msvc_prefix is not None)
+
+
 def _clean_for_ninja(comp: Computation, version: int, entries: dict,
                      deps_log: dict[str, tuple[int, list[str]]]) -> list[str] | None:
     """What `comp` read by its depfile, when ninja would call it up to date now (ninja's
@@ -203,8 +210,8 @@ def _clean_for_ninja(comp: Computation, version: int, entries: dict,
             return None
         outputs[out] = (mtime, entry.mtime_ns)
     found: list[str] = []
-    if comp.depfile:
-        if comp.ninja.remove_depfile:  # deps = gcc: the deps log has them
+    if comp.depfile or comp.ninja.msvc_prefix:
+        if _deps_logged(comp):  # deps = gcc or msvc: the deps log has them
             first = comp.outputs[0]
             deps = deps_log.get(first)
             if deps is None or deps[0] < outputs[first][0]:
@@ -247,7 +254,7 @@ def record_ran(manifest: str, graph: Graph, outcomes: dict[int, Outcome], discov
             h = ninja_log.command_hash(version, _command(comp))
             start, end = int(outcome.start_s * 1000), int(outcome.end_s * 1000)
             lines += [ninja_log.LogEntry(start, end, latest, out, h) for out in comp.outputs]
-            if comp.depfile and comp.ninja.remove_depfile:
+            if _deps_logged(comp):
                 found = discovered.get(comp.index, [])
                 declared = [p for p in comp.inputs if p not in found]
                 records += [(out, m, declared + found) for out, m in mtimes.items() if m is not None]

@@ -138,7 +138,8 @@ class Recorder:
                 digests.forget(path)
             before.append((path, digest_text(digests, path)))
         self._inputs_before[comp.index] = before
-        if (comp.depfile or comp.kind == "python") and self._fs_start is None:
+        discovers = comp.depfile or comp.kind == "python" or (comp.ninja is not None and comp.ninja.msvc_prefix)
+        if discovers and self._fs_start is None:
             self._fs_start = _fs_now(os.path.join(self._root, ".farmer", "lock"))
         if comp.kind == "python":  # what an older run left is not what this one will read
             _unlink(self._reads_file(comp))
@@ -190,6 +191,8 @@ class Recorder:
         outputs: list[tuple[str, str]] = []
         edge = comp.ninja
         stats = self._output_stats.pop(comp.index, None)
+        # `deps = msvc`: the header lines leave the output, whatever the outcome, as ninja's
+        includes = self._msvc_includes(comp, edge.msvc_prefix) if edge is not None and edge.msvc_prefix else None
         if outcome.ok:
             for k, path in enumerate(comp.outputs):
                 digests.forget(path)
@@ -215,7 +218,7 @@ class Recorder:
                 started = (time.time_ns(), 0)
             # (a run an engine saw read what it does not declare is kept out of the caches too)
             unsure = self._changed_inputs(comp) or outcome.uncacheable is not None
-            trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started)
+            trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started, includes)
             unsure = unsure or unsure_discovered
             self.listener.outputs_written(comp.outputs)
             if unhashed:
@@ -478,11 +481,30 @@ class Recorder:
         start = self._fs_start
         return start is not None and st.st_dev == start[0] and st.st_ctime_ns < start[1]
 
+    def _msvc_includes(self, comp: Computation, prefix: str) -> list[str]:
+        """The headers a `deps = msvc` command named in its output (`/showIncludes`), its log
+        rewritten without those lines (ninja's CLParser)."""
+        from farmer.record.depfile import filter_msvc_output
+        from farmer.run.executors.process import log_path
+
+        path = log_path(self.logs, comp.id)
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError:
+            return []  # it printed nothing
+        kept, includes = filter_msvc_output(text, prefix)
+        if kept != text:
+            with open(path, "wb") as f:
+                f.write(kept.encode("utf-8", "surrogateescape"))
+        return includes
+
     def _trace(self, comp: Computation, outcome: Outcome, outputs: list[tuple[str, str]],
-               started: tuple[int, int]) -> tuple[Trace, list[tuple[int, str]], bool]:
+               started: tuple[int, int], includes: list[str] | None = None
+               ) -> tuple[Trace, list[tuple[int, str]], bool]:
         """The run's trace, where in its `discovered` a file is left to `hash_discovered`
         (its digest there a placeholder until then), and whether a file its depfile lists
-        was recorded as CHANGED (`_discovered`)."""
+        was recorded as CHANGED (`_discovered`). `includes`: a `deps = msvc` run's headers."""
         digests = self.digests
         unsure = False
         inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
@@ -507,6 +529,12 @@ class Recorder:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
             if edge is not None and edge.remove_depfile and "keepdepfile" not in self.keep:
                 _unlink(comp.depfile)  # ninja's `deps = gcc`: what it lists is kept, not the file
+        if includes:
+            declared = set(comp.inputs)
+            for p in includes:
+                if p not in declared:
+                    declared.add(p)
+                    unsure = self._add_discovered(comp, p, started, discovered, unhashed) or unsure
         if comp.kind == "python":
             unsure = self._python_reads(comp, started, discovered, unhashed) or unsure
         if edge is not None and edge.rspfile and "keeprsp" not in self.keep:
