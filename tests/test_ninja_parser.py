@@ -577,12 +577,18 @@ class TestDepsKinds:
         _, g = load(root, "rule cc\n  command = x\n  depfile = $DEP\n  deps = $kind\nbuild a.o: cc\n  DEP = d/a.d\n  kind = gcc\n")
         assert (computation_of(g, "a.o").depfile, computation_of(g, "a.o").ninja.remove_depfile) == ("d/a.d", True)
 
+    def test_deps_msvc_reads_the_output_with_the_rules_prefix(self, root):
+        _, g = load(root, "rule cl\n  command = x\n  deps = msvc\n  depfile = ignored.d\nbuild a.obj: cl\n"
+                          "build b.obj: cl\n  msvc_deps_prefix = Hinweis: Einlesen der Datei:\n")
+        a, b = computation_of(g, "a.obj"), computation_of(g, "b.obj")
+        assert (a.depfile, a.ninja.msvc_prefix) == (None, "Note: including file: ")
+        assert b.ninja.msvc_prefix == "Hinweis: Einlesen der Datei:"
+
     def test_no_depfile(self, root):
         _, g = load(root, "rule cc\n  command = x\nbuild a.o: cc\n")
         assert computation_of(g, "a.o").depfile is None
 
     @pytest.mark.parametrize("text, expected", [
-        ("deps = msvc\n  depfile = x", "deps = msvc is not supported by farmer; only gcc-style depfiles"),
         ("deps = gcc", "deps = gcc needs a depfile"),
         ("deps = clang\n  depfile = x", "unknown deps type 'clang'"),
     ])

@@ -5,6 +5,7 @@ edit of a file it lists regenerates the manifest and builds what the new one say
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -145,3 +146,34 @@ def test_gn_project_regenerates_after_a_build_gn_edit(tmp_path):
     assert subprocess.run([str(out / "app")], check=False).returncode == 3
     assert (out / "obj" / "libcore.extra.o").exists()
     assert "ran 0," in farmer().stdout
+
+
+NINJA_BIN = shutil.which("ninja")
+
+
+@pytest.mark.skipif(not NINJA_BIN and os.environ.get("CI") != "true", reason="needs ninja")
+@pytest.mark.parametrize("form", [DEPS, {**GN, "regen": GN["regen"].replace("\nbuild build.ninja:", "\n  deps = gcc\nbuild build.ninja:")}],
+                         ids=["deps-gcc", "gn-deps-gcc"])
+def test_a_depfile_ninja_moved_into_its_deps_log_still_regenerates(project, form):
+    """ninja built the tree: it read the generator's depfile, deleted it and keeps what it
+    listed in .ninja_deps. farmer takes the list from there: its no-op is stamped, and an
+    edit of a listed file regenerates the manifest."""
+    project.write("configure.sh", CONFIGURE.format(**form))
+    project.write("config.txt", "a.txt\n")
+    project.write("a.txt", "A\n")
+    project.write("b.txt", "B\n")
+    subprocess.run(["sh", "configure.sh"], cwd=project.path("."), check=True)
+    subprocess.run([NINJA_BIN], cwd=project.path("."), check=True, capture_output=True)
+    assert not project.exists("build.ninja.d") and project.exists(".ninja_deps")
+    assert project.read("out.txt") == "A\n"
+    r = project.build_in_process(*NINJA)
+    assert r.returncode == 0 and r.finished_lines() == [], r  # ninja's work adopted
+    time.sleep(0.25)
+    assert project.build_in_process(*NINJA).finished_lines() == []
+    assert project.exists(".farmer/ninja.stamp")  # the no-op is stamped, with config.txt in it
+    assert project.build_in_process(*NINJA).finished_lines() == []
+    project.write("config.txt", "b.txt\n")
+    r = project.build_in_process(*NINJA)
+    assert r.returncode == 0 and "cp out.txt" in r.finished_lines(), r
+    assert project.read("out.txt") == "B\n"
+    assert project.build_in_process(*NINJA).finished_lines() == []

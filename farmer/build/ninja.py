@@ -156,9 +156,10 @@ def regeneration_inputs(spec: Spec, graph: Graph) -> list[tuple[str, tuple]] | N
     if i is None:
         return []
     comp = graph.computations[i]
-    if comp.depfile and not os.path.exists(comp.depfile):
+    listed = _depfile_inputs(comp, spec.path)
+    if listed is None:
         return None  # what it lists is not known here (deleted by another tool, never made)
-    return ninjastamp.observe(list(comp.inputs) + [p for p in _depfile_inputs(comp) if p not in comp.inputs])
+    return ninjastamp.observe(list(comp.inputs) + [p for p in listed if p not in comp.inputs])
 
 
 def regenerator(graph: Graph, name: str) -> int | None:
@@ -174,19 +175,21 @@ def regenerator(graph: Graph, name: str) -> int | None:
     return i
 
 
-def _depfile_inputs(comp: Computation) -> list[str]:
+def _depfile_inputs(comp: Computation, manifest: str) -> list[str] | None:
     """The files the edge's depfile lists now (GN's `build.ninja.d`: every BUILD.gn, .gni and
-    args.gn the generator read); none without one, or when it cannot be read."""
+    args.gn the generator read); none without a depfile. A depfile that ninja read and
+    deleted (`deps = gcc`): what ninja's deps log (.ninja_deps) recorded of it, when that
+    record is not older than the edge's first output (as ninja trusts it). None when neither
+    can be read."""
     if not comp.depfile:
         return []
-    from farmer.record import depfile
+    from farmer.build import ninja_logs
 
-    try:
-        with open(comp.depfile, encoding="utf-8", errors="surrogateescape") as f:
-            text = f.read()
-        return [os.path.normpath(p) for p in depfile.parse(text)]
-    except (OSError, depfile.DepfileError):
-        return []
+    listed = ninja_logs.depfile_inputs(comp.depfile)
+    if listed is not None or os.path.exists(comp.depfile):
+        return listed
+    # (farmer keeps a generator's depfile, so its edge does not say `deps`: only ninja's log can)
+    return ninja_logs.deps_log_inputs(manifest, comp.outputs[0]) if comp.ninja is not None else None
 
 
 def stamp(spec: Spec, regenerated_from: list[tuple[str, tuple]]) -> None:
@@ -241,14 +244,14 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
             return False
         # The inputs its depfile lists (GN lists every BUILD.gn there and nothing in the
         # manifest): one that is gone or newer than the outputs makes it run.
-        for p in _depfile_inputs(comp):
+        for p in _depfile_inputs(comp, spec.path) or []:
             try:
                 if os.stat(p).st_mtime_ns > oldest_output:
                     return False
             except OSError:
                 return False
     if state is not None:
-        _record_now(graph, comp, state)
+        _record_now(spec, graph, comp, state)
         return True
     from farmer.files.lock import ProjectLock
     from farmer.store.state import State
@@ -257,13 +260,13 @@ def _adopt(spec: Spec, graph: Graph, i: int, ran: bool = False, state: State | N
     with ProjectLock(farmer_dir):
         state = State(farmer_dir)
         try:
-            _record_now(graph, comp, state)
+            _record_now(spec, graph, comp, state)
         finally:
             state.close()
     return True
 
 
-def _record_now(graph: Graph, comp: Computation, state: State) -> None:
+def _record_now(spec: Spec, graph: Graph, comp: Computation, state: State) -> None:
     """Save `comp`'s trace as its inputs and outputs are now, with the files its depfile
     lists as discovered inputs (ninja reads a generator's depfile as any edge's)."""
     from farmer.files.digests import Digests, NotAFile
@@ -280,7 +283,7 @@ def _record_now(graph: Graph, comp: Computation, state: State) -> None:
             return "not-a-file"
 
     declared = set(comp.inputs)
-    listed = [p for p in _depfile_inputs(comp) if p not in declared]
+    listed = [p for p in _depfile_inputs(comp, spec.path) or [] if p not in declared]
     if not listed and comp.depfile:  # read and deleted by the run (`deps = gcc`): as the run recorded them
         known = state.trace(comp.id)
         listed = [p for p, _ in known.discovered] if known is not None else []

@@ -22,6 +22,7 @@ from farmer.store import ninja_log
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from farmer.files.digests import Digests
     from farmer.graph.graph import Computation, Graph
     from farmer.run.executors.base import Outcome
     from farmer.store.state import State
@@ -91,6 +92,19 @@ def depfile_inputs(path: str) -> list[str] | None:
         return None
 
 
+def deps_log_inputs(manifest: str, output: str) -> list[str] | None:
+    """What ninja's deps log records as `output`'s inputs, when the record is as new as the
+    file (ninja's own test: an older one is stale); None without such a record."""
+    where = logs_dir(manifest)
+    mtime = _mtime(output)
+    if where is None or mtime is None:
+        return None
+    found = ninja_log.read_deps(os.path.join(where, ninja_log.DEPS)).get(output)
+    if found is None or found[0] < mtime:
+        return None
+    return found[1]
+
+
 def adopt(manifest: str, graph: Graph, state: State, farmer_dir: str) -> int:
     """Traces for the edges ninja built since farmer last read its log (see the module's
     docstring), saved now; how many. The working directory is the manifest's."""
@@ -134,7 +148,7 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
                      and comps[i].kind == "cmd" and comps[i].ninja is not None})
     if not chosen:
         return 0
-    deps_log = ninja_log.read_deps(deps_path) if any(comps[i].ninja.remove_depfile for i in chosen) else {}
+    deps_log = ninja_log.read_deps(deps_path) if any(_deps_logged(comps[i]) for i in chosen) else {}
     digests = Digests(state.stat_cache())
     digests.timed = timed_outputs(graph)
     known = state.traces() if len(chosen) > _ONE_BY_ONE else None
@@ -143,9 +157,12 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
         comp = comps[i]
         # What farmer recorded and still finds as it left it stands: its own check (by
         # content) decides, not ninja's (a log rewritten by `-t recompact` or `-t restat`
-        # lists edges ninja did not run).
+        # lists edges ninja did not run). An output rewritten since (its stat is not the one
+        # farmer last saw) was ninja's run, though its bytes may be the same (a compile of an
+        # edit that changes no code): ninja's judgement is taken.
         trace = known.get(comp.id) if known is not None else state.trace(comp.id)
-        if trace is not None and trace.outputs == [(p, digest_text(digests, p)) for p in comp.outputs]:
+        if trace is not None and not _rewritten(digests, comp.outputs) \
+                and trace.outputs == [(p, digest_text(digests, p)) for p in comp.outputs]:
             continue
         found = _clean_for_ninja(comp, version, entries, deps_log)
         if found is None:
@@ -157,6 +174,27 @@ def _adopt_edges(graph: Graph, state: State, version: int, entries: dict, output
     if traces:
         state.save(traces, [], [], digests.changed)
     return len(traces)
+
+
+def _rewritten(digests: Digests, outputs: list[str]) -> bool:
+    """Whether one of `outputs` was written since farmer last took its digest (its stat now
+    differs from the stat data farmer keeps; unknown: not rewritten). The mtime is left out:
+    farmer keeps none for a file it saw in the racy window, and a write changes the ctime."""
+    from farmer.files.stattable import stat_key_of
+
+    for path in outputs:
+        cached = digests.cache.get(path)
+        now = stat_key_of(path)
+        if cached is not None and (now is None or cached[0][1:] != now[1:]):
+            return True
+    return False
+
+
+def _deps_logged(comp: Computation) -> bool:
+    """Whether ninja keeps what `comp` read in its deps log: `deps = gcc` (its depfile deleted)
+    or `deps = msvc` (the headers its output named)."""
+    edge = comp.ninja
+    return edge is not None and (bool(comp.depfile and edge.remove_depfile) or edge.msvc_prefix is not None)
 
 
 def _clean_for_ninja(comp: Computation, version: int, entries: dict,
@@ -172,8 +210,8 @@ def _clean_for_ninja(comp: Computation, version: int, entries: dict,
             return None
         outputs[out] = (mtime, entry.mtime_ns)
     found: list[str] = []
-    if comp.depfile:
-        if comp.ninja.remove_depfile:  # deps = gcc: the deps log has them
+    if comp.depfile or comp.ninja.msvc_prefix:
+        if _deps_logged(comp):  # deps = gcc or msvc: the deps log has them
             first = comp.outputs[0]
             deps = deps_log.get(first)
             if deps is None or deps[0] < outputs[first][0]:
@@ -216,7 +254,7 @@ def record_ran(manifest: str, graph: Graph, outcomes: dict[int, Outcome], discov
             h = ninja_log.command_hash(version, _command(comp))
             start, end = int(outcome.start_s * 1000), int(outcome.end_s * 1000)
             lines += [ninja_log.LogEntry(start, end, latest, out, h) for out in comp.outputs]
-            if comp.depfile and comp.ninja.remove_depfile:
+            if _deps_logged(comp):
                 found = discovered.get(comp.index, [])
                 declared = [p for p in comp.inputs if p not in found]
                 records += [(out, m, declared + found) for out, m in mtimes.items() if m is not None]

@@ -36,7 +36,8 @@ class BuildRequest:
 
     __slots__ = ("targets", "directory", "farmfile", "farmfile_given", "ninja", "jobs", "load",
                  "keep_going", "dry_run", "explain", "no_worlds", "timeout", "trace_file", "cache",
-                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front", "jobserver", "check_deps")
+                 "cache_dir", "remote", "base_dir", "live", "verbose", "quiet", "front", "jobserver", "check_deps",
+                 "keep")
 
     def __init__(self, targets: list[str], directory: str | None = None, farmfile: str = "Farmfile",
                  farmfile_given: bool = True, ninja: bool = False, jobs: int | None = None,
@@ -45,7 +46,8 @@ class BuildRequest:
                  trace_file: str | None = None, cache: bool | None = None, cache_dir: str | None = None,
                  remote: dict | None = None, base_dir: str | None = None, live: bool = False,
                  verbose: bool = False, quiet: bool = False, front: str = "farmer",
-                 jobserver: bool | None = None, check_deps: str | None = None) -> None:
+                 jobserver: bool | None = None, check_deps: str | None = None,
+                 keep: frozenset[str] = frozenset()) -> None:
         self.targets = targets
         self.directory = directory  # -C
         self.farmfile = farmfile  # -f, else the default name, found upwards (`farmfile_given`)
@@ -73,6 +75,9 @@ class BuildRequest:
         # `checked` decides, yes unless -j was given (as ninja)
         self.jobserver = jobserver
         self.check_deps = check_deps  # --check-deps: "warn" or "strict"; None: the Farmfile's
+        # `farmer ninja -d keepdepfile / keeprsp`: the depfiles and response files a build.ninja
+        # build would delete once read, kept
+        self.keep = keep
 
     def replace(self, **changes) -> BuildRequest:
         """A copy with `changes` (option names as keywords) made."""

@@ -120,6 +120,12 @@ class _Build:
         if self.early:  # interrupted while planning: nothing ran, last-build.json says so
             return self.finish({i: Settled(SKIPPED, "build stopped") for i in session.selected},
                                {}, self.early[0], {}, [])
+        if opts.dry_run and opts.front == "ninja":  # `farmer ninja -n`: ninja's lines
+            from farmer.report.ninja_status import NINJA_STATUS, dry_run_lines
+
+            sys.stdout.write(dry_run_lines(comps, [i for i in session.selected if i in to_run], opts.jobs,
+                                           os.environ.get("NINJA_STATUS", NINJA_STATUS), opts.verbose, opts.quiet))
+            return 0
         if opts.dry_run:
             from farmer.plan.stale import would_remove
 
@@ -162,6 +168,7 @@ class _Build:
         recorder = Recorder(comps, session.spec.root, session.digests, session.state, session.world_fingerprint,
                             session, reporter.message, cache, engines.observers, logs,
                             session.graph.world_inputs)
+        recorder.keep = opts.keep
         hooks = BuildHooks(session, opts, prediction, recorder, reporter, logs, self.t0)
         hooks.deferred = self.deferred
         # last-build.json's predicted makespan, simulated once the first commands run (after
@@ -209,6 +216,8 @@ class _Build:
             hooks.print_finished()
             reporter.close()
             recorder.record_world_setups(executor.worlds_set_up())
+            recorder.hash_discovered()
+            recorder.rewritten_outputs()
             recorder.flush()
             recorder.cache.close(interrupted=hooks.signal is not None)
         if session.graph.paths_first:  # a build.ninja: ninja's logs told what ran, for ninja

@@ -39,10 +39,10 @@ options:
 """
 
 DEBUG_MODES = """debugging modes:
-  stats        accepted (farmer's figures: .farmer/last-build.json, farmer report)
+  stats        print operation counts/timing info
   explain      explain what caused a command to execute
-  keepdepfile  don't delete depfiles after they're read by ninja (accepted; farmer reads them)
-  keeprsp      don't delete @response files on success (accepted)
+  keepdepfile  don't delete depfiles after they're read by ninja
+  keeprsp      don't delete @response files on success
 multiple modes can be enabled via -d FOO -d BAR
 """
 
@@ -68,7 +68,7 @@ class NinjaArgs:
     """ninja's command line, read."""
 
     __slots__ = ("directory", "file", "jobs", "keep_going", "load", "dry_run", "verbose", "quiet",
-                 "explain", "stats", "tool", "tool_args", "targets", "status", "done")
+                 "explain", "stats", "keep", "tool", "tool_args", "targets", "status", "done")
 
     def __init__(self) -> None:
         self.directory: str | None = None
@@ -81,6 +81,7 @@ class NinjaArgs:
         self.quiet = False
         self.explain = False
         self.stats = False
+        self.keep: frozenset[str] = frozenset()  # -d keepdepfile / keeprsp: what is not deleted
         self.tool: str | None = None
         self.tool_args: list[str] = []
         self.targets: list[str] = []
@@ -188,7 +189,9 @@ def _option(args: NinjaArgs, c: str, value: str) -> None:
             args.explain = True
         elif value == "stats":
             args.stats = True
-        elif value not in ("keepdepfile", "keeprsp", "nostatcache"):
+        elif value in ("keepdepfile", "keeprsp"):
+            args.keep = args.keep | {value}
+        elif value != "nostatcache":
             raise Usage(f"unknown debug setting '{value}'")
     elif c == "w":
         if value == "list":
@@ -264,8 +267,48 @@ def main(argv: list[str]) -> int:
 
     request = BuildRequest(targets, farmfile=args.file, farmfile_given=True, ninja=True, jobs=args.jobs,
                            load=args.load, keep_going=args.keep_going, dry_run=args.dry_run,
-                           explain=args.explain, verbose=args.verbose, quiet=args.quiet, front="ninja")
-    return Workspace().build(request)
+                           explain=args.explain, verbose=args.verbose, quiet=args.quiet, front="ninja",
+                           keep=args.keep)
+    if not args.stats:
+        return Workspace().build(request)
+    import time
+
+    began_ns = time.time_ns()
+    began = time.perf_counter()
+    code = Workspace().build(request)
+    sys.stdout.write(stats_table(time.perf_counter() - began, _commands_run(began_ns)))
+    return code
+
+
+def _commands_run(since_ns: int) -> list[float]:
+    """The seconds each command of this build took, as last-build.json tells (none when the
+    build wrote none: a no-op's fast path)."""
+    import json
+
+    path = os.path.join(".farmer", "last-build.json")
+    try:
+        if os.stat(path).st_mtime_ns < since_ns:
+            return []
+        with open(path, encoding="utf-8") as f:
+            tasks = json.load(f).get("tasks", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [t.get("duration_s") or 0.0 for t in tasks if isinstance(t, dict) and t.get("status") == "ran"]
+
+
+def stats_table(build_s: float, commands_s: list[float]) -> str:
+    """`-d stats` in ninja's table (`metric`, `count`, `avg (us)`, `total (ms)`, tab
+    separated, names padded), with what farmer measures: the whole build, and the commands
+    that ran."""
+    rows = [("farmer build", 1, build_s)]
+    if commands_s:
+        rows.append(("command", len(commands_s), sum(commands_s)))
+    width = max(len("metric"), *(len(name) for name, _, _ in rows))
+    out = [f"{'metric':<{width}}\t{'count':<6}\t{'avg (us)':<9}\t{'total (ms)'}\n"]
+    for name, count, seconds in rows:
+        micros = seconds * 1e6
+        out.append(f"{name:<{width}}\t{count:<6d}\t{micros / count:<8.1f}\t{micros / 1000:.1f}\n")
+    return "".join(out)
 
 
 def _early(signum: int, frame: object) -> None:

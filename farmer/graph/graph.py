@@ -28,7 +28,7 @@ class NinjaEdge:
     computations have none (`Computation.ninja is None`)."""
 
     __slots__ = ("order_only", "description", "generator", "remove_depfile", "rspfile",
-                 "rspfile_content", "optional_outputs", "console", "restat", "dyndep")
+                 "rspfile_content", "optional_outputs", "console", "restat", "dyndep", "msvc_prefix")
 
     def __init__(
         self,
@@ -42,12 +42,14 @@ class NinjaEdge:
         console: bool = False,  # runs on the terminal (stdin/stdout), not into its log
         restat: bool = True,  # False: its outputs' digests cover their mtime (ninja without restat)
         dyndep: str | None = None,  # the dyndep file that adds to its inputs and outputs once made
+        msvc_prefix: str | None = None,  # `deps = msvc`: the prefix of the output lines naming headers
     ) -> None:
         self.order_only = [] if order_only is None else order_only
         self.description, self.generator = description, generator
         self.remove_depfile, self.rspfile, self.rspfile_content = remove_depfile, rspfile, rspfile_content
         self.optional_outputs, self.console, self.restat = optional_outputs, console, restat
         self.dyndep = dyndep
+        self.msvc_prefix = msvc_prefix
 
     def row(self) -> tuple:
         """Its fields in __init__'s order, for a cache: `NinjaEdge(*edge.row())` makes it again."""

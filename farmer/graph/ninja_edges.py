@@ -21,6 +21,7 @@ from farmer.manifest.ninja_parser import Edge, Manifest, canonical, shell_escape
 from farmer.manifest.spec import Spec
 
 CONSOLE = "console"
+MSVC_PREFIX = "Note: including file: "  # cl.exe's /showIncludes lines in English: ninja's default
 
 
 class _EdgeEnv:
@@ -243,10 +244,12 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
             raise UsageError(f"{edge.where}: dyndep file '{dyndep}' is not an input of this build statement")
     depfile = get(plain, "depfile") or None
     deps = get(plain, "deps")
-    if deps not in ("", "gcc"):
-        if deps == "msvc":
-            raise UsageError(f"{edge.where}: deps = msvc is not supported by farmer; only gcc-style depfiles")
+    if deps not in ("", "gcc", "msvc"):
         raise UsageError(f"{edge.where}: unknown deps type '{deps}'")
+    msvc_prefix = None
+    if deps == "msvc":  # the headers are in the command's output (cl /showIncludes), not a depfile
+        msvc_prefix = get(plain, "msvc_deps_prefix") or MSVC_PREFIX
+        depfile = None
     if deps == "gcc" and not depfile:
         raise UsageError(f"{edge.where}: deps = gcc needs a depfile")
     rspfile = get(plain, "rspfile") or None
@@ -265,4 +268,5 @@ def _command(manifest: Manifest, edge: Edge, index: int, cid: str, inputs: list[
             # that in its deps log).
             remove_depfile=deps == "gcc" and not generator, rspfile=rspfile,
             rspfile_content=shell.lookup("rspfile_content") if rspfile else None,
-            optional_outputs=True, console=pool == CONSOLE, restat=restat, dyndep=dyndep or None))
+            optional_outputs=True, console=pool == CONSOLE, restat=restat, dyndep=dyndep or None,
+            msvc_prefix=msvc_prefix))

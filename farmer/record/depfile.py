@@ -1,4 +1,5 @@
-"""Makefile-style dependency files, as `gcc -MD` writes them.
+"""Makefile-style dependency files, as `gcc -MD` writes them (and the headers cl.exe names
+on its output, ninja's `deps = msvc`: `filter_msvc_output`).
 
 Handles `\\` line continuations, escaped spaces (`\\ `), `$$`, several targets before the
 colon, and several rules in one file (`-MP` adds empty rules for headers). The result is
@@ -145,3 +146,26 @@ def write(comp: Computation, discovered: list[tuple[str, str]]) -> None:
     os.makedirs(os.path.dirname(comp.depfile) or ".", exist_ok=True)
     with open(comp.depfile, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.write(text)
+
+
+_SOURCE_SUFFIXES = (".c", ".cc", ".cxx", ".cpp", ".c++")  # cl.exe echoes the source's name
+_SYSTEM = ("program files", "microsoft visual studio")
+
+
+def filter_msvc_output(text: str, prefix: str) -> tuple[str, list[str]]:
+    """`deps = msvc` in a build.ninja: cl.exe's `/showIncludes` names each header it opens on
+    a line of its output after `prefix` (`msvc_deps_prefix`). As ninja does: the output
+    without those lines nor the line echoing the source's name, and the headers named, each
+    once, in the order first named, those of the compiler's own installation (under
+    "Program Files" or "Microsoft Visual Studio") left out."""
+    kept: list[str] = []
+    found: dict[str, None] = {}
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\r\n")
+        if bare.startswith(prefix):
+            path = bare[len(prefix):].lstrip(" ")
+            if path and not any(s in path.lower() for s in _SYSTEM):
+                found[os.path.normpath(path)] = None
+        elif not bare.lower().endswith(_SOURCE_SUFFIXES):
+            kept.append(line)
+    return "".join(kept), list(found)

@@ -122,6 +122,10 @@ class Recorder:
         # run's outputs with its trace, as soon as the run is recorded.
         self._later = type(self.cache) is RunCache
         self._root = root if root.endswith(os.sep) else root + os.sep
+        # The build.ninja runs recorded in this build, for `rewritten_outputs`: (index, trace).
+        self._ninja_kept: list[tuple[int, Trace]] = []
+        # ninja's `-d keepdepfile` / `-d keeprsp` (`farmer ninja`): what is not deleted once read
+        self.keep: frozenset[str] = frozenset()
 
     def prepare(self, comp: Computation, now_s: float) -> Outcome | None:
         """Ready `comp` to run. An Outcome when it is done without running (restored from
@@ -134,7 +138,8 @@ class Recorder:
                 digests.forget(path)
             before.append((path, digest_text(digests, path)))
         self._inputs_before[comp.index] = before
-        if (comp.depfile or comp.kind == "python") and self._fs_start is None:
+        discovers = comp.depfile or comp.kind == "python" or (comp.ninja is not None and comp.ninja.msvc_prefix)
+        if discovers and self._fs_start is None:
             self._fs_start = _fs_now(os.path.join(self._root, ".farmer", "lock"))
         if comp.kind == "python":  # what an older run left is not what this one will read
             _unlink(self._reads_file(comp))
@@ -186,6 +191,8 @@ class Recorder:
         outputs: list[tuple[str, str]] = []
         edge = comp.ninja
         stats = self._output_stats.pop(comp.index, None)
+        # `deps = msvc`: the header lines leave the output, whatever the outcome, as ninja's
+        includes = self._msvc_includes(comp, edge.msvc_prefix) if edge is not None and edge.msvc_prefix else None
         if outcome.ok:
             for k, path in enumerate(comp.outputs):
                 digests.forget(path)
@@ -211,7 +218,7 @@ class Recorder:
                 started = (time.time_ns(), 0)
             # (a run an engine saw read what it does not declare is kept out of the caches too)
             unsure = self._changed_inputs(comp) or outcome.uncacheable is not None
-            trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started)
+            trace, unhashed, unsure_discovered = self._trace(comp, outcome, outputs, started, includes)
             unsure = unsure or unsure_discovered
             self.listener.outputs_written(comp.outputs)
             if unhashed:
@@ -226,6 +233,8 @@ class Recorder:
         """`trace` is complete: on its way to state.db (and the output cache)."""
         self.listener.recorded(comp.index, trace)
         self._pending_traces.append(trace)
+        if comp.ninja is not None:
+            self._ninja_kept.append((comp.index, trace))
         origin = outcome.origin
         chain = self._chain_reads.pop(comp.index, None)
         if (not isinstance(origin, Restored) or origin.keep_locally) and not unsure:
@@ -267,6 +276,33 @@ class Recorder:
                 discovered[k] = (path, digest)
             self._unhashed.pop(0)
             self._keep(comp, late.trace, late.outcome, late.unsure)
+
+    def rewritten_outputs(self) -> None:
+        """At the end of a build: a build.ninja output that changed after its edge was
+        recorded is recorded as it stands now. Another edge of this build wrote it without
+        declaring it (CMake's ExternalProject: the build step declares what the install step
+        copies over it); ninja sees it newer than the edge's inputs, so up to date, and so
+        does the next build here, rather than rerunning the edge and all after it once."""
+        digests = self.digests
+        for index, trace in self._ninja_kept:
+            outputs = trace.outputs
+            for k, (path, digest) in enumerate(outputs):
+                if digest in ("missing", "not-a-file") or not digests.moved(path):
+                    continue
+                digests.forget(path)
+                try:
+                    now = digests.digest(path)
+                except NotAFile:
+                    now = None
+                if now is not None and now != digest:
+                    if outputs is trace.outputs:
+                        outputs = list(outputs)
+                    outputs[k] = (path, now)
+            if outputs is not trace.outputs:
+                trace = Trace(trace.id, trace.action, trace.world, trace.inputs, trace.discovered, outputs)
+                self.listener.recorded(index, trace)
+                self._pending_traces.append(trace)
+        self._ninja_kept = []
 
     def failed_outputs(self, comp: Computation) -> None:
         """A failed computation leaves no output in its place (SPEC §2): each is moved to
@@ -445,11 +481,30 @@ class Recorder:
         start = self._fs_start
         return start is not None and st.st_dev == start[0] and st.st_ctime_ns < start[1]
 
+    def _msvc_includes(self, comp: Computation, prefix: str) -> list[str]:
+        """The headers a `deps = msvc` command named in its output (`/showIncludes`), its log
+        rewritten without those lines (ninja's CLParser)."""
+        from farmer.record.depfile import filter_msvc_output
+        from farmer.run.executors.process import log_path
+
+        path = log_path(self.logs, comp.id)
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError:
+            return []  # it printed nothing
+        kept, includes = filter_msvc_output(text, prefix)
+        if kept != text:
+            with open(path, "wb") as f:
+                f.write(kept.encode("utf-8", "surrogateescape"))
+        return includes
+
     def _trace(self, comp: Computation, outcome: Outcome, outputs: list[tuple[str, str]],
-               started: tuple[int, int]) -> tuple[Trace, list[tuple[int, str]], bool]:
+               started: tuple[int, int], includes: list[str] | None = None
+               ) -> tuple[Trace, list[tuple[int, str]], bool]:
         """The run's trace, where in its `discovered` a file is left to `hash_discovered`
         (its digest there a placeholder until then), and whether a file its depfile lists
-        was recorded as CHANGED (`_discovered`)."""
+        was recorded as CHANGED (`_discovered`). `includes`: a `deps = msvc` run's headers."""
         digests = self.digests
         unsure = False
         inputs = self._inputs_before.pop(comp.index, None) or [(p, digest_text(digests, p)) for p in comp.inputs]
@@ -472,11 +527,17 @@ class Recorder:
                         unsure = self._add_discovered(comp, p, started, discovered, unhashed) or unsure
             except depfile.DepfileError as e:
                 self.warn(f"farmer: warning: {comp.depfile}: {e}; no inputs discovered")
-            if edge is not None and edge.remove_depfile:  # ninja's `deps = gcc`: what it lists is kept, not the file
-                _unlink(comp.depfile)
+            if edge is not None and edge.remove_depfile and "keepdepfile" not in self.keep:
+                _unlink(comp.depfile)  # ninja's `deps = gcc`: what it lists is kept, not the file
+        if includes:
+            declared = set(comp.inputs)
+            for p in includes:
+                if p not in declared:
+                    declared.add(p)
+                    unsure = self._add_discovered(comp, p, started, discovered, unhashed) or unsure
         if comp.kind == "python":
             unsure = self._python_reads(comp, started, discovered, unhashed) or unsure
-        if edge is not None and edge.rspfile:
+        if edge is not None and edge.rspfile and "keeprsp" not in self.keep:
             _unlink(edge.rspfile)
         trace = Trace(comp.id, comp.fingerprint, self.world_fingerprint(comp.world), inputs,
                       discovered, outputs)

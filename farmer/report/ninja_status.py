@@ -92,6 +92,74 @@ def ninja_failure_text(comp: Computation, output: str) -> str:
     return text
 
 
+def ninja_label(comp: Computation, verbose: bool) -> str:
+    """What ninja prints after an edge's status: its description, else (or with -v) its
+    command."""
+    edge = comp.ninja
+    if not verbose and edge is not None and edge.description:
+        return edge.description
+    return comp.action if comp.action is not None else label(comp)
+
+
+def dry_run_lines(comps: list[Computation], order: list[int], jobs: int, fmt: str, verbose: bool,
+                  quiet: bool) -> str:
+    """`ninja -n`'s output: the edges that would run, as ninja's dry run goes through them:
+    as many started as `jobs` allows (those ready first in the manifest), each finished at once in
+    the order started, its status printed then (`%s` and `%r` counting what is started and
+    not yet finished, itself included); `ninja: no work to do.` when none would run."""
+    if not order:
+        return "ninja: no work to do.\n"
+    if quiet:
+        return ""
+    rank = set(order)
+    waits_on: dict[int, int] = {}
+    released: dict[int, list[int]] = {i: [] for i in order}
+    for i in order:
+        needs = _run_producers(comps, i, rank)
+        waits_on[i] = len(needs)
+        for p in needs:
+            released[p].append(i)
+    import heapq
+
+    ready = [i for i in order if waits_on[i] == 0]  # first the first in the manifest, as ninja 1.11
+    heapq.heapify(ready)
+    total, started, finished = len(order), 0, 0
+    running: list[int] = []  # started, not finished: ninja's dry run finishes them first in, first out
+    out: list[str] = []
+    while finished < total:
+        while ready and len(running) < max(jobs, 1):
+            running.append(heapq.heappop(ready))
+            started += 1
+        if not running:
+            break  # (a cycle: the graph was checked before, so never)
+        i = running.pop(0)
+        finished += 1
+        out.append(f"{format_status(fmt, started, total, finished, len(running) + 1, 0.0)}"
+                   f"{ninja_label(comps[i], verbose)}\n")
+        for j in released[i]:
+            waits_on[j] -= 1
+            if waits_on[j] == 0:
+                heapq.heappush(ready, j)
+    return "".join(out)
+
+
+def _run_producers(comps: list[Computation], i: int, rank: set[int]) -> set[int]:
+    """The edges of the dry run that `i` waits for: its producers that would run, and those
+    a phony producer stands for."""
+    found: set[int] = set()
+    todo, seen = list(comps[i].producers), set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if p in rank:
+            found.add(p)
+        elif comps[p].kind is None:
+            todo.extend(comps[p].producers)
+    return found
+
+
 class StatusReporter(PlainReporter):
     """Plain lines with ninja's choices: `fmt` the status prefix (NINJA_STATUS's format),
     `verbose` a command's line in place of its description, `quiet` no status line at all,
@@ -116,7 +184,8 @@ class StatusReporter(PlainReporter):
     def finished(self, comp: Computation, done: int, total: int, output: str) -> None:
         text = ""
         if not self.quiet:
-            what = comp.action if self.verbose and comp.action is not None else label(comp)
+            what = ninja_label(comp, self.verbose) if self.ninja else \
+                comp.action if self.verbose and comp.action is not None else label(comp)
             running = max(self.running - 1, 0)
             status = format_status(self.fmt, done + running, total, done, running,
                                    time.monotonic() - self.started_at)
