@@ -544,3 +544,54 @@ def test_every_option_of_farmer_build_is_served(served):
     r = served.build("-v", "--quiet", "-k", "0")
     assert r.returncode == 0 and r.summary()["up to date"] == 2, r
     assert _served_commands(served) == before + 1
+
+
+def test_a_servers_no_ops_reuse_the_proof_and_write_last_build_json_as_a_farmer_alone(project, monkeypatch):
+    """The proof is read once while its files stay; last-build.json, staged ahead between
+    no-ops, holds the same bytes a farmer alone writes (but for the time fields), with the
+    mode the client's umask gives it."""
+    import json
+
+    from farmer.build import watched
+    from farmer.build.request import BuildRequest
+    from farmer.cli import app
+
+    project.farmfile(CHAIN)
+    project.write("src.txt", "one\n")
+    assert project.build().returncode == 0
+    assert project.build("-j", "1").summary()["up to date"] == 2
+    alone = json.loads(project.read(".farmer/last-build.json"))
+    from farmer.report import lastbuild
+
+    reads, copied = [], []
+    real_read, real_write = watched.read, lastbuild.write
+    monkeypatch.setattr(watched, "read", lambda *a: reads.append(a) or real_read(*a))
+    monkeypatch.setattr(lastbuild, "write", lambda *a: copied.append(a) or real_write(*a))
+    monkeypatch.chdir(project.root)
+    srv = server.Server(str(project.root), 60, app.run_served)
+    srv.open()
+    old_umask = os.umask(0o027)
+    try:
+        def noop() -> dict:
+            served = server.Served(srv.workspace, srv.watcher, srv.checker)
+            assert served.build(BuildRequest([], jobs=1)) == 0
+            served.done()
+            return json.loads(project.read(".farmer/last-build.json"))
+
+        noop()  # the server's first build checks every file
+        for _ in range(3):
+            got = noop()
+            assert got["tasks"] == alone["tasks"] and got["status"] == "ok"
+            assert {k for k in got if got[k] != alone[k]} <= {"started_at", "wall_s"}
+        assert srv.checker.noops == 3 and len(reads) == 1
+        assert len(copied) < 3  # (a header of another length than the last is written whole)
+        assert os.stat(project.root / ".farmer/last-build.json").st_mode & 0o777 == 0o640
+        assert not [n for n in os.listdir(project.root / ".farmer") if n.endswith(".tmp")]
+        project.write("src.txt", "two\n")
+        assert noop()["tasks"][0]["status"] == "ran"
+        assert project.read("out/b.txt") == "two\ntwo\n"
+        assert noop()["tasks"][0]["status"] == "up-to-date"
+        assert len(reads) == 2  # the build wrote a new proof: read again
+    finally:
+        os.umask(old_umask)
+        srv.close()

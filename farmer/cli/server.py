@@ -62,9 +62,13 @@ class Served:
         self.old_last_build: int | None = None  # closed by the server once the client has its answer
 
     def done(self) -> None:
+        """Once the client has its answer: the old last-build.json let go, and the next
+        no-op's staged."""
         if self.old_last_build is not None:
             os.close(self.old_last_build)
             self.old_last_build = None
+        if self.checker is not None:
+            self.checker.ahead.stage()
 
     def build(self, request: BuildRequest) -> int:
         """A build in the server's workspace: a no-op decided from what the kernel saw
@@ -116,10 +120,13 @@ class Served:
         # not in the rename the client waits for (megabytes at 10 000 computations).
         self.old_last_build = _open_quietly(os.path.join(self.workspace.root, ".farmer", "last-build.json"))
         try:
-            outcome = noop.try_build(farmfile, request.targets, request.jobs, check=self.checker.check)
+            outcome = noop.try_build(farmfile, request.targets, request.jobs, check=self.checker.check,
+                                     reader=self.checker.proofs.read, writer=self.checker.ahead.write)
         except TaskError:  # the full path says it, with the Farmfile's line
+            self.checker.proofs.forget()
             return None
         if not isinstance(outcome, int):
+            self.checker.proofs.forget()
             return None
         watcher.clear()
         self.checker.noops += 1
@@ -194,6 +201,9 @@ class Server:
             self.unlisten()
             if self.watcher is not None:
                 self.watcher.close()
+            if self.checker is not None:
+                self.checker.ahead.drop()
+                self.checker.proofs.forget()
         finally:
             self.workspace.close()
 
