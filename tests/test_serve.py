@@ -595,3 +595,96 @@ def test_a_servers_no_ops_reuse_the_proof_and_write_last_build_json_as_a_farmer_
     finally:
         os.umask(old_umask)
         srv.close()
+
+
+def _overflow(watcher) -> None:
+    """The kernel's queue-overflow event, read by the watcher as it reads the kernel's."""
+    from farmer.files import inotify
+
+    read, write = os.pipe()
+    os.write(write, (-1).to_bytes(4, "little", signed=True) + inotify.IN_Q_OVERFLOW.to_bytes(4, "little") + bytes(8))
+    real, watcher.fd = watcher.fd, read
+    os.set_blocking(read, False)
+    try:
+        watcher.drain()
+    finally:
+        watcher.fd = real
+        os.close(read)
+        os.close(write)
+
+
+def test_a_build_ninja_no_op_through_the_server_watches_the_sources_outside_its_folder(tmp_path, monkeypatch):
+    """A CMake-like layout: the build folder's manifest reads sources beside it. Their
+    folders are watched once the proof names them: an edit there is rebuilt, a no-op is
+    decided from the events, and a lost event makes the next build check every file."""
+    from farmer.build.request import BuildRequest
+    from farmer.cli import app
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("one\n")
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text("rule cat\n  command = cat $in > $out\n"
+                                       "build out.txt: cat ../src/a.txt\ndefault out.txt\n")
+    time.sleep(0.15)  # a manifest written just now cannot vouch for itself by its stat (ninja_stamp.py)
+    monkeypatch.chdir(build)
+    srv = server.Server(str(build), 60, app.run_served)
+    srv.open()
+
+    def run() -> int:
+        served = server.Served(srv.workspace, srv.watcher, srv.checker)
+        try:
+            return served.build(BuildRequest([], jobs=1, farmfile_given=False))
+        finally:
+            served.done()
+            os.chdir(build)
+
+    try:
+        assert run() == 0 and (build / "out.txt").read_text() == "one\n"
+        assert run() == 0
+        assert run() == 0
+        assert (srv.checker.noops, srv.checker.full) == (2, 1)  # (its first build checked every file)
+        assert "../src" in srv.watcher.outside_watched
+        assert srv.checker._unwatched == []  # ../src/a.txt: vouched for by the events
+        (tmp_path / "src" / "a.txt").write_text("two\n")
+        assert run() == 0 and (build / "out.txt").read_text() == "two\n"
+        assert (srv.checker.noops, srv.checker.full) == (2, 2)
+        assert run() == 0 and srv.checker.noops == 3
+        (tmp_path / "src" / "a.txt").write_text("three\n")
+        srv.watcher.drain()
+        srv.watcher.clear()  # its events dropped, as an overflowing queue drops them
+        _overflow(srv.watcher)
+        assert srv.watcher.lost
+        assert run() == 0 and (build / "out.txt").read_text() == "three\n"
+        assert (srv.checker.noops, srv.checker.full) == (3, 3)
+        assert run() == 0 and srv.checker.noops == 4  # watched anew
+        (tmp_path / "src" / "a.txt").write_text("four\n")
+        assert run() == 0 and (build / "out.txt").read_text() == "four\n"
+        os.rename(tmp_path / "src", tmp_path / "old")  # a folder on the way moved
+        (tmp_path / "src").mkdir()
+        (tmp_path / "src" / "a.txt").write_text("five\n")
+        assert run() == 0 and (build / "out.txt").read_text() == "five\n"
+    finally:
+        srv.close()
+
+
+def test_the_way_to_a_folder_outside_names_every_folder_and_link_it_goes_through(tmp_path):
+    from farmer.files.inotify import Watcher, passage
+
+    (tmp_path / "real" / "d").mkdir(parents=True)
+    os.symlink("real", tmp_path / "link")
+    steps = passage(str(tmp_path / "link" / "d"))
+    assert (str(tmp_path), "link") in steps and (str(tmp_path), "real") in steps
+    assert steps[-1] == (str(tmp_path / "real"), "d")
+    assert passage(str(tmp_path / "real" / ".." / "real" / "d"))[-1] == (str(tmp_path / "real"), "d")
+    assert passage(str(tmp_path / "missing")) is None
+    (tmp_path / "tree").mkdir()
+    watcher = Watcher(str(tmp_path / "tree"))
+    try:
+        assert watcher.watch_outside(["../real/d", "../missing"]) == {"../real/d"}
+        assert watcher.watch_outside(["../real"], limit=1) == set()  # past the limit: not watched
+        (tmp_path / "real" / "d" / "x").write_text("x")
+        watcher.drain()
+        assert "../real/d/x" in watcher.dirty and not watcher.lost
+    finally:
+        watcher.close()

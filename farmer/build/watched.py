@@ -48,8 +48,17 @@ class WatchedCheck:
             self._sorted = sorted(paths)
             self._unwatched = unwatched(paths, self.watcher.watched)
             self._key = key
+            # Their folders outside the tree watched from now on: each of their files is
+            # checked this time (after its folder is watched: a change made before is seen
+            # here, one made after comes as an event), and from then on when named.
+            outside = {os.path.dirname(paths[n]) for n in self._unwatched if _outside(paths[n])}
+            suspects = set(self._unwatched)
+            if outside:
+                now = self.watcher.watch_outside(sorted(outside))
+                self._unwatched = unwatched(paths, self.watcher.watched | now)
+        else:
+            suspects = set(self._unwatched)
         position = self._position
-        suspects = set(self._unwatched)
         for path in self.watcher.dirty:
             n = position.get(path)
             if n is not None:
@@ -76,11 +85,17 @@ def below(ordered: list[str], folder: str) -> list[str]:
     return ordered[start:end]
 
 
+def _outside(path: str) -> bool:
+    """Whether `path` (as a proof spells it) names a file outside the project's tree."""
+    return os.path.isabs(path) or path.startswith("../")
+
+
 def unwatched(paths: list[str], watched: set[str]) -> list[int]:
-    """The indices of the paths a watcher of the folders `watched` cannot vouch for."""
+    """The indices of the paths a watcher of the folders `watched` (as the paths spell
+    them) cannot vouch for."""
     found = []
     for n, path in enumerate(paths):
-        if os.path.isabs(path) or os.path.dirname(path) not in watched:
+        if os.path.dirname(path) not in watched:
             found.append(n)
             continue
         try:
