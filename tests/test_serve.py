@@ -561,12 +561,9 @@ def test_a_servers_no_ops_reuse_the_proof_and_write_last_build_json_as_a_farmer_
     assert project.build().returncode == 0
     assert project.build("-j", "1").summary()["up to date"] == 2
     alone = json.loads(project.read(".farmer/last-build.json"))
-    from farmer.report import lastbuild
-
-    reads, copied = [], []
-    real_read, real_write = watched.read, lastbuild.write
+    reads = []
+    real_read = watched.read
     monkeypatch.setattr(watched, "read", lambda *a: reads.append(a) or real_read(*a))
-    monkeypatch.setattr(lastbuild, "write", lambda *a: copied.append(a) or real_write(*a))
     monkeypatch.chdir(project.root)
     srv = server.Server(str(project.root), 60, app.run_served)
     srv.open()
@@ -584,7 +581,6 @@ def test_a_servers_no_ops_reuse_the_proof_and_write_last_build_json_as_a_farmer_
             assert got["tasks"] == alone["tasks"] and got["status"] == "ok"
             assert {k for k in got if got[k] != alone[k]} <= {"started_at", "wall_s"}
         assert srv.checker.noops == 3 and len(reads) == 1
-        assert len(copied) < 3  # (a header of another length than the last is written whole)
         assert os.stat(project.root / ".farmer/last-build.json").st_mode & 0o777 == 0o640
         assert not [n for n in os.listdir(project.root / ".farmer") if n.endswith(".tmp")]
         project.write("src.txt", "two\n")
@@ -688,3 +684,33 @@ def test_the_way_to_a_folder_outside_names_every_folder_and_link_it_goes_through
         assert "../real/d/x" in watcher.dirty and not watcher.lost
     finally:
         watcher.close()
+
+
+def test_last_build_json_staged_ahead_holds_the_bytes_of_one_written_whole(tmp_path, monkeypatch):
+    from farmer.files.atomic import FileRange, OpenFile
+    from farmer.report import lastbuild
+
+    (tmp_path / "entries").write_bytes(b'xx[{"id": "a"},{"id": "b"}]yy')
+    entries = [FileRange(OpenFile.open(tmp_path / "entries"), 2, 25)]
+    whole = []
+    real = lastbuild.write
+    monkeypatch.setattr(lastbuild, "write", lambda *a: whole.append(a) or real(*a))
+    ahead = lastbuild.Ahead()
+    path = tmp_path / lastbuild.NAME
+
+    def head(wall: float) -> dict:
+        return lastbuild.header(1_800_000_000, 2, "ok", wall, 0.0, 0.0)
+
+    ahead.write(str(tmp_path), head(0.0012), entries)  # nothing staged yet: written whole
+    expected = path.read_bytes()
+    assert len(whole) == 1 and expected.endswith(b'"tasks":[{"id": "a"},{"id": "b"}]}\n')
+    ahead.stage()
+    path.unlink()
+    ahead.write(str(tmp_path), head(0.0012), entries)  # the header's length as staged: no copy
+    assert len(whole) == 1 and path.read_bytes() == expected
+    ahead.stage()
+    ahead.write(str(tmp_path), head(0.25), entries)  # another length: written whole
+    assert len(whole) == 2 and path.read_bytes() == expected.replace(b"0.0012", b"0.25")
+    ahead.stage()
+    ahead.drop()
+    assert sorted(os.listdir(tmp_path)) == ["entries", lastbuild.NAME]

@@ -193,15 +193,15 @@ def _finish(fd: int, opening: bytes, path: str) -> bool:
         umask = os.umask(0o022)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         # A file with no name gets one: linkat through /proc's link to it, followed (a plain
         # link(2) of that path would not follow it).
         fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.link(str(fd), tmp, src_dir_fd=fds, follow_symlinks=True)
+            try:
+                os.link(str(fd), tmp, src_dir_fd=fds, follow_symlinks=True)
+            except FileExistsError:  # a killed farmer's of the same pid
+                os.unlink(tmp)
+                os.link(str(fd), tmp, src_dir_fd=fds, follow_symlinks=True)
         finally:
             os.close(fds)
         os.replace(tmp, path)
