@@ -544,3 +544,173 @@ def test_every_option_of_farmer_build_is_served(served):
     r = served.build("-v", "--quiet", "-k", "0")
     assert r.returncode == 0 and r.summary()["up to date"] == 2, r
     assert _served_commands(served) == before + 1
+
+
+def test_a_servers_no_ops_reuse_the_proof_and_write_last_build_json_as_a_farmer_alone(project, monkeypatch):
+    """The proof is read once while its files stay; last-build.json, staged ahead between
+    no-ops, holds the same bytes a farmer alone writes (but for the time fields), with the
+    mode the client's umask gives it."""
+    import json
+
+    from farmer.build import watched
+    from farmer.build.request import BuildRequest
+    from farmer.cli import app
+
+    project.farmfile(CHAIN)
+    project.write("src.txt", "one\n")
+    assert project.build().returncode == 0
+    assert project.build("-j", "1").summary()["up to date"] == 2
+    alone = json.loads(project.read(".farmer/last-build.json"))
+    reads = []
+    real_read = watched.read
+    monkeypatch.setattr(watched, "read", lambda *a: reads.append(a) or real_read(*a))
+    monkeypatch.chdir(project.root)
+    srv = server.Server(str(project.root), 60, app.run_served)
+    srv.open()
+    old_umask = os.umask(0o027)
+    try:
+        def noop() -> dict:
+            served = server.Served(srv.workspace, srv.watcher, srv.checker)
+            assert served.build(BuildRequest([], jobs=1)) == 0
+            served.done()
+            return json.loads(project.read(".farmer/last-build.json"))
+
+        noop()  # the server's first build checks every file
+        for _ in range(3):
+            got = noop()
+            assert got["tasks"] == alone["tasks"] and got["status"] == "ok"
+            assert {k for k in got if got[k] != alone[k]} <= {"started_at", "wall_s"}
+        assert srv.checker.noops == 3 and len(reads) == 1
+        assert os.stat(project.root / ".farmer/last-build.json").st_mode & 0o777 == 0o640
+        assert not [n for n in os.listdir(project.root / ".farmer") if n.endswith(".tmp")]
+        project.write("src.txt", "two\n")
+        assert noop()["tasks"][0]["status"] == "ran"
+        assert project.read("out/b.txt") == "two\ntwo\n"
+        assert noop()["tasks"][0]["status"] == "up-to-date"
+        assert len(reads) == 2  # the build wrote a new proof: read again
+    finally:
+        os.umask(old_umask)
+        srv.close()
+
+
+def _overflow(watcher) -> None:
+    """The kernel's queue-overflow event, read by the watcher as it reads the kernel's."""
+    from farmer.files import inotify
+
+    read, write = os.pipe()
+    os.write(write, (-1).to_bytes(4, "little", signed=True) + inotify.IN_Q_OVERFLOW.to_bytes(4, "little") + bytes(8))
+    real, watcher.fd = watcher.fd, read
+    os.set_blocking(read, False)
+    try:
+        watcher.drain()
+    finally:
+        watcher.fd = real
+        os.close(read)
+        os.close(write)
+
+
+def test_a_build_ninja_no_op_through_the_server_watches_the_sources_outside_its_folder(tmp_path, monkeypatch):
+    """A CMake-like layout: the build folder's manifest reads sources beside it. Their
+    folders are watched once the proof names them: an edit there is rebuilt, a no-op is
+    decided from the events, and a lost event makes the next build check every file."""
+    from farmer.build.request import BuildRequest
+    from farmer.cli import app
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("one\n")
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text("rule cat\n  command = cat $in > $out\n"
+                                       "build out.txt: cat ../src/a.txt\ndefault out.txt\n")
+    time.sleep(0.15)  # a manifest written just now cannot vouch for itself by its stat (ninja_stamp.py)
+    monkeypatch.chdir(build)
+    srv = server.Server(str(build), 60, app.run_served)
+    srv.open()
+
+    def run() -> int:
+        served = server.Served(srv.workspace, srv.watcher, srv.checker)
+        try:
+            return served.build(BuildRequest([], jobs=1, farmfile_given=False))
+        finally:
+            served.done()
+            os.chdir(build)
+
+    try:
+        assert run() == 0 and (build / "out.txt").read_text() == "one\n"
+        assert run() == 0
+        assert run() == 0
+        assert (srv.checker.noops, srv.checker.full) == (2, 1)  # (its first build checked every file)
+        assert "../src" in srv.watcher.outside_watched
+        assert srv.checker._unwatched == []  # ../src/a.txt: vouched for by the events
+        (tmp_path / "src" / "a.txt").write_text("two\n")
+        assert run() == 0 and (build / "out.txt").read_text() == "two\n"
+        assert (srv.checker.noops, srv.checker.full) == (2, 2)
+        assert run() == 0 and srv.checker.noops == 3
+        (tmp_path / "src" / "a.txt").write_text("three\n")
+        srv.watcher.drain()
+        srv.watcher.clear()  # its events dropped, as an overflowing queue drops them
+        _overflow(srv.watcher)
+        assert srv.watcher.lost
+        assert run() == 0 and (build / "out.txt").read_text() == "three\n"
+        assert (srv.checker.noops, srv.checker.full) == (3, 3)
+        assert run() == 0 and srv.checker.noops == 4  # watched anew
+        (tmp_path / "src" / "a.txt").write_text("four\n")
+        assert run() == 0 and (build / "out.txt").read_text() == "four\n"
+        os.rename(tmp_path / "src", tmp_path / "old")  # a folder on the way moved
+        (tmp_path / "src").mkdir()
+        (tmp_path / "src" / "a.txt").write_text("five\n")
+        assert run() == 0 and (build / "out.txt").read_text() == "five\n"
+    finally:
+        srv.close()
+
+
+def test_the_way_to_a_folder_outside_names_every_folder_and_link_it_goes_through(tmp_path):
+    from farmer.files.inotify import Watcher, passage
+
+    (tmp_path / "real" / "d").mkdir(parents=True)
+    os.symlink("real", tmp_path / "link")
+    steps = passage(str(tmp_path / "link" / "d"))
+    assert (str(tmp_path), "link") in steps and (str(tmp_path), "real") in steps
+    assert steps[-1] == (str(tmp_path / "real"), "d")
+    assert passage(str(tmp_path / "real" / ".." / "real" / "d"))[-1] == (str(tmp_path / "real"), "d")
+    assert passage(str(tmp_path / "missing")) is None
+    (tmp_path / "tree").mkdir()
+    watcher = Watcher(str(tmp_path / "tree"))
+    try:
+        assert watcher.watch_outside(["../real/d", "../missing"]) == {"../real/d"}
+        assert watcher.watch_outside(["../real"], limit=1) == set()  # past the limit: not watched
+        (tmp_path / "real" / "d" / "x").write_text("x")
+        watcher.drain()
+        assert "../real/d/x" in watcher.dirty and not watcher.lost
+    finally:
+        watcher.close()
+
+
+def test_last_build_json_staged_ahead_holds_the_bytes_of_one_written_whole(tmp_path, monkeypatch):
+    from farmer.files.atomic import FileRange, OpenFile
+    from farmer.report import lastbuild
+
+    (tmp_path / "entries").write_bytes(b'xx[{"id": "a"},{"id": "b"}]yy')
+    entries = [FileRange(OpenFile.open(tmp_path / "entries"), 2, 25)]
+    whole = []
+    real = lastbuild.write
+    monkeypatch.setattr(lastbuild, "write", lambda *a: whole.append(a) or real(*a))
+    ahead = lastbuild.Ahead()
+    path = tmp_path / lastbuild.NAME
+
+    def head(wall: float) -> dict:
+        return lastbuild.header(1_800_000_000, 2, "ok", wall, 0.0, 0.0)
+
+    ahead.write(str(tmp_path), head(0.0012), entries)  # nothing staged yet: written whole
+    expected = path.read_bytes()
+    assert len(whole) == 1 and expected.endswith(b'"tasks":[{"id": "a"},{"id": "b"}]}\n')
+    ahead.stage()
+    path.unlink()
+    ahead.write(str(tmp_path), head(0.0012), entries)  # the header's length as staged: no copy
+    assert len(whole) == 1 and path.read_bytes() == expected
+    ahead.stage()
+    ahead.write(str(tmp_path), head(0.25), entries)  # another length: written whole
+    assert len(whole) == 2 and path.read_bytes() == expected.replace(b"0.0012", b"0.25")
+    ahead.stage()
+    ahead.drop()
+    assert sorted(os.listdir(tmp_path)) == ["entries", lastbuild.NAME]

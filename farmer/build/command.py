@@ -117,11 +117,12 @@ def built(code: int, graph: Graph | None = None) -> int:
 
 
 def ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock | None,
-                base_dir: str | None = None, ending: str = "summary") -> int | None:
+                base_dir: str | None = None, ending: str = "summary", **served: object) -> int | None:
     """A no-op build of a ninja manifest finished without parsing it (its exit status), when
     neither it nor what regenerates it changed (farmer/store/ninja_stamp.py) and the no-op proof
     holds; None: the build goes the full way. `ending`: what it prints at its end
-    (farmer/build/noop.py's `try_build`)."""
+    (farmer/build/noop.py's `try_build`); `served`: a server's `check`, `reader` and `writer`
+    for `try_build`."""
     from farmer.build import noop
     from farmer.files.lock import ProjectLock
     from farmer.store import ninja_stamp as ninjastamp
@@ -142,7 +143,7 @@ def ninja_noop(manifest: str, targets: list[str], slots: int, lock: ProjectLock 
 
             given, source = basedir.setting(base_dir)
             digest = basedir.tagged(digest, basedir.resolve(given, root, source))
-        outcome = noop.try_build(manifest, targets, slots, digest, ending) if digest else None
+        outcome = noop.try_build(manifest, targets, slots, digest, ending, **served) if digest else None
         return outcome if isinstance(outcome, int) else None
     finally:
         if own:  # the full path takes it again (regenerating runs builds of its own)

@@ -52,7 +52,9 @@ def _farmfile_bytes(path: str) -> bytes | None:
 
 def try_build(farmfile: str, targets: list[str], jobs: int, digest: str | None = None,
               ending: str = "summary",
-              check: Callable[[Proof], set[int]] | None = None) -> int | Proof | None:
+              check: Callable[[Proof], set[int]] | None = None,
+              reader: Callable[[str, str, str, list[str]], Proof | None] = read,
+              writer: Callable[[str, dict, list], None] = write_last_build) -> int | Proof | None:
     """Finish a no-op build here (its exit status), or leave the build to the full path:
     with the proof, checked (what changed is known), or None. The working directory is the
     project root, and the caller holds the project's lock. `digest`: what the proof is keyed
@@ -60,7 +62,9 @@ def try_build(farmfile: str, targets: list[str], jobs: int, digest: str | None =
     `ending`: what it prints at its end: "summary" farmer's summary line, "ninja" ninja's
     `ninja: no work to do.` (`farmer ninja`), "" nothing (`farmer ninja --quiet`).
     `check`: what tells which of the proof's files changed, instead of `Proof.check` (a
-    server's, which looks only where the kernel saw changes: farmer/build/watched.py)."""
+    server's, which looks only where the kernel saw changes: farmer/build/watched.py);
+    `reader` and `writer`: how the proof is read and last-build.json written (a server keeps
+    the proof it read and stages last-build.json's bulk ahead: farmer/build/watched.py)."""
     started_at = time.time()
     t0 = time.monotonic()
     farmer_dir = os.path.join(os.path.dirname(farmfile), ".farmer")
@@ -72,7 +76,7 @@ def try_build(farmfile: str, targets: list[str], jobs: int, digest: str | None =
         if text is None:
             return None
         digest = hash_bytes(text)
-    proof = read(farmer_dir, farmfile, digest, targets)
+    proof = reader(farmer_dir, farmfile, digest, targets)
     if proof is None:
         return proof
     changed = check(proof) if check is not None else \
@@ -88,7 +92,7 @@ def try_build(farmfile: str, targets: list[str], jobs: int, digest: str | None =
         except OSError:
             pass
     wall = time.monotonic() - t0
-    write_last_build(farmer_dir, header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks])
+    writer(farmer_dir, header(started_at, jobs, "ok", wall, 0.0, 0.0), [proof.tasks])
     proof.reap()  # its checker child ended while last-build.json was written
     if ending == "summary":
         print(summary_line(Counts(up_to_date=proof.count), wall, 0.0, "ok"), flush=True)

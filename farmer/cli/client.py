@@ -184,16 +184,23 @@ def connect(path: str, verb: str, timeout: float = ANSWER_S):
 
 
 def read_line(sock, limit: int = 4096) -> bytes:
-    """One line from `sock` (without its newline); OSError if it ends first."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(1)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        data += chunk
-        if len(data) > limit:
-            raise ConnectionError("the server's line is too long")
-    return data[:-1]
+    """One line from `sock` (without its newline), and nothing after it; OSError if it ends
+    first. The bytes are looked at in place (MSG_PEEK) and only the line's taken, not a
+    byte at a time: what follows, with any descriptors it carries, is left for its reader."""
+    import _socket
+
+    line = b""
+    while True:
+        data = sock.recv(limit + 1 - len(line), _socket.MSG_PEEK)
+        if not data:
+            raise ConnectionError("the other end closed the connection")
+        end = data.find(b"\n")
+        # All of it when no newline is in it: part of this line, the rest still to come.
+        line += sock.recv(end + 1 if end >= 0 else len(data))
+        if end >= 0:
+            return line[:-1]
+        if len(line) > limit:
+            raise ConnectionError("the line is too long")
 
 
 def served(argv: list[str]) -> int | None:

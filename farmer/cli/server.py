@@ -62,9 +62,13 @@ class Served:
         self.old_last_build: int | None = None  # closed by the server once the client has its answer
 
     def done(self) -> None:
+        """Once the client has its answer: the old last-build.json let go, and the next
+        no-op's staged."""
         if self.old_last_build is not None:
             os.close(self.old_last_build)
             self.old_last_build = None
+        if self.checker is not None:
+            self.checker.ahead.stage()
 
     def build(self, request: BuildRequest) -> int:
         """A build in the server's workspace: a no-op decided from what the kernel saw
@@ -88,7 +92,7 @@ class Served:
     def _watched_noop(self, request: BuildRequest) -> int | None:
         watcher = self.watcher
         if watcher is None or self.checker is None or not watcher.reliable or request.dry_run \
-                or request.trace_file or request.ninja:
+                or request.trace_file:
             return None
         watcher.drain()
         if watcher.lost or watcher.fresh:  # it may have missed something: every file is checked
@@ -100,12 +104,17 @@ class Served:
         return code
 
     def _noop_here(self, request: BuildRequest, watcher: Watcher) -> int | None:
-        if request.farmfile_given:
+        ninja = request.is_ninja()
+        if ninja:  # as the workspace finds it (build/workspace.py)
+            command.enter(request.directory)
+            farmfile = os.path.abspath(request.farmfile if request.farmfile_given else "build.ninja")
+        elif request.farmfile_given:
             command.enter(request.directory)
             farmfile = command.find_farmfile(request.farmfile, True)
         else:
             farmfile, _ = command.named_manifest(request.directory, request.farmfile, False, False)
-        if command.is_ninja(farmfile, False) or os.path.dirname(farmfile) != self.workspace.root:
+            ninja = command.is_ninja(farmfile, False)
+        if os.path.dirname(farmfile) != self.workspace.root:
             return None
         os.chdir(self.workspace.root)
         from farmer.build import noop
@@ -115,11 +124,18 @@ class Served:
         # system frees the old one's blocks at its last close, once the client has its answer,
         # not in the rename the client waits for (megabytes at 10 000 computations).
         self.old_last_build = _open_quietly(os.path.join(self.workspace.root, ".farmer", "last-build.json"))
+        hooks = {"check": self.checker.check, "reader": self.checker.proofs.read, "writer": self.checker.ahead.write}
         try:
-            outcome = noop.try_build(farmfile, request.targets, request.jobs, check=self.checker.check)
+            if ninja:  # the manifest's stamp (its files and what regenerates it), then the proof
+                outcome = command.ninja_noop(farmfile, request.targets, request.jobs, self.workspace.lock,
+                                             request.base_dir, request.ending(), **hooks)
+            else:
+                outcome = noop.try_build(farmfile, request.targets, request.jobs, **hooks)
         except TaskError:  # the full path says it, with the Farmfile's line
+            self.checker.proofs.forget()
             return None
         if not isinstance(outcome, int):
+            self.checker.proofs.forget()
             return None
         watcher.clear()
         self.checker.noops += 1
@@ -194,6 +210,9 @@ class Server:
             self.unlisten()
             if self.watcher is not None:
                 self.watcher.close()
+            if self.checker is not None:
+                self.checker.ahead.drop()
+                self.checker.proofs.forget()
         finally:
             self.workspace.close()
 

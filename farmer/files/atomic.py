@@ -120,6 +120,12 @@ def unnamed_file(directory: str | os.PathLike) -> int | None:
         return None
 
 
+def write_parts(fd: int, parts: Iterable[Part]) -> None:
+    """All of these parts at the descriptor's position, one after the other (a `FileRange`
+    copied by the kernel)."""
+    _write_all(fd, parts)
+
+
 def write_all(fd: int, data: bytes | bytearray) -> None:
     """All of `data` at the descriptor's position, however the kernel splits the write."""
     _writev_all(fd, [memoryview(data)])

@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
 IN_DELETE_SELF, IN_MOVE_SELF, IN_UNMOUNT, IN_Q_OVERFLOW, IN_IGNORED = 0x400, 0x800, 0x2000, 0x4000, 0x8000
@@ -28,6 +32,9 @@ _MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | 
          | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 _HEAD = 16  # struct inotify_event: wd, mask, cookie, len; then len bytes of name
 SKIP = (".farmer", ".git")
+# Folders outside the tree watched, with those on the way to them, beyond which their files
+# are checked at every build instead (the user's fs.inotify.max_user_watches is shared).
+OUTSIDE_LIMIT = 4096
 _MANY = 200_000  # paths remembered as changed, beyond which the watcher gives up and says `lost`
 # File systems whose changes made elsewhere (another machine, the host of a VM) inotify does
 # not see: on these the server checks every file.
@@ -57,6 +64,11 @@ class Watcher:
         self.fd = -1
         self.wds: dict[int, str] = {}  # watch descriptor -> folder, relative ("" for the root)
         self.watched: set[str] = set()
+        # Folders outside the tree (`watch_outside`): watch descriptor -> the spellings it is
+        # watched under, and -> the names in it a path to one of them goes through.
+        self.outside: dict[int, list[str]] = {}
+        self.passages: dict[int, set[str]] = {}
+        self.outside_watched: set[str] = set()
         self.generation = 0  # bumped whenever `watched` changes
         self.dirty: set[str] = set()
         self.dirty_dirs: set[str] = set()
@@ -76,6 +88,7 @@ class Watcher:
             raise Unavailable(self._ctypes.get_errno(), "inotify_init1 failed")
         self.fd = fd
         self.wds, self.watched = {}, set()
+        self.outside, self.passages, self.outside_watched = {}, {}, set()
         self.dirty, self.dirty_dirs, self.lost = set(), set(), False
         # What changed before now is not known: until a build has checked every file, no
         # decision rests on the events alone (the caller clears it).
@@ -131,10 +144,56 @@ class Watcher:
                 at += _HEAD + size
                 self._event(wd, mask, os.fsdecode(name))
 
+    def watch_outside(self, folders: Iterable[str], limit: int = OUTSIDE_LIMIT) -> set[str]:
+        """Watch these folders outside the tree too (as their paths are spelled, relative
+        to the root or absolute), each with every folder a path to it goes through (a
+        rename or a symlink replaced on the way is a change of its files): the changes of
+        their files come as those of the tree's, under the same spellings. Those of
+        `folders` watched now (some may have been already); the others (missing, not
+        watchable, or past `limit` watches) are left out."""
+        done: set[str] = set()
+        for folder in folders:
+            if folder in self.outside_watched:
+                done.add(folder)
+                continue
+            if len(self.outside) + len(self.passages) >= limit:
+                continue
+            path = os.path.join(self.root, folder)
+            steps = passage(path)
+            if steps is None:
+                continue
+            wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
+            if wd < 0:
+                continue
+            self.outside.setdefault(wd, []).append(folder)
+            for parent, name in steps:
+                pwd = self._libc.inotify_add_watch(self.fd, os.fsencode(parent), _MASK)
+                if pwd < 0:
+                    self.lost = True  # its way is not watched whole: start again, all checked
+                    break
+                self.passages.setdefault(pwd, set()).add(name)
+            self.outside_watched.add(folder)
+            done.add(folder)
+        return done
+
+    def _outside_event(self, wd: int, mask: int, name: str) -> None:
+        if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT):
+            self.lost = True  # a folder outside gone, moved or unmounted: watched anew
+            return
+        for folder in self.outside.get(wd, ()):
+            self.dirty.add(os.path.join(folder, name))
+        if len(self.dirty) > _MANY:
+            self.lost = True
+            self.dirty = set()
+        if name in self.passages.get(wd, ()):
+            self.lost = True  # a folder on the way to those watched moved, removed or replaced
+
     def _event(self, wd: int, mask: int, name: str) -> None:
         if mask & IN_Q_OVERFLOW:
             self.lost = True
             return
+        if wd in self.outside or wd in self.passages:
+            self._outside_event(wd, mask, name)
         folder = self.wds.get(wd)
         if folder is None:
             return
@@ -161,6 +220,38 @@ class Watcher:
         if len(self.dirty) > _MANY:  # a flood of files (a checkout, a generator): check them all
             self.lost = True
             self.dirty = set()
+
+
+def passage(path: str) -> list[tuple[str, str]] | None:
+    """The folders a path to the folder `path` goes through, and the name it takes in each
+    (symlinks followed as the kernel follows them, their own folders included); None when
+    the path does not lead to a folder, or loops."""
+    steps: list[tuple[str, str]] = []
+    left = [p for p in path.split("/") if p][::-1]
+    at, links = "/", 0
+    while left:
+        name = left.pop()
+        if name == ".":
+            continue
+        if name == "..":
+            at = os.path.dirname(at)
+            continue
+        steps.append((at, name))
+        here = os.path.join(at, name)
+        try:
+            target = os.readlink(here)
+        except OSError:
+            if not os.path.isdir(here):
+                return None
+            at = here
+            continue
+        links += 1
+        if links > 40:
+            return None
+        if target.startswith("/"):
+            at = "/"
+        left += [p for p in target.split("/") if p][::-1]
+    return steps
 
 
 def filesystem_seen_whole(root: str) -> bool:

@@ -534,14 +534,19 @@ def read(farmer_dir: str | os.PathLike, farmfile: str | os.PathLike, digest: str
     if fmt != _FORMAT or key != _key(os.fspath(farmfile), digest, targets) or serial != written_as \
             or len(stats) != STAT_BYTES * len(paths):
         return None
-    if listings:
+    proof = Proof(paths, stats, racy, tasks, count, rest=rest)
+    proof.key, proof.listings, proof.serial = key, listings, serial
+    return proof if listings_hold(proof, farmfile) else None
+
+
+def listings_hold(proof: Proof, farmfile: str | os.PathLike) -> bool:
+    """Whether the folders the proof's foreach patterns and globs listed list the same now."""
+    if proof.listings:
         from farmer.graph.matching import list_files, listing_digest
 
         root = os.path.dirname(os.fspath(farmfile))
-        for prefix, listed in listings.items():
+        for prefix, listed in proof.listings.items():
             if listing_digest(list_files(root, prefix)) != listed:
-                return None
-    proof = Proof(paths, stats, racy, tasks, count, rest=rest)
-    proof.key, proof.listings, proof.serial = key, listings, serial
-    return proof
+                return False
+    return True
 
