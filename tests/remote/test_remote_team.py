@@ -254,6 +254,22 @@ def test_tls_with_a_private_ca_mtls_and_a_token(tmp_path, farmer, tls_server, sa
     assert token not in r.stdout + r.stderr and not written_anywhere(second, token)
 
 
+@pytest.mark.slow  # a whole TLS stack of its own (PostgreSQL, bgd, a bot)
+def test_a_worker_over_tls_runs_an_action_of_a_tls_build(tmp_path, farmer, tls_exec_stack, salt):
+    server = tls_exec_stack
+    token = server.token()
+    root = plain_project(tmp_path / "a", salt)
+    r = farmer(root, "--remote", server.url, "--remote-exec", "--remote-ca", server.ca, "--remote-cert", server.cert,
+               "--remote-key", server.key, "--remote-header", f"authorization=Bearer {token}",
+               "--remote-salt", salt)
+    assert r.returncode == 0 and "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert farmer.ran() == []  # not here: the worker ran it
+    task = last_build_tasks(root)["out/one.txt"]
+    assert task["status"] == "ran" and task["executor"] == "remote" and "local_because" not in task, task
+    with open(os.path.join(root, "out/one.txt")) as f:
+        assert f.read() == salt
+
+
 def test_a_tls_failure_is_one_warning_and_no_grpc_log_line(tmp_path, farmer, tls_server, salt):
     # no --remote-ca: the server's certificate is from a CA the system does not know; and an
     # environment that asks gRPC for its log lines (a CI image, a shell profile)
