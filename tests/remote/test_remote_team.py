@@ -367,6 +367,22 @@ def test_remote_refresh_runs_and_uploads_over_what_was_there(tmp_path, farmer, r
     assert farmer.ran() == []
 
 
+def test_remote_refresh_ignores_local_cache_hits_too_so_their_results_are_uploaded(tmp_path, farmer, reapi, salt):
+    local = ["--cache", "--cache-dir", str(tmp_path / "local-cache")]
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance, "--remote-salt", salt]
+    assert farmer(plain_project(tmp_path / "a", salt), *local).returncode == 0  # in the local cache only
+    assert farmer.ran() == ["one"]
+    refreshed = plain_project(tmp_path / "b", salt)
+    r = farmer(refreshed, *local, *remote, "--remote-refresh")
+    assert r.returncode == 0 and farmer.ran() == ["one"], r.stdout + r.stderr  # the local hit ran anyway
+    task = last_build_tasks(refreshed)["out/one.txt"]
+    assert task["status"] == "ran" and task["remote_lookup"]["result"].startswith("not looked up"), task
+    r = farmer(plain_project(tmp_path / "c", salt), *remote)  # no local cache: the remote has it now
+    assert r.returncode == 0 and farmer.ran() == [], r.stdout + r.stderr
+    r = farmer(plain_project(tmp_path / "d", salt), *local)  # and the local cache still does
+    assert r.returncode == 0 and farmer.ran() == [], r.stdout + r.stderr
+
+
 def test_platform_and_salt_flags_reach_the_workers_key_for_a_build_ninja(tmp_path, farmer, reapi, salt):
     ninja = ("rule copy\n  command = cp $in $out\nbuild out.txt: copy in.txt\n")
     root = str(write_files(tmp_path / "n", {"build.ninja": ninja, "in.txt": salt}))
