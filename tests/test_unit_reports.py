@@ -75,3 +75,23 @@ def test_last_build_tasks_rendered_in_parts_are_the_whole_rendered(count):
     assert b"".join(report.last_build_json(comps, selected, settled, {})) == \
         report.compact_json(whole).encode()
     assert report.last_build_json_each(comps, selected, settled, {}) == report.compact_json_each(whole)
+
+
+def test_a_remote_error_that_failed_the_build_shows_in_every_report(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from farmer.report.pages import html, junit, markdown
+
+    said = "remote cache unavailable (UNAVAILABLE: <down> & out) (--remote-strict)"
+    head = {"status": "failed", "remote_error": said, "started_at": "2026-12-07T22:00:00Z", "wall_s": 1.0}
+    build = model.LastBuild(str(tmp_path), head, entries((0, 1)))
+    root = ET.fromstring(junit.render(build))
+    assert root.get("failures") == "1" and root.get("tests") == "2"
+    failure = root.find("testsuite[@name='remote']/testcase/failure")
+    assert failure is not None and failure.get("message") == said
+    assert ("**Remote error:** remote cache unavailable (UNAVAILABLE: &lt;down&gt; &amp; out) (--remote-strict)"
+            in markdown.render(build))
+    assert "The build failed on a remote error: remote cache unavailable (UNAVAILABLE: &lt;down&gt; &amp; out)" \
+        in html.render(build)
+    fine = model.LastBuild(str(tmp_path), {"status": "ok"}, entries((0, 1)))
+    assert "remote" not in junit.render(fine) and "Remote error" not in markdown.render(fine)

@@ -256,7 +256,9 @@ def _wait_ready(url: str, instance: str, proc: subprocess.Popen, ready=None) -> 
                 raise RuntimeError(f"bgd did not answer on {url} within {READY_S} s") from None
 
 
-def start_bots(state: str, url: str, count: int) -> None:
+def start_bots(state: str, url: str, count: int, worker_args: tuple[str, ...] = ()) -> None:
+    """`count` `farmer worker` bots of `url`; `worker_args`: more options for each (a TLS
+    server's --remote-ca, --remote-cert, --remote-key, --remote-header)."""
     env = dict(os.environ)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -264,7 +266,7 @@ def start_bots(state: str, url: str, count: int) -> None:
     os.makedirs(work, exist_ok=True)
     for i in range(count):
         proc = _spawn([sys.executable, "-m", "farmer", "worker", "--remote", url, "--bot-id", f"farmer-test-{i}",
-                       "--workdir", work], os.path.join(state, f"bot-{i}.log"), env)
+                       "--workdir", work, *worker_args], os.path.join(state, f"bot-{i}.log"), env)
         _record(state, f"bot-{i}", proc.pid)
 
 

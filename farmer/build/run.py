@@ -236,11 +236,12 @@ class _Build:
         # tables go before it is made (at 100 000 computations, tens of MB).
         prediction.keep_makespan()
         del scheduler, hooks, recorder, executor, reporter, prediction, to_run
-        code = self.finish(settled, outcomes, signum, slots_of, world_spans)
-        failure = engines.failure()
-        if failure and code == 0:  # e.g. --remote-strict: the outputs are right, the CI job fails
+        # e.g. --remote-strict: the outputs are right, but the CI job fails, and
+        # last-build.json says why
+        failure = engines.failure() if signum is None else None
+        code = self.finish(settled, outcomes, signum, slots_of, world_spans, failure)
+        if failure and code == 1:
             print(f"farmer: error: {failure}", file=sys.stderr, flush=True)
-            code = 1
         return code
 
     def _late_signal(self, signum: int, frame: object) -> None:
@@ -284,10 +285,12 @@ class _Build:
                                                       for i in to_run)
 
     def finish(self, settled: dict[int, Settled], outcomes: dict[int, Outcome],
-               signum: int | None, slots_of: dict[int, list[int]], world_spans: list[WorldSpan]) -> int:
+               signum: int | None, slots_of: dict[int, list[int]], world_spans: list[WorldSpan],
+               failure: str | None = None) -> int:
         """The end of every build that got the lock: last-build.json, the trace, the summary.
         `settled`: how computations settled; every selected one not in it is up to date;
-        `world_spans`: the worlds set up (or found warm)."""
+        `world_spans`: the worlds set up (or found warm); `failure`: an engine's problem that
+        fails a build whose computations all succeeded (--remote-strict's remote error)."""
         session, opts = self.session, self.opts
         comps = session.graph.computations
         if not opts.dry_run:  # what was hashed this build need not be hashed the next
@@ -311,9 +314,14 @@ class _Build:
             status, code = "failed", 1
         else:
             status, code = "ok", 0
+        outputs_right = status == "ok"  # a remote error under --remote-strict leaves the outputs right
+        if failure and status == "ok":
+            status, code = "failed", 1
         counts = lastbuild.tally(len(session.selected), [(s.status, s.reason) for s in settled.values()])
         head = lastbuild.header(self.started_at, opts.jobs, status, wall, critical_s,
                                 self.prediction.makespan_s, lastbuild.world_entries(world_spans))
+        if failure:
+            head["remote_error"] = failure
         lastbuild.write(self.farmer_dir, head, session.last_build_tasks(settled, outcomes))
         if opts.trace_file:
             from farmer.report.timeline import write_chrome_trace
@@ -329,7 +337,7 @@ class _Build:
                 path = set(critical.critical_steps(comps, by_index, steps))
             write_chrome_trace(opts.trace_file, spans, comps, path, "farmer build",
                                [w for w in world_spans if w.start_s is not None])
-        ran = session.ran(outcomes) if status == "ok" else None
+        ran = session.ran(outcomes) if outputs_right else None  # the no-op proof's
         if opts.front == "ninja":  # `farmer ninja` ends as ninja does
             from farmer.report.ninja_status import end_line
 

@@ -27,6 +27,11 @@ class RunCache:
         as a run (output digests, trace), without a duration sample."""
         return None
 
+    def refreshing(self) -> bool:
+        """Whether every computation is to run and be stored anew, replacing what this cache
+        holds (--remote-refresh): then no cache layered with it is looked up either."""
+        return False
+
     def store(self, comp: Computation, trace: Trace, outcome: Outcome) -> None:
         """After `comp` ran and succeeded, once its trace is recorded: keep its outputs
         (their digests are `trace.outputs`; its log, `executors.process.log_path`). Also
@@ -44,14 +49,24 @@ class Layered(RunCache):
     kept locally (`Restored.keep_locally`: a remote hit goes into the local cache, as with
     Bazel's disk + remote cache, so the next checkout on this machine needs no network).
     Each cache decides what it keeps: a local hit is not uploaded (finding out whether the
-    remote lacks it would cost a lookup per local hit, which is what the local cache saves)."""
+    remote lacks it would cost a lookup per local hit, which is what the local cache saves).
+    When one cache is being refreshed (--remote-refresh), nothing is restored from any: a
+    local hit would leave the remote's entry as it was, and the point is to replace it."""
 
-    __slots__ = ("caches",)
+    __slots__ = ("caches", "refreshed")
 
     def __init__(self, caches: list[RunCache]) -> None:
         self.caches = caches
+        self.refreshed = [c for c in caches if c.refreshing()]
+
+    def refreshing(self) -> bool:
+        return bool(self.refreshed)
 
     def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
+        if self.refreshed:  # each still notes the computation's key (`query --remote` shows it)
+            for cache in self.refreshed:
+                cache.lookup(comp, inputs, world)
+            return None
         for cache in self.caches:
             hit = cache.lookup(comp, inputs, world)
             if hit is not None:

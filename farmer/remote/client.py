@@ -81,7 +81,8 @@ class BlobMissing(RemoteError):
 
 class BlobCorrupt(RemoteError):
     def __init__(self, digest: Digest) -> None:
-        super().__init__("CORRUPT", f"blob {digest.hash[:12]}/{digest.size_bytes} does not match its digest")
+        # the whole hash: the server's operator finds the damaged copy by it (docs/remote.md)
+        super().__init__("CORRUPT", f"blob {digest.hash}/{digest.size_bytes} does not match its digest")
         self.digest = digest
 
 

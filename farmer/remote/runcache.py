@@ -28,6 +28,9 @@ class RemoteRunCache(RunCache):
     def __init__(self, shared: SharedRemote) -> None:
         self.shared = shared
 
+    def refreshing(self) -> bool:
+        return self.shared.settings.refresh
+
     def lookup(self, comp: Computation, inputs: list[tuple[str, str]], world: str | None) -> Restored | None:
         from farmer.record.cache.key import describe, uncacheable
 

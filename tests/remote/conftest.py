@@ -272,36 +272,67 @@ def _openssl(directory: str) -> None:
             "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
 
 
-@pytest.fixture(scope="module")
-def tls_server(reapi, tmp_path_factory):
-    """One TlsServer for a module's tests (each starts a bgd and makes certificates)."""
-    tmp_path = tmp_path_factory.mktemp("tls-server")
+def _tls_setup(stack, directory: str) -> TlsServer:
+    """Certificates made and the JWT secret written in `directory`; a TlsServer without its url."""
     import shutil
-    stack = load_stack()
     if stack.bgd() is None:
         unavailable("BuildGrid is not installed")
     if shutil.which("openssl") is None:
         unavailable("openssl is not installed (apt-get install openssl)")
-    sys.path.insert(0, REPO)
-    from farmer.remote.config import Endpoint
-
-    directory = str(tmp_path / "tls")
     os.makedirs(directory)
     _openssl(directory)
     server = TlsServer(directory, os.urandom(16).hex())
     with open(os.path.join(directory, "jwt-secret"), "w") as f:
         f.write(server.secret)
+    return server
+
+
+def _start_tls(stack, server: TlsServer, state: str, execution: bool) -> str:
+    """A bgd behind TLS (mTLS and a JWT on every call) with `server`'s files; its grpcs:// URL."""
+    sys.path.insert(0, REPO)
+    from farmer.remote.config import Endpoint
+
+    tls = {"key": os.path.join(server.dir, "server.key"), "cert": os.path.join(server.dir, "server.pem"),
+           "client_ca": server.ca}
+    return stack.start_server(
+        state, "tls-bgd", execution=execution, cache_instance="cache" if execution else "", tls=tls,
+        jwt_secret=os.path.join(server.dir, "jwt-secret"),
+        ready=lambda url: Endpoint(url, "", (("authorization", f"Bearer {server.token()}"),), ca=server.ca,
+                                   cert=server.cert, key=server.key))
+
+
+@pytest.fixture(scope="module")
+def tls_server(reapi, tmp_path_factory):
+    """One TlsServer for a module's tests (each starts a bgd and makes certificates)."""
+    tmp_path = tmp_path_factory.mktemp("tls-server")
+    stack = load_stack()
+    server = _tls_setup(stack, str(tmp_path / "tls"))
     state = str(tmp_path / "tls-bgd")
     os.makedirs(state)
-    tls = {"key": os.path.join(directory, "server.key"), "cert": os.path.join(directory, "server.pem"),
-           "client_ca": server.ca}
     try:
         stack.tie(state, os.getpid())
-        server.url = stack.start_server(
-            state, "tls-bgd", execution=False, cache_instance="", tls=tls,
-            jwt_secret=os.path.join(directory, "jwt-secret"),
-            ready=lambda url: Endpoint(url, "", (("authorization", f"Bearer {server.token()}"),), ca=server.ca,
-                                       cert=server.cert, key=server.key))
+        server.url = _start_tls(stack, server, state, execution=False)
+        yield server
+    finally:
+        stack.stop(state)
+
+
+@pytest.fixture
+def tls_exec_stack(reapi, tmp_path):
+    """A TlsServer whose bgd has an execution instance "" (PostgreSQL) and one `farmer worker` bot
+    that reaches it over TLS with the client certificate and a JWT; stopped after the test."""
+    stack = load_stack()
+    if stack.pgbin() is None:
+        unavailable("PostgreSQL is not installed")
+    server = _tls_setup(stack, str(tmp_path / "tls"))
+    state = str(tmp_path / "tls-stack")
+    os.makedirs(state)
+    try:
+        stack.tie(state, os.getpid())
+        server.url = _start_tls(stack, server, state, execution=True)
+        stack.start_bots(state, server.url, 1, ("--remote-ca", server.ca, "--remote-cert", server.cert,
+                                                "--remote-key", server.key,
+                                                "--remote-header", f"authorization=Bearer {server.token()}"))
         yield server
     finally:
         stack.stop(state)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import subprocess
 
 import pytest
-from conftest import start_farmer
+from conftest import run_farmer, start_farmer
 from helpers import last_build_tasks, write_files
 
 if importlib.util.find_spec("grpc") is None and os.environ.get("CI") != "true":
@@ -110,6 +111,36 @@ def test_a_server_killed_during_restores_leaves_whole_files_and_the_build_goes_o
     assert not leftovers(second)
     r = farmer(second)  # the state is whole: everything is up to date
     assert r.returncode == 0 and f"up to date {N + 2}" in r.stdout, r.stdout
+
+
+def test_strict_fails_a_build_whose_server_died_and_last_build_and_reports_say_why(tmp_path, farmer,
+                                                                                   own_cache_server, salt):
+    first = checkout(tmp_path / "one", salt)
+    assert farmer(first, "--remote", own_cache_server.url).returncode == 0
+    farmer.ran()
+    second = checkout(tmp_path / "two", salt)
+    p = farmer.start(second, "-j", "2", "--remote", own_cache_server.url, "--remote-strict")
+    for line in p.stdout:
+        if line.startswith("["):  # the first restore is in; more are in flight
+            own_cache_server.kill()
+            break
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 1, out + err
+    assert "farmer: error:" in err and "(--remote-strict)" in err, err
+    assert outputs(second) == outputs(first)  # the outputs are right all the same
+    with open(os.path.join(second, ".farmer", "last-build.json")) as f:
+        last = json.load(f)
+    assert last["status"] == "failed"
+    assert "(--remote-strict)" in last["remote_error"] and "unavailable" in last["remote_error"], last["remote_error"]
+    assert {t["status"] for t in last["tasks"]} <= {"cached", "ran"}  # no computation failed
+    junit = tmp_path / "junit.xml"
+    assert run_farmer(second, "report", "--junit", str(junit)).returncode == 0
+    xml = junit.read_text()
+    assert '<testsuite name="remote" tests="1" failures="1"' in xml and "unavailable" in xml, xml
+    markdown = run_farmer(second, "report", "--markdown").stdout
+    assert "## farmer build FAILED" in markdown and "**Remote error:**" in markdown, markdown
+    r = farmer(second)  # without --remote: nothing left to do, the outputs were right
+    assert r.returncode == 0 and f"up to date {N + 2}" in r.stdout, r.stdout + r.stderr
 
 
 def test_a_remote_hit_lands_in_the_local_cache(tmp_path, farmer, own_cache_server, salt):

@@ -254,6 +254,22 @@ def test_tls_with_a_private_ca_mtls_and_a_token(tmp_path, farmer, tls_server, sa
     assert token not in r.stdout + r.stderr and not written_anywhere(second, token)
 
 
+@pytest.mark.slow  # a whole TLS stack of its own (PostgreSQL, bgd, a bot)
+def test_a_worker_over_tls_runs_an_action_of_a_tls_build(tmp_path, farmer, tls_exec_stack, salt):
+    server = tls_exec_stack
+    token = server.token()
+    root = plain_project(tmp_path / "a", salt)
+    r = farmer(root, "--remote", server.url, "--remote-exec", "--remote-ca", server.ca, "--remote-cert", server.cert,
+               "--remote-key", server.key, "--remote-header", f"authorization=Bearer {token}",
+               "--remote-salt", salt)
+    assert r.returncode == 0 and "warning" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert farmer.ran() == []  # not here: the worker ran it
+    task = last_build_tasks(root)["out/one.txt"]
+    assert task["status"] == "ran" and task["executor"] == "remote" and "local_because" not in task, task
+    with open(os.path.join(root, "out/one.txt")) as f:
+        assert f.read() == salt
+
+
 def test_a_tls_failure_is_one_warning_and_no_grpc_log_line(tmp_path, farmer, tls_server, salt):
     # no --remote-ca: the server's certificate is from a CA the system does not know; and an
     # environment that asks gRPC for its log lines (a CI image, a shell profile)
@@ -349,6 +365,22 @@ def test_remote_refresh_runs_and_uploads_over_what_was_there(tmp_path, farmer, r
     assert last_build_tasks(refreshed)["out/one.txt"]["remote_lookup"]["result"].startswith("not looked up")
     assert farmer(plain_project(tmp_path / "c", salt), *remote).returncode == 0
     assert farmer.ran() == []
+
+
+def test_remote_refresh_ignores_local_cache_hits_too_so_their_results_are_uploaded(tmp_path, farmer, reapi, salt):
+    local = ["--cache", "--cache-dir", str(tmp_path / "local-cache")]
+    remote = ["--remote", reapi.url, "--remote-instance", reapi.cache_instance, "--remote-salt", salt]
+    assert farmer(plain_project(tmp_path / "a", salt), *local).returncode == 0  # in the local cache only
+    assert farmer.ran() == ["one"]
+    refreshed = plain_project(tmp_path / "b", salt)
+    r = farmer(refreshed, *local, *remote, "--remote-refresh")
+    assert r.returncode == 0 and farmer.ran() == ["one"], r.stdout + r.stderr  # the local hit ran anyway
+    task = last_build_tasks(refreshed)["out/one.txt"]
+    assert task["status"] == "ran" and task["remote_lookup"]["result"].startswith("not looked up"), task
+    r = farmer(plain_project(tmp_path / "c", salt), *remote)  # no local cache: the remote has it now
+    assert r.returncode == 0 and farmer.ran() == [], r.stdout + r.stderr
+    r = farmer(plain_project(tmp_path / "d", salt), *local)  # and the local cache still does
+    assert r.returncode == 0 and farmer.ran() == [], r.stdout + r.stderr
 
 
 def test_platform_and_salt_flags_reach_the_workers_key_for_a_build_ninja(tmp_path, farmer, reapi, salt):

@@ -64,6 +64,8 @@ def _header(build: LastBuild) -> str:
         cls = label.split()[0] if label in ("failed", "cached") else ""
         out.append(f"<div class=\"card {cls}\"><b>{escape(str(value))}</b><span>{escape(label)}</span></div>")
     out.append("</div>")
+    if build.remote_error:
+        out.append(f"<p class=\"note\">The build failed on a remote error: {escape(build.remote_error)}</p>")
     for note in build.notes:
         out.append(f"<p class=\"note\">{escape(note)}</p>")
     return "\n".join(out)

@@ -4,7 +4,9 @@ case per computation that ran or failed, in a test suite per task; a failure car
 reason and its log's tail. Up-to-date, cached and skipped computations are not test cases
 (skipped ones are counted in the suite's `skipped` attribute only when they never ran). Each
 world set up in the build is a test case of the suite `world set-up`; a failed one carries the
-tail of the world's own log (its setup's traceback)."""
+tail of the world's own log (its setup's traceback). A remote error that failed the build
+(--remote-strict) is a failed test case of the suite `remote`, so the CI's test view shows why
+the job failed."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ def render(build: LastBuild) -> str:
     setups = [w for w in build.worlds if w.timed]
     failures = sum(1 for cases in suites.values() for e in cases if e.status == "failed")
     failures += sum(1 for w in setups if w.status == "failed")
-    tests = sum(len(cases) for cases in suites.values()) + len(setups)
+    remote_error = build.remote_error
+    failures += remote_error is not None
+    tests = sum(len(cases) for cases in suites.values()) + len(setups) + (remote_error is not None)
     total_time = sum(e.duration_s or 0.0 for cases in suites.values() for e in cases)
     total_time += sum(w.duration_s or 0.0 for w in setups)
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
@@ -58,6 +62,13 @@ def render(build: LastBuild) -> str:
             out.append(f"      <failure message={quoteattr(_clean(message))} type=\"setup\">"
                        f"{escape(_clean(build.world_log_tail(w)))}</failure>")
             out.append("    </testcase>")
+        out.append("  </testsuite>")
+    if remote_error is not None:
+        out.append('  <testsuite name="remote" tests="1" failures="1" errors="0" skipped="0" time="0.000">')
+        out.append('    <testcase classname="remote" name="remote" time="0.000">')
+        out.append(f"      <failure message={quoteattr(_clean(remote_error))} type=\"remote\">"
+                   f"{escape(_clean(remote_error))}</failure>")
+        out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")
     return "\n".join(out) + "\n"

@@ -20,6 +20,8 @@ def render(build: LastBuild) -> str:
                f"| {build.count('failed')} | {build.count('skipped')} | {_s(head.get('wall_s'))} "
                f"| {_s(head.get('critical_path_s'))} | {_s(head.get('predicted_makespan_s'))} |")
     out.append("")
+    if build.remote_error:
+        out += [f"**Remote error:** {_html(build.remote_error)}", ""]
     if build.critical_path:
         chain = " → ".join(f"`{_code(e.id)}`" for e in build.critical_path[:12])
         if len(build.critical_path) > 12:

@@ -103,6 +103,13 @@ class LastBuild:
         return str(self.head.get("status", "unknown"))
 
     @property
+    def remote_error(self) -> str | None:
+        """The remote error that failed a build whose computations all succeeded
+        (--remote-strict); None: none."""
+        said = self.head.get("remote_error")
+        return str(said) if said else None
+
+    @property
     def wall_s(self) -> float:
         return _number(self.head.get("wall_s")) or 0.0
 
