@@ -54,6 +54,19 @@ def c_program(tag: str = "") -> dict[str, str]:
 
 
 # a -> b, and c on its own: the smallest graph with a dependency and an independent task
+# Two steps on one source file, src.txt: a copy, then the copy twice (the no-op and server tests).
+SRC_CHAIN = """
+[task.a]
+inputs = ["src.txt"]
+outputs = ["out/a.txt"]
+cmd = "cat src.txt > out/a.txt"
+
+[task.b]
+inputs = ["out/a.txt"]
+outputs = ["out/b.txt"]
+cmd = "cat out/a.txt out/a.txt > out/b.txt"
+"""
+
 CHAIN = """
 [task.a]
 inputs = ["src/a.txt"]

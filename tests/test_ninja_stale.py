@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import textwrap
 import subprocess
 
 import pytest
@@ -194,11 +195,8 @@ def test_a_marker_with_content_keeps_ninjas_rule(project):
     assert project.read("result.txt") == "two\n"
 
 
-@needs_cc
-def test_a_header_comment_relinks_nothing(project):
-    """Compiles (`deps = gcc`), archives and links make real products: the objects come out
-    byte-identical after a comment, so neither the archive nor the program is made again."""
-    project.write("build.ninja", """\
+# A program of compiles (`deps = gcc`), an archive and a link.
+PROGRAM = """\
         rule cc
           command = gcc -MD -MF $out.d -c $in -o $out
           depfile = $out.d
@@ -211,10 +209,17 @@ def test_a_header_comment_relinks_nothing(project):
         build main.o: cc main.c
         build libx.a: ar lib.o
         build app: link main.o libx.a
+    """
+
+@needs_cc
+def test_a_header_comment_relinks_nothing(project):
+    """Compiles (`deps = gcc`), archives and links make real products: the objects come out
+    byte-identical after a comment, so neither the archive nor the program is made again."""
+    project.write("build.ninja", textwrap.dedent(PROGRAM) + textwrap.dedent("""\
         rule run
           command = ./app > $out; true
         build app.txt: run app
-        """)
+        """))
     project.write("x.h", "#define VALUE 3\n")
     project.write("lib.c", '#include "x.h"\nint lib(void) { return VALUE; }\n')
     project.write("main.c", '#include "x.h"\nint lib(void);\nint main(void) { return lib() + VALUE - 3; }\n')
@@ -291,20 +296,7 @@ def test_cmake_run_by_the_user_is_not_run_again(tmp_path):
 def test_links_and_archives_are_restored_from_the_cache(project, tmp_path):
     """Their keys hold their inputs' content, not the objects' mtimes: after `farmer clean`
     every edge is restored, links and archives too."""
-    project.write("build.ninja", """\
-        rule cc
-          command = gcc -MD -MF $out.d -c $in -o $out
-          depfile = $out.d
-          deps = gcc
-        rule ar
-          command = rm -f $out && ar crs $out $in
-        rule link
-          command = gcc $in -o $out
-        build lib.o: cc lib.c
-        build main.o: cc main.c
-        build libx.a: ar lib.o
-        build app: link main.o libx.a
-        """)
+    project.write("build.ninja", PROGRAM)
     project.write("lib.c", "int lib(void) { return 4; }\n")
     project.write("main.c", "int lib(void);\nint main(void) { return lib(); }\n")
     cache = ("--cache", "--cache-dir", str(tmp_path / "cache"))

@@ -8,24 +8,13 @@ import json
 import os
 
 import pytest
-from helpers import HEAVY, PROFILE, imported
+from helpers import HEAVY, imported, PROFILE, SRC_CHAIN as CHAIN
 
 from farmer.cli.quick import quick_build_args
 from farmer.files import digests as grains
 from farmer.files import stattable
 from farmer.store import proof as noop
 
-CHAIN = """
-[task.a]
-inputs = ["src.txt"]
-outputs = ["out/a.txt"]
-cmd = "cat src.txt > out/a.txt"
-
-[task.b]
-inputs = ["out/a.txt"]
-outputs = ["out/b.txt"]
-cmd = "cat out/a.txt out/a.txt > out/b.txt"
-"""
 
 
 DEPFILE = """

@@ -12,23 +12,12 @@ import time
 
 import pytest
 from conftest import run_farmer, start_farmer
-from helpers import HEAVY, imported
+from helpers import HEAVY, imported, SRC_CHAIN as CHAIN
 
 from farmer.cli import client
 from farmer.cli import serve as command
 from farmer.cli import server
 
-CHAIN = """
-[task.a]
-inputs = ["src.txt"]
-outputs = ["out/a.txt"]
-cmd = "cat src.txt > out/a.txt"
-
-[task.b]
-inputs = ["out/a.txt"]
-outputs = ["out/b.txt"]
-cmd = "cat out/a.txt out/a.txt > out/b.txt"
-"""
 
 
 def _server_pid(project) -> int | None:
