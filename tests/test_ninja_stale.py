@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import textwrap
 import subprocess
+import textwrap
 
 import pytest
 
