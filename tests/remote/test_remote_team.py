@@ -183,6 +183,7 @@ cmd = "cat out/slow > out/after && {{{{ [ -z \\"$RUNS\\" ] || echo after >> \\"$
 """
 
 
+@pytest.mark.slow  # fault injection: a server frozen with SIGSTOP, then the 2 s deadline waited out
 def test_a_server_frozen_mid_build_costs_a_lookup_deadline_not_the_remote_timeout(tmp_path, farmer,
                                                                                    own_cache_server, salt):
     remote = ["--remote", own_cache_server.url]
