@@ -12,66 +12,57 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape, quoteattr
 
-from farmer.report.pages.model import Entry, LastBuild
+from farmer.report.pages.model import LastBuild
+
+
+Case = tuple[str, float, "tuple[str, str, str] | None"]  # name, seconds, (message, type, text) if failed
 
 
 def render(build: LastBuild) -> str:
-    suites: dict[str, list[Entry]] = {}
+    suites: dict[str, list[Case]] = {}
     for e in build.entries:
         if e.status in ("ran", "failed"):
-            suites.setdefault(e.task, []).append(e)
+            failure = (e.reason, _kind(e.reason), build.log_tail(e)) if e.status == "failed" else None
+            suites.setdefault(e.task, []).append((e.id, e.duration_s or 0.0, failure))
+    every: list[tuple[str, list[Case]]] = list(suites.items())
     setups = [w for w in build.worlds if w.timed]
-    failures = sum(1 for cases in suites.values() for e in cases if e.status == "failed")
-    failures += sum(1 for w in setups if w.status == "failed")
-    remote_error = build.remote_error
-    failures += remote_error is not None
-    tests = sum(len(cases) for cases in suites.values()) + len(setups) + (remote_error is not None)
-    total_time = sum(e.duration_s or 0.0 for cases in suites.values() for e in cases)
-    total_time += sum(w.duration_s or 0.0 for w in setups)
+    if setups:
+        every.append(("world set-up", [
+            (w.id, w.duration_s or 0.0,
+             (f"world {w.name} setup failed; see .farmer/{w.log}", "setup", build.world_log_tail(w))
+             if w.status == "failed" else None) for w in setups]))
+    if build.remote_error is not None:
+        every.append(("remote", [("remote", 0.0, (build.remote_error, "remote", build.remote_error))]))
+    tests = sum(len(cases) for _, cases in every)
+    failures = sum(1 for _, cases in every for case in cases if case[2] is not None)
+    total_time = sum(case[1] for _, cases in every for case in cases)
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f'<testsuites name="farmer" tests="{tests}" failures="{failures}" errors="0" '
            f'time="{total_time:.3f}" timestamp={quoteattr(str(build.head.get("started_at", "")))}>']
-    for task, cases in suites.items():
-        failed = sum(1 for e in cases if e.status == "failed")
-        time = sum(e.duration_s or 0.0 for e in cases)
-        out.append(f'  <testsuite name={quoteattr(_clean(task))} tests="{len(cases)}" failures="{failed}" '
-                   f'errors="0" skipped="0" time="{time:.3f}">')
-        for e in cases:
-            attrs = f'classname={quoteattr(_clean(task))} name={quoteattr(_clean(e.id))} time="{e.duration_s or 0.0:.3f}"'
-            if e.status != "failed":
-                out.append(f"    <testcase {attrs}/>")
-                continue
-            tail = build.log_tail(e)
-            out.append(f"    <testcase {attrs}>")
-            out.append(f"      <failure message={quoteattr(_clean(e.reason))} type={quoteattr(_kind(e.reason))}>"
-                       f"{escape(_clean(tail))}</failure>")
-            out.append("    </testcase>")
-        out.append("  </testsuite>")
-    if setups:
-        failed = sum(1 for w in setups if w.status == "failed")
-        time = sum(w.duration_s or 0.0 for w in setups)
-        out.append(f'  <testsuite name="world set-up" tests="{len(setups)}" failures="{failed}" '
-                   f'errors="0" skipped="0" time="{time:.3f}">')
-        for w in setups:
-            attrs = f'classname="world set-up" name={quoteattr(_clean(w.id))} time="{w.duration_s or 0.0:.3f}"'
-            if w.status != "failed":
-                out.append(f"    <testcase {attrs}/>")
-                continue
-            message = f"world {w.name} setup failed; see .farmer/{w.log}"
-            out.append(f"    <testcase {attrs}>")
-            out.append(f"      <failure message={quoteattr(_clean(message))} type=\"setup\">"
-                       f"{escape(_clean(build.world_log_tail(w)))}</failure>")
-            out.append("    </testcase>")
-        out.append("  </testsuite>")
-    if remote_error is not None:
-        out.append('  <testsuite name="remote" tests="1" failures="1" errors="0" skipped="0" time="0.000">')
-        out.append('    <testcase classname="remote" name="remote" time="0.000">')
-        out.append(f"      <failure message={quoteattr(_clean(remote_error))} type=\"remote\">"
-                   f"{escape(_clean(remote_error))}</failure>")
-        out.append("    </testcase>")
-        out.append("  </testsuite>")
+    for name, cases in every:
+        _suite(out, name, cases)
     out.append("</testsuites>")
     return "\n".join(out) + "\n"
+
+
+def _suite(out: list[str], name: str, cases: list[Case]) -> None:
+    """One test suite: a test case each, a failure with its message, type and text."""
+    failed = sum(1 for case in cases if case[2] is not None)
+    time = sum(case[1] for case in cases)
+    suite = quoteattr(_clean(name))
+    out.append(f'  <testsuite name={suite} tests="{len(cases)}" failures="{failed}" '
+               f'errors="0" skipped="0" time="{time:.3f}">')
+    for case, seconds, failure in cases:
+        attrs = f'classname={suite} name={quoteattr(_clean(case))} time="{seconds:.3f}"'
+        if failure is None:
+            out.append(f"    <testcase {attrs}/>")
+            continue
+        message, kind, text = failure
+        out.append(f"    <testcase {attrs}>")
+        out.append(f"      <failure message={quoteattr(_clean(message))} type={quoteattr(kind)}>"
+                   f"{escape(_clean(text))}</failure>")
+        out.append("    </testcase>")
+    out.append("  </testsuite>")
 
 
 def _kind(reason: str) -> str:
